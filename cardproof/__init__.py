@@ -1,0 +1,3 @@
+"""cardproof: evidence-first benchmarks of local LLM inference servers."""
+
+__version__ = "0.1.0"

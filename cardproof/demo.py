@@ -1,0 +1,91 @@
+"""``cardproof demo``: the whole path on tiny local models and a real server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from cardproof.daemon import llamacpp
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import StoreError, open_store
+
+DEMO_CAMPAIGN = """\
+# Built-in demo campaign: tiny random-weight models on a local llama-server.
+[campaign]
+name = "demo"
+prompt_classes = ["short", "medium", "long"]
+reasoning = [false, true]
+repetitions = 3
+repetitions_reasoning = 2
+max_tokens = 32
+
+[server]
+backend = "llama-server"
+url = "{url}"
+request_timeout_s = 120
+
+[[models]]
+name = "tiny-b"
+
+[[models]]
+name = "tiny-a"
+pinned = true
+"""
+
+
+class DemoError(Exception):
+    pass
+
+
+def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = print) -> dict:
+    from cardproof.report.build import ReportError, build
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        llamacpp.find_binary()
+    except llamacpp.LlamaServerMissing as exc:
+        raise DemoError(str(exc)) from exc
+    try:
+        from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
+    except ImportError as exc:
+        raise DemoError(f"the gguf package is needed ({exc}); pip install -e '.[server]'") from exc
+
+    echo("step 1/4: tiny models")
+    files = make_tiny(workdir / "models", progress=echo)
+    preset = llamacpp.write_preset(
+        workdir / "models.ini",
+        {n: p for n, p in files.items() if n not in DRAFT_FOR.values()},
+        {target: files[draft] for target, draft in DRAFT_FOR.items()},
+    )
+    log_path = workdir / "logs" / "llama-server.log"
+    echo("step 2/4: starting llama-server (router mode)")
+    server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset), log_path=log_path)
+    try:
+        server.start()
+    except llamacpp.LlamaServerFailed as exc:
+        raise DemoError(str(exc)) from exc
+    echo(f"llama-server at {server.url}, log {log_path}")
+    db_path = workdir / "cardproof.db"
+    try:
+        camp_text = DEMO_CAMPAIGN.format(url=server.url)
+        camp_path = workdir / "demo-campaign.toml"
+        camp_path.write_text(camp_text)
+        campaign = parse_campaign(camp_text, str(camp_path))
+        echo("step 3/4: campaign")
+        store = open_store(db_path)
+        try:
+            outcome = run_campaign(store, campaign, echo=echo)
+        finally:
+            store.close()
+    except StoreError as exc:
+        raise DemoError(str(exc)) from exc
+    finally:
+        server.stop()
+    echo("step 4/4: report and site")
+    try:
+        result = build(db_path, Path(project))
+    except (StoreError, ReportError) as exc:
+        raise DemoError(str(exc)) from exc
+    return {"db": db_path, "run_id": outcome.run_id, "site": result["site_dir"] / "index.html"}

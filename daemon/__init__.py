@@ -1,0 +1,1 @@
+"""Capture side: campaigns, backends, the runner and the SQLite store."""

@@ -1,0 +1,243 @@
+"""llama.cpp's llama-server, single-model or router mode, over httpx.
+
+Throughput comes from the response's ``timings`` counters only (principle 1);
+the wall clock is kept beside them, never substituted for them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+
+from ..store import utcnow
+from .base import BackendError, LoadResult, SampleResult
+
+
+def _model_status(entry: dict) -> str | None:
+    status = entry.get("status")
+    if isinstance(status, dict):
+        return status.get("value")
+    return status
+
+
+class LlamaServerBackend:
+    kind = "llama-server"
+
+    def __init__(self, url: str, *, timeout_s: float = 300.0):
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout_s, connect=5.0))
+        self._router: bool | None = None
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- plain GETs ------------------------------------------------------
+    def _get_json(self, path: str, **params) -> dict:
+        try:
+            r = self.client.get(path, params=params or None, timeout=15.0)
+        except httpx.TimeoutException as exc:
+            raise BackendError("timeout", f"GET {self.url}{path}: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise BackendError("connection", f"GET {self.url}{path}: {exc}") from exc
+        if r.status_code >= 400:
+            raise BackendError("http", f"GET {self.url}{path}: HTTP {r.status_code}: {r.text[:300]}", status=r.status_code)
+        try:
+            return r.json()
+        except ValueError as exc:
+            raise BackendError("protocol", f"GET {self.url}{path}: not JSON: {r.text[:200]!r}") from exc
+
+    def models(self) -> list[dict]:
+        """The server's model list (router: with per-model status)."""
+        data = self._get_json("/models")
+        return data.get("data", []) if isinstance(data, dict) else []
+
+    def is_router(self) -> bool:
+        if self._router is None:
+            self._router = any("status" in m for m in self.models())
+        return self._router
+
+    def model_status(self, name: str) -> str | None:
+        """``loaded``/``loading``/``unloaded``/... in router mode; None if unknown."""
+        for m in self.models():
+            if m.get("id") == name or name in (m.get("aliases") or []):
+                return _model_status(m)
+        return None
+
+    def model_entry(self, name: str) -> dict | None:
+        for m in self.models():
+            if m.get("id") == name:
+                return m
+        return None
+
+    def server_info(self, model: str | None = None) -> dict:
+        """/props of the server (router: of the loaded child for ``model``)."""
+        params = {"model": model} if (model and self.is_router()) else {}
+        props = self._get_json("/props", **params)
+        return props
+
+    # -- loads -----------------------------------------------------------
+    def load(self, name: str, *, poll_s: float = 0.05, limit_s: float | None = None) -> LoadResult:
+        """Load ``name`` (router mode) and wait until the router reports it loaded."""
+        requested = utcnow()
+        if not self.is_router():
+            return LoadResult(name, requested, requested, None, "already_loaded")
+        if self.model_status(name) == "loaded":
+            return LoadResult(name, requested, requested, 0.0, "already_loaded")
+        t0 = time.perf_counter()
+        try:
+            r = self.client.post("/models/load", json={"model": name}, timeout=30.0)
+        except httpx.TransportError as exc:
+            raise BackendError("connection", f"POST {self.url}/models/load: {exc}") from exc
+        if r.status_code >= 400:
+            return LoadResult(name, requested, None, None, "failed", f"HTTP {r.status_code}: {r.text[:300]}")
+        deadline = t0 + (limit_s or self.timeout_s)
+        while time.perf_counter() < deadline:
+            entry = self.model_entry(name)
+            status = _model_status(entry) if entry else None
+            if status == "loaded":
+                secs = time.perf_counter() - t0
+                return LoadResult(name, requested, utcnow(), secs, "loaded", port=_port_of(entry))
+            if status in ("failed", "error") or (entry and (entry.get("status") or {}).get("failed")):
+                return LoadResult(name, requested, None, None, "failed", json.dumps(entry.get("status")))
+            time.sleep(poll_s)
+        return LoadResult(name, requested, None, None, "failed", f"not loaded after {limit_s or self.timeout_s:.0f} s")
+
+    def watch_load(self, name: str) -> "LoadWatcher":
+        """Poll the router during a request that will load ``name`` itself."""
+        return LoadWatcher(self, name)
+
+    # -- one measured request -------------------------------------------
+    def chat(self, model: str, prompt: str, *, max_tokens: int, reasoning: bool, extra: dict | None = None) -> SampleResult:
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "stream": True,
+            "cache_prompt": False,
+            "chat_template_kwargs": {"enable_thinking": reasoning},
+            "stream_options": {"include_usage": True},
+        }
+        if extra:
+            body.update(extra)
+        answer_parts: list[str] = []
+        reasoning_chars = 0
+        final: dict = {}
+        finish_reason = None
+        ttft_ms = None
+        t0 = time.perf_counter()
+        try:
+            with self.client.stream("POST", "/v1/chat/completions", json=body) as r:
+                if r.status_code >= 400:
+                    text = r.read().decode("utf-8", "replace")
+                    raise BackendError("http", f"HTTP {r.status_code}: {text[:500]}", status=r.status_code)
+                for line in r.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        break
+                    try:
+                        chunk = json.loads(payload)
+                    except ValueError as exc:
+                        raise BackendError("protocol", f"unreadable stream chunk: {payload[:200]!r}") from exc
+                    if "error" in chunk:
+                        raise BackendError("http", f"error in stream: {json.dumps(chunk['error'])[:500]}")
+                    for choice in chunk.get("choices") or []:
+                        delta = choice.get("delta") or {}
+                        content = delta.get("content") or ""
+                        rc = delta.get("reasoning_content") or ""
+                        if (content or rc) and ttft_ms is None:
+                            ttft_ms = (time.perf_counter() - t0) * 1000.0
+                        answer_parts.append(content)
+                        reasoning_chars += len(rc)
+                        if choice.get("finish_reason"):
+                            finish_reason = choice["finish_reason"]
+                    if "timings" in chunk:
+                        final["timings"] = chunk["timings"]
+                    if chunk.get("usage"):
+                        final["usage"] = chunk["usage"]
+        except httpx.TimeoutException as exc:
+            raise BackendError("timeout", f"no answer within {self.timeout_s:.0f} s: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
+        wall_ms = (time.perf_counter() - t0) * 1000.0
+        timings = final.get("timings")
+        if not timings:
+            raise BackendError("protocol", "stream ended without a timings object (no counters)")
+        answer = "".join(answer_parts)
+        final["finish_reason"] = finish_reason
+        final["answer_head"] = answer[:200]
+        return SampleResult(
+            prompt_tokens=timings.get("prompt_n"),
+            generated_tokens=timings.get("predicted_n"),
+            prompt_ms=timings.get("prompt_ms"),
+            predicted_ms=timings.get("predicted_ms"),
+            prefill_tps=timings.get("prompt_per_second"),
+            decode_tps=timings.get("predicted_per_second"),
+            ttft_ms=ttft_ms,
+            wall_ms=wall_ms,
+            stop_reason=finish_reason,
+            answer_chars=len(answer),
+            reasoning_chars=reasoning_chars,
+            draft_tokens=timings.get("draft_n"),
+            draft_accepted=timings.get("draft_n_accepted"),
+            cached_tokens=timings.get("cache_n"),
+            counter_source="timings",
+            request={k: v for k, v in body.items() if k != "messages"} | {"prompt_chars": len(prompt)},
+            response=final,
+        )
+
+
+def _port_of(entry: dict | None) -> int | None:
+    if not entry:
+        return None
+    status = entry.get("status")
+    port = entry.get("port") or (status.get("port") if isinstance(status, dict) else None)
+    try:
+        return int(port) if port is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class LoadWatcher:
+    """Measures a load that happens inside a request, by polling the router.
+
+    Started when the model was not loaded before the request; stops when the
+    router reports it loaded. The duration is router-observed, to ~50 ms.
+    """
+
+    def __init__(self, backend: LlamaServerBackend, name: str, poll_s: float = 0.05):
+        self.name = name
+        self.poll_s = poll_s
+        self.requested_at = utcnow()
+        self.ready_at: str | None = None
+        self.load_seconds: float | None = None
+        self.port: int | None = None
+        self._stop = threading.Event()
+        self._client = httpx.Client(base_url=backend.url, timeout=5.0)
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._client.get("/models").json().get("data", [])
+            except Exception:
+                data = []
+            for m in data:
+                if m.get("id") == self.name and _model_status(m) == "loaded":
+                    self.load_seconds = time.perf_counter() - self._t0
+                    self.ready_at = utcnow()
+                    self.port = _port_of(m)
+                    return
+            self._stop.wait(self.poll_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self._client.close()

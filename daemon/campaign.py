@@ -1,0 +1,244 @@
+"""Campaign files: TOML in, a validated Campaign out, or one clear error.
+
+Every error names the file, the key and what was expected, so a user can fix
+the file without reading code. Nothing is written to the store until the file
+has validated completely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .prompts import PROMPT_CLASSES
+
+BACKENDS = ("llama-server",)
+
+
+class CampaignError(Exception):
+    """A campaign file that cannot be used; str() is the one-line message."""
+
+    def __init__(self, path: str, key: str, message: str):
+        self.path = path
+        self.key = key
+        super().__init__(f"{path}: key '{key}': {message}")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    file: str | None = None
+    pinned: bool = False
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    path: str
+    text: str
+    sha256: str
+    backend: str
+    url: str
+    request_timeout_s: float
+    models: tuple[ModelSpec, ...]
+    prompt_classes: tuple[str, ...]
+    prompt_tokens: dict[str, int]
+    reasoning: tuple[bool, ...]
+    repetitions: int
+    repetitions_reasoning: int
+    max_tokens: int
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def repetitions_for(self, reasoning: bool) -> int:
+        return self.repetitions_reasoning if reasoning else self.repetitions
+
+
+# Threshold names are registered here so a typo is an error, not a silent default.
+THRESHOLDS: dict[str, float] = {
+    "load_seconds": 1.0,
+    "foreign_requests": 0.0,
+    "min_decode_tps": 0.0,
+}
+
+_TOP_KEYS = {"campaign", "server", "models", "prompts", "thresholds"}
+_CAMPAIGN_KEYS = {
+    "name",
+    "prompt_classes",
+    "reasoning",
+    "repetitions",
+    "repetitions_reasoning",
+    "max_tokens",
+}
+_SERVER_KEYS = {"backend", "url", "request_timeout_s"}
+_MODEL_KEYS = {"name", "file", "pinned"}
+
+
+def _type_name(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+class _Checker:
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, key: str, message: str) -> None:
+        raise CampaignError(self.path, key, message)
+
+    def table(self, data: Any, key: str) -> dict:
+        if not isinstance(data, dict):
+            self.fail(key, f"expected a table, got {_type_name(data)}")
+        return data
+
+    def unknown(self, data: dict, allowed: set[str], prefix: str) -> None:
+        for k in data:
+            if k not in allowed:
+                known = ", ".join(sorted(allowed))
+                self.fail(f"{prefix}{k}", f"unknown key (expected one of: {known})")
+
+    def string(self, data: dict, key: str, prefix: str, *, required: bool, default=None):
+        if key not in data:
+            if required:
+                self.fail(prefix + key, "missing (expected a string)")
+            return default
+        value = data[key]
+        if not isinstance(value, str) or not value.strip():
+            self.fail(prefix + key, f"expected a non-empty string, got {_type_name(value)}")
+        return value
+
+    def positive_int(self, data: dict, key: str, prefix: str, default: int) -> int:
+        if key not in data:
+            return default
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.fail(prefix + key, f"expected a positive integer, got {_type_name(value)}")
+        return value
+
+    def number(self, data: dict, key: str, prefix: str, default: float) -> float:
+        if key not in data:
+            return default
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            self.fail(prefix + key, f"expected a non-negative number, got {_type_name(value)}")
+        return float(value)
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Read and validate a campaign file; raise CampaignError naming the key."""
+    p = Path(path)
+    name = str(p)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise CampaignError(name, "-", f"cannot read file: {exc.strerror}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CampaignError(name, "-", f"not UTF-8 text (byte {exc.start})") from exc
+    return parse_campaign(text, name)
+
+
+def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
+    """Validate campaign TOML text; ``path`` is only used in messages."""
+    c = _Checker(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CampaignError(path, "-", f"not valid TOML: {exc}") from exc
+    c.unknown(data, _TOP_KEYS, "")
+
+    camp = c.table(data.get("campaign", {}), "campaign")
+    c.unknown(camp, _CAMPAIGN_KEYS, "campaign.")
+    cname = c.string(camp, "name", "campaign.", required=False, default=Path(path).stem)
+
+    if "server" not in data:
+        c.fail("server", "missing (expected a table with backend and url)")
+    server = c.table(data["server"], "server")
+    c.unknown(server, _SERVER_KEYS, "server.")
+    backend = c.string(server, "backend", "server.", required=False, default="llama-server")
+    if backend not in BACKENDS:
+        c.fail("server.backend", f"expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    url = c.string(server, "url", "server.", required=True)
+    if not url.startswith(("http://", "https://")):
+        c.fail("server.url", f"expected an http:// or https:// URL, got {url!r}")
+    timeout = c.number(server, "request_timeout_s", "server.", 300.0)
+    if timeout <= 0:
+        c.fail("server.request_timeout_s", "expected a number above 0")
+
+    models_raw = data.get("models")
+    if not isinstance(models_raw, list) or not models_raw:
+        c.fail("models", "expected at least one [[models]] table")
+    models = []
+    seen = set()
+    for i, m in enumerate(models_raw):
+        prefix = f"models[{i}]."
+        m = c.table(m, f"models[{i}]")
+        c.unknown(m, _MODEL_KEYS, prefix)
+        mname = c.string(m, "name", prefix, required=True)
+        if mname in seen:
+            c.fail(prefix + "name", f"duplicate model name {mname!r}")
+        seen.add(mname)
+        mfile = c.string(m, "file", prefix, required=False)
+        pinned = m.get("pinned", False)
+        if not isinstance(pinned, bool):
+            c.fail(prefix + "pinned", f"expected true or false, got {_type_name(pinned)}")
+        models.append(ModelSpec(mname, mfile, pinned))
+    if sum(m.pinned for m in models) > 1:
+        c.fail("models", "at most one model may be pinned")
+
+    classes = camp.get("prompt_classes", ["short", "medium", "long"])
+    if not isinstance(classes, list) or not classes:
+        c.fail("campaign.prompt_classes", "expected a non-empty list of prompt class names")
+    prompts = c.table(data.get("prompts", {}), "prompts")
+    prompt_tokens = dict(PROMPT_CLASSES)
+    for pname, ptab in prompts.items():
+        ptab = c.table(ptab, f"prompts.{pname}")
+        c.unknown(ptab, {"target_tokens"}, f"prompts.{pname}.")
+        prompt_tokens[pname] = c.positive_int(ptab, "target_tokens", f"prompts.{pname}.", 0)
+        if prompt_tokens[pname] == 0:
+            c.fail(f"prompts.{pname}.target_tokens", "missing (expected a positive integer)")
+    for cls in classes:
+        if not isinstance(cls, str) or cls not in prompt_tokens:
+            known = ", ".join(sorted(prompt_tokens))
+            c.fail("campaign.prompt_classes", f"unknown prompt class {cls!r} (known: {known})")
+
+    reasoning = camp.get("reasoning", [False])
+    if isinstance(reasoning, bool):
+        reasoning = [reasoning]
+    if (
+        not isinstance(reasoning, list)
+        or not reasoning
+        or not all(isinstance(r, bool) for r in reasoning)
+    ):
+        c.fail("campaign.reasoning", f"expected true, false or a list of them, got {_type_name(reasoning)}")
+
+    reps = c.positive_int(camp, "repetitions", "campaign.", 5)
+    reps_r = c.positive_int(camp, "repetitions_reasoning", "campaign.", 3)
+    max_tokens = c.positive_int(camp, "max_tokens", "campaign.", 128)
+
+    th = c.table(data.get("thresholds", {}), "thresholds")
+    thresholds = dict(THRESHOLDS)
+    for k in th:
+        if k not in THRESHOLDS:
+            c.unknown({k: 0}, set(THRESHOLDS), "thresholds.")
+        thresholds[k] = c.number(th, k, "thresholds.", THRESHOLDS[k])
+
+    return Campaign(
+        name=cname,
+        path=path,
+        text=text,
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        backend=backend,
+        url=url.rstrip("/"),
+        request_timeout_s=timeout,
+        models=tuple(models),
+        prompt_classes=tuple(classes),
+        prompt_tokens=prompt_tokens,
+        reasoning=tuple(dict.fromkeys(reasoning)),
+        repetitions=reps,
+        repetitions_reasoning=reps_r,
+        max_tokens=max_tokens,
+        thresholds=thresholds,
+    )

@@ -1,0 +1,330 @@
+"""The runner: plan cells, load each model once, measure, store as it goes.
+
+Status, exit code and coverage are written by the runner itself (principle
+10): nothing later reconstructs them.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass
+from typing import Callable
+
+from . import hostinfo, modelfile
+from .backends import BackendError, make_backend
+from .campaign import Campaign
+from .prompts import build_prompt, new_nonce
+from .store import Store, dumps, utcnow
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_PARTIAL = 3
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class PlannedCell:
+    model: str
+    prompt_class: str
+    reasoning: bool
+    repetitions: int
+    pinned: bool
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    status: str
+    exit_code: int
+    planned: int
+    measured: int
+    failed: int
+
+    @property
+    def coverage(self) -> float:
+        return self.measured / self.planned if self.planned else 0.0
+
+
+def plan_cells(campaign: Campaign) -> list[PlannedCell]:
+    """All cells in the order that needs the fewest loads.
+
+    One model at a time; the pinned (production) model goes last so that it
+    is never unloaded in the middle of the campaign (principle 12).
+    """
+    models = sorted(campaign.models, key=lambda m: m.pinned)
+    cells = []
+    for m in models:
+        for reasoning in sorted(campaign.reasoning):
+            for cls in campaign.prompt_classes:
+                cells.append(PlannedCell(m.name, cls, reasoning, campaign.repetitions_for(reasoning), m.pinned))
+    return cells
+
+
+def register_campaign(store: Store, campaign: Campaign) -> int:
+    """Freeze the campaign text, its SHA-256 and the time (principle 7)."""
+    return store.insert(
+        "campaigns",
+        {
+            "name": campaign.name,
+            "path": campaign.path,
+            "sha256": campaign.sha256,
+            "toml_text": campaign.text,
+            "registered_at": utcnow(),
+        },
+    )
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def run_campaign(
+    store: Store,
+    campaign: Campaign,
+    *,
+    echo: Callable[[str], None] = print,
+    backend=None,
+) -> RunOutcome:
+    """Run ``campaign`` against its server, storing every sample as it is taken."""
+    backend = backend or make_backend(campaign.backend, campaign.url, campaign.request_timeout_s)
+    campaign_id = register_campaign(store, campaign)
+    cells = plan_cells(campaign)
+    planned = sum(c.repetitions for c in cells)
+    run_id = store.insert(
+        "runs",
+        {
+            "campaign_id": campaign_id,
+            "host": hostinfo.host_name(),
+            "gpus_json": dumps(hostinfo.gpu_inventory()),
+            "backend": campaign.backend,
+            "server_url": campaign.url,
+            "started_at": utcnow(),
+            "status": "running",
+            "samples_planned": planned,
+            "samples_measured": 0,
+            "samples_failed": 0,
+        },
+    )
+    echo(f"run {run_id}: campaign {campaign.name} ({campaign.sha256[:12]}), {len(cells)} cells, {planned} samples planned")
+    state = {"measured": 0, "failed": 0}
+
+    def finish(status: str, code: int, error: str | None = None) -> RunOutcome:
+        store.update(
+            "runs",
+            run_id,
+            {
+                "ended_at": utcnow(),
+                "status": status,
+                "exit_code": code,
+                "samples_measured": state["measured"],
+                "samples_failed": state["failed"],
+                "coverage": state["measured"] / planned if planned else 0.0,
+                "error_text": error,
+            },
+        )
+        return RunOutcome(run_id, status, code, planned, state["measured"], state["failed"])
+
+    def on_term(signum, frame):
+        raise _Interrupted(f"signal {signum}")
+
+    old = None
+    try:
+        old = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not in the main thread
+        pass
+    try:
+        try:
+            props = backend.server_info()
+        except BackendError as exc:
+            echo(f"error: server {campaign.url} not reachable: {exc}")
+            return finish("failed", EXIT_FAILED, f"server not reachable: {exc}")
+        store.update(
+            "runs",
+            run_id,
+            {
+                "server_version": str(props.get("build_info") or props.get("version") or ""),
+                "server_build": str(props.get("build_info") or ""),
+                "server_props_json": dumps(props),
+            },
+        )
+        model_ids = _register_models(store, campaign, backend)
+        _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, planned)
+    except (KeyboardInterrupt, _Interrupted) as exc:
+        echo(f"run {run_id} interrupted ({exc or 'keyboard'}); {state['measured']}/{planned} samples stored")
+        return finish("interrupted", EXIT_INTERRUPTED, f"interrupted: {exc or 'keyboard interrupt'}")
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+    code = EXIT_OK if state["measured"] == planned else EXIT_PARTIAL
+    outcome = finish("completed", code)
+    echo(
+        f"run {run_id} completed: {outcome.measured}/{planned} samples measured "
+        f"({outcome.coverage:.0%} coverage), {outcome.failed} exceptions"
+    )
+    return outcome
+
+
+def _register_models(store: Store, campaign: Campaign, backend) -> dict[str, int]:
+    ids = {}
+    listed = {}
+    try:
+        listed = {m.get("id"): m for m in backend.models()}
+    except BackendError:
+        pass
+    for spec in campaign.models:
+        path = spec.file or _model_path_from_args(listed.get(spec.name))
+        row = modelfile.describe(spec.name, path)
+        ids[spec.name] = store.upsert_model(row)
+    return ids
+
+
+def _model_path_from_args(entry: dict | None) -> str | None:
+    """The router lists each model's command line; its ``--model`` is the file."""
+    if not entry:
+        return None
+    if entry.get("path"):
+        return entry["path"]
+    args = (entry.get("status") or {}).get("args") or []
+    for flag in ("--model", "-m"):
+        if flag in args and args.index(flag) + 1 < len(args):
+            return args[args.index(flag) + 1]
+    return None
+
+
+def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, planned):
+    current_model = None
+    load_id = None
+    done = 0
+    for position, cell in enumerate(cells):
+        cell_id = store.insert(
+            "cells",
+            {
+                "run_id": run_id,
+                "model_id": model_ids[cell.model],
+                "position": position,
+                "prompt_class": cell.prompt_class,
+                "reasoning": int(cell.reasoning),
+                "max_tokens": campaign.max_tokens,
+                "repetitions": cell.repetitions,
+                "pinned": int(cell.pinned),
+            },
+        )
+        if cell.model != current_model:
+            if load_id is not None:
+                store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "next model"})
+            load_id = _explicit_load(store, backend, run_id, model_ids[cell.model], cell.model, echo)
+            current_model = cell.model
+        for rep in range(1, cell.repetitions + 1):
+            done += 1
+            label = (
+                f"[{done}/{planned}] {cell.model} {cell.prompt_class} "
+                f"reasoning={'on' if cell.reasoning else 'off'} rep {rep}/{cell.repetitions}"
+            )
+            ok, text, new_load = _one_sample(store, campaign, backend, run_id, cell_id, model_ids[cell.model], cell, rep)
+            if new_load is not None:
+                load_id = new_load
+            if ok:
+                state["measured"] += 1
+            else:
+                state["failed"] += 1
+            echo(f"{label}: {text}")
+    if load_id is not None:
+        store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "run ended"})
+
+
+def _explicit_load(store, backend, run_id, model_id, name, echo) -> int | None:
+    try:
+        res = backend.load(name)
+    except BackendError as exc:
+        echo(f"load {name}: failed: {exc}")
+        return store.insert(
+            "loads",
+            {"run_id": run_id, "model_id": model_id, "trigger": "explicit", "requested_at": utcnow(),
+             "status": "failed", "error_text": str(exc)},
+        )
+    if res.status == "already_loaded" and res.load_seconds is None:
+        return None  # single-model server: the load happened before the run
+    echo(
+        f"load {name}: {res.status}"
+        + (f" in {res.load_seconds:.2f} s" if res.load_seconds else "")
+        + (f" ({res.error_text})" if res.error_text else "")
+    )
+    return store.insert(
+        "loads",
+        {
+            "run_id": run_id,
+            "model_id": model_id,
+            "trigger": "explicit",
+            "requested_at": res.requested_at,
+            "ready_at": res.ready_at,
+            "load_seconds": res.load_seconds,
+            "status": res.status,
+            "error_text": res.error_text,
+            "port": res.port,
+            "pid": res.pid,
+        },
+    )
+
+
+def _one_sample(store, campaign, backend, run_id, cell_id, model_id, cell, rep):
+    nonce = new_nonce()
+    prompt = build_prompt(campaign.prompt_tokens[cell.prompt_class], nonce)
+    started = utcnow()
+    watcher = None
+    try:
+        if backend.is_router() and backend.model_status(cell.model) != "loaded":
+            watcher = backend.watch_load(cell.model)
+    except BackendError:
+        watcher = None
+    row = {"run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": nonce, "started_at": started}
+    new_load = None
+    try:
+        res = backend.chat(cell.model, prompt, max_tokens=campaign.max_tokens, reasoning=cell.reasoning)
+    except BackendError as exc:
+        row.update({"error_kind": exc.kind, "error_text": exc.text, "counter_source": "none"})
+        sample_id = store.insert("samples", row)
+        ok, text = False, f"exception ({exc.kind}): {exc.text[:160]}"
+    else:
+        row.update(
+            {
+                k: getattr(res, k)
+                for k in (
+                    "prompt_tokens", "generated_tokens", "prompt_ms", "predicted_ms", "prefill_tps",
+                    "decode_tps", "ttft_ms", "wall_ms", "stop_reason", "answer_chars", "reasoning_chars",
+                    "draft_tokens", "draft_accepted", "cached_tokens", "counter_source",
+                )
+            }
+        )
+        row["request_json"] = dumps(res.request)
+        row["response_json"] = dumps(res.response)
+        sample_id = store.insert("samples", row)
+        ok = True
+        text = (
+            f"decode {res.decode_tps:.1f} tok/s, prefill {res.prefill_tps:.1f} tok/s, "
+            f"prompt {res.prompt_tokens} tok, {res.generated_tokens} generated, stop={res.stop_reason}"
+        )
+    finally:
+        if watcher is not None:
+            watcher.stop()
+    if watcher is not None and watcher.load_seconds is not None:
+        new_load = store.insert(
+            "loads",
+            {
+                "run_id": run_id,
+                "model_id": model_id,
+                "trigger": "inside_request",
+                "sample_id": sample_id,
+                "requested_at": watcher.requested_at,
+                "ready_at": watcher.ready_at,
+                "load_seconds": watcher.load_seconds,
+                "status": "loaded",
+                "port": watcher.port,
+            },
+        )
+        text += f" [load inside request: {watcher.load_seconds:.2f} s]"
+    return ok, text, new_load
+
+
+def run_summary(outcome: RunOutcome) -> str:
+    return json.dumps(outcome.__dict__)

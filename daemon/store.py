@@ -1,0 +1,210 @@
+"""The SQLite store: one WAL file, schema changes only through migrations."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+import sqlite_utils
+from sqlite_utils import Migrations
+
+migrations = Migrations("cardproof")
+
+
+class StoreError(Exception):
+    """The database cannot be opened or written; the message names the file."""
+
+
+def utcnow() -> str:
+    """ISO-8601 UTC timestamp with microseconds, the one format used in the store."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+@migrations(name="m001_foundation")
+def m001_foundation(db: sqlite_utils.Database) -> None:
+    db["campaigns"].create(
+        {
+            "id": int,
+            "name": str,
+            "path": str,
+            "sha256": str,
+            "toml_text": str,
+            "registered_at": str,
+        },
+        pk="id",
+    )
+    db["campaigns"].create_index(["sha256"])
+    db["runs"].create(
+        {
+            "id": int,
+            "campaign_id": int,
+            "host": str,
+            "gpus_json": str,
+            "backend": str,
+            "server_url": str,
+            "server_version": str,
+            "server_build": str,
+            "server_props_json": str,
+            "started_at": str,
+            "ended_at": str,
+            "status": str,
+            "exit_code": int,
+            "samples_planned": int,
+            "samples_measured": int,
+            "samples_failed": int,
+            "coverage": float,
+            "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("campaign_id", "campaigns", "id")],
+    )
+    db["models"].create(
+        {
+            "id": int,
+            "name": str,
+            "path": str,
+            "file_bytes": int,
+            "digest": str,
+            "digest_kind": str,
+            "quantisation": str,
+            "architecture": str,
+            "capabilities_json": str,
+        },
+        pk="id",
+    )
+    db["models"].create_index(["name", "digest"], unique=True)
+    db["loads"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "model_id": int,
+            "trigger": str,  # explicit | inside_request
+            "sample_id": int,
+            "pid": int,
+            "port": int,
+            "requested_at": str,
+            "ready_at": str,
+            "load_seconds": float,
+            "ended_at": str,
+            "end_reason": str,
+            "status": str,
+            "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+    db["cells"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "model_id": int,
+            "position": int,
+            "prompt_class": str,
+            "reasoning": int,
+            "max_tokens": int,
+            "repetitions": int,
+            "pinned": int,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+    db["samples"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "cell_id": int,
+            "repetition": int,
+            "nonce": str,
+            "started_at": str,
+            "prompt_tokens": int,
+            "generated_tokens": int,
+            "prompt_ms": float,
+            "predicted_ms": float,
+            "prefill_tps": float,
+            "decode_tps": float,
+            "ttft_ms": float,
+            "wall_ms": float,
+            "stop_reason": str,
+            "answer_chars": int,
+            "reasoning_chars": int,
+            "draft_tokens": int,
+            "draft_accepted": int,
+            "cached_tokens": int,
+            "counter_source": str,
+            "error_kind": str,
+            "error_text": str,
+            "request_json": str,
+            "response_json": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("cell_id", "cells", "id")],
+    )
+    db["samples"].create_index(["cell_id", "repetition"])
+
+
+class Store:
+    """Thin wrapper over a migrated sqlite-utils Database."""
+
+    def __init__(self, path: Path, db: sqlite_utils.Database):
+        self.path = path
+        self.db = db
+
+    # -- runs -------------------------------------------------------------
+    def insert(self, table: str, row: dict) -> int:
+        """Insert one row and commit at once: a crash never loses a taken sample."""
+        try:
+            with self.db.conn:
+                return self.db[table].insert(row).last_pk
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot write to table {table}: {exc}") from exc
+
+    def update(self, table: str, pk: int, values: dict) -> None:
+        try:
+            with self.db.conn:
+                self.db[table].update(pk, values)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot update {table} {pk}: {exc}") from exc
+
+    def upsert_model(self, row: dict) -> int:
+        """Return the id of the model with this name and digest, inserting it if new."""
+        existing = list(
+            self.db["models"].rows_where(
+                "name = ? and coalesce(digest, '') = ?", [row["name"], row.get("digest") or ""]
+            )
+        )
+        if existing:
+            return existing[0]["id"]
+        return self.insert("models", row)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_store(path: Path | str, *, create: bool = True) -> Store:
+    """Open (and migrate) the store at ``path``.
+
+    Raises StoreError with the file named when it is not a SQLite database,
+    is locked, or cannot be created.
+    """
+    path = Path(path)
+    if not create and not path.exists():
+        raise StoreError(f"{path}: no such database")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=5.0)
+        db = sqlite_utils.Database(conn)
+        db.execute("PRAGMA journal_mode=WAL").fetchall()
+        db.execute("PRAGMA foreign_keys=ON")
+        migrations.apply(db)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: cannot open database: {exc}") from exc
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open database: {exc}") from exc
+    return Store(path, db)
+
+
+def dumps(obj) -> str:
+    """Compact JSON for columns that keep raw evidence."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)

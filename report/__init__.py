@@ -1,0 +1,1 @@
+"""Publish side: queries over the store, templates, the MkDocs site."""

@@ -1,0 +1,166 @@
+"""Render articles from the store into the MkDocs tree and build the site."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+
+from cardproof.daemon.store import open_store
+
+from . import queries
+from .i18n import LANGUAGES, Lang
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!])")
+
+
+class ReportError(Exception):
+    """The site could not be built; the message says which step and why."""
+
+
+def esc(value) -> str:
+    """Escape foreign text (model names, log lines, answers) for Markdown+HTML."""
+    if value is None:
+        return ""
+    text = html.escape(str(value), quote=False)
+    text = text.replace("\r", " ").replace("\n", " ")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("cardproof.report", "templates"),
+        autoescape=False,  # Markdown, not HTML: foreign text goes through |esc
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        # Markdown attribute lists use "{#id}", so Jinja comments get other brackets.
+        comment_start_string="{%#",
+        comment_end_string="#%}",
+    )
+    env.filters["esc"] = esc
+    return env
+
+
+def _cellvalue(L: Lang, cell: dict | None) -> str:
+    if cell is None:
+        return "—"
+    d = cell["decode"]
+    if d is None:
+        if not cell["errors"]:
+            return "—"
+        kinds = {s["error_kind"] for s in cell["errors"]}
+        # "crash" only where the server went away; a refused request is an error
+        word = "crash" if "connection" in kinds else ("timeout" if kinds == {"timeout"} else "error")
+        return f"[{L.gettext(word)}](#cell-{cell['id']})"
+    return f"[{L.num(d.median)}](#cell-{cell['id']}) ({L.num(d.low)}–{L.num(d.high)}, n={d.n})"
+
+
+def _exception_groups(view: dict) -> list[dict]:
+    groups = []
+    for c in view["cells"]:
+        if not c["errors"]:
+            continue
+        first = c["errors"][0]
+        groups.append(
+            {
+                "cell_id": c["id"],
+                "model": c["model"],
+                "prompt_class": c["prompt_class"],
+                "reasoning": c["reasoning"],
+                "failed": len(c["errors"]),
+                "total": len(c["samples"]),
+                "kind": first["error_kind"],
+                "text": (first["error_text"] or "")[:200],
+            }
+        )
+    return groups
+
+
+def render_run(view: dict, lang: str) -> str:
+    L = Lang(lang)
+    tpl = _env().get_template("run.md.j2")
+    return tpl.render(
+        _=L.gettext,
+        L=L,
+        cellvalue=lambda c: _cellvalue(L, c),
+        exception_groups=_exception_groups(view),
+        **view,
+    )
+
+
+def render_index(runs: list[dict], lang: str) -> str:
+    L = Lang(lang)
+    return _env().get_template("runs_index.md.j2").render(_=L.gettext, L=L, runs=runs)
+
+
+def scaffold(project: Path) -> None:
+    """Give ``project`` an mkdocs.yml and hand-written pages if it has none."""
+    project.mkdir(parents=True, exist_ok=True)
+    src = resources.files("cardproof.report") / "scaffold"
+    if not (project / "mkdocs.yml").exists():
+        (project / "mkdocs.yml").write_text((src / "mkdocs.yml").read_text())
+    site = project / "site"
+    site.mkdir(exist_ok=True)
+    for name in ("index.md", "index.de.md"):
+        if not (site / name).exists():
+            (site / name).write_text((src / name).read_text())
+
+
+def write_articles(db_path: Path, project: Path) -> list[Path]:
+    """Write every run article in both languages; returns the files written."""
+    store = open_store(db_path, create=False)
+    try:
+        all_runs = queries.runs(store.db)
+        for r in all_runs:
+            r["n_models"] = store.db.execute(
+                "select count(distinct model_id) from cells where run_id = ?", [r["id"]]
+            ).fetchone()[0]
+        out_dir = project / "site" / "runs"
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        out_dir.mkdir(parents=True)
+        written = []
+        for lang in LANGUAGES:
+            suffix = "" if lang == "en" else f".{lang}"
+            p = out_dir / f"index{suffix}.md"
+            p.write_text(render_index(all_runs, lang))
+            written.append(p)
+            for r in all_runs:
+                view = queries.run_view(store.db, r["id"])
+                p = out_dir / f"run-{r['id']}{suffix}.md"
+                p.write_text(render_run(view, lang))
+                written.append(p)
+        return written
+    finally:
+        store.close()
+
+
+def mkdocs_build(project: Path) -> Path:
+    """``mkdocs build --strict``; raises ReportError with mkdocs' own complaint."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(project / "mkdocs.yml")],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if "WARNING" in ln or "ERROR" in ln]
+        detail = "; ".join(lines[:5]) or (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ReportError(f"mkdocs build --strict failed: {detail}")
+    return project / "build" / "site"
+
+
+def build(db_path: Path, project: Path, *, run_mkdocs: bool = True) -> dict:
+    """Scaffold if needed, write articles, build. Returns paths for the CLI to print."""
+    scaffold(project)
+    written = write_articles(db_path, project)
+    out = mkdocs_build(project) if run_mkdocs else None
+    return {"articles": written, "site_dir": out}

@@ -1,0 +1,146 @@
+"""Read-only queries that turn store rows into what an article shows."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import sqlite_utils
+
+from .stats import spread
+
+
+def runs(db: sqlite_utils.Database) -> list[dict]:
+    """All runs, newest first, with their campaign's name and hash."""
+    return list(
+        db.query(
+            """
+            select runs.*, campaigns.name as campaign_name, campaigns.sha256 as campaign_sha256,
+                   campaigns.registered_at as campaign_registered_at
+            from runs join campaigns on campaigns.id = runs.campaign_id
+            order by runs.started_at desc, runs.id desc
+            """
+        )
+    )
+
+
+def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
+    """Everything one run article needs, computed from rows alone."""
+    run = next(
+        db.query(
+            """
+            select runs.*, campaigns.name as campaign_name, campaigns.sha256 as campaign_sha256,
+                   campaigns.registered_at as campaign_registered_at, campaigns.toml_text as campaign_text,
+                   campaigns.path as campaign_path
+            from runs join campaigns on campaigns.id = runs.campaign_id where runs.id = ?
+            """,
+            [run_id],
+        ),
+        None,
+    )
+    if run is None:
+        raise KeyError(f"no run {run_id}")
+    cells = list(
+        db.query(
+            """
+            select cells.*, models.name as model, models.file_bytes, models.quantisation,
+                   models.architecture, models.digest, models.path as model_path
+            from cells join models on models.id = cells.model_id
+            where cells.run_id = ? order by cells.position
+            """,
+            [run_id],
+        )
+    )
+    samples = list(db.query("select * from samples where run_id = ? order by id", [run_id]))
+    loads = list(
+        db.query(
+            """select loads.*, models.name as model from loads join models on models.id = loads.model_id
+               where loads.run_id = ? order by loads.id""",
+            [run_id],
+        )
+    )
+    by_cell = defaultdict(list)
+    for s in samples:
+        by_cell[s["cell_id"]].append(s)
+    for c in cells:
+        ss = by_cell[c["id"]]
+        valid = [s for s in ss if not s["error_kind"]]
+        c["samples"] = ss
+        c["valid"] = valid
+        c["errors"] = [s for s in ss if s["error_kind"]]
+        c["decode"] = spread(s["decode_tps"] for s in valid)
+        c["prefill"] = spread(s["prefill_tps"] for s in valid)
+        c["ttft"] = spread(s["ttft_ms"] for s in valid)
+        toks = [s["prompt_tokens"] for s in valid if s["prompt_tokens"] is not None]
+        c["prompt_tokens"] = (min(toks), max(toks)) if toks else None
+
+    models: dict[str, dict] = {}
+    for c in cells:
+        m = models.setdefault(
+            c["model"],
+            {"name": c["model"], "file_bytes": c["file_bytes"], "quantisation": c["quantisation"],
+             "architecture": c["architecture"], "pinned": bool(c["pinned"]), "cells": {}, "loads": []},
+        )
+        m["cells"][(c["prompt_class"], bool(c["reasoning"]))] = c
+    for ld in loads:
+        if ld["model"] in models:
+            models[ld["model"]]["loads"].append(ld)
+    for m in models.values():
+        m["load"] = spread(ld["load_seconds"] for ld in m["loads"] if ld["load_seconds"])
+
+    classes = list(dict.fromkeys(c["prompt_class"] for c in cells))
+    reasoning_modes = sorted({bool(c["reasoning"]) for c in cells})
+    class_tokens = {}
+    for cls in classes:
+        toks = [s["prompt_tokens"] for c in cells if c["prompt_class"] == cls for s in c["valid"]
+                if s["prompt_tokens"] is not None]
+        class_tokens[cls] = (min(toks), max(toks)) if toks else None
+    return {
+        "run": run,
+        "gpus": json.loads(run["gpus_json"] or "{}"),
+        "props": json.loads(run["server_props_json"] or "{}"),
+        "cells": cells,
+        "samples": samples,
+        "loads": loads,
+        "models": list(models.values()),
+        "classes": classes,
+        "reasoning_modes": reasoning_modes,
+        "class_tokens": class_tokens,
+        "exceptions": [s for s in samples if s["error_kind"]],
+        "headline": headline(list(models.values()), classes),
+    }
+
+
+def headline(models: list[dict], classes: list[str]) -> dict | None:
+    """Fastest model on the first prompt class against the pinned model (or the slowest).
+
+    The ratio is given as a range over all sample pairs, not just medians.
+    """
+    if not classes:
+        return None
+    cls = classes[0]
+    rated = []
+    for m in models:
+        c = m["cells"].get((cls, False)) or m["cells"].get((cls, True))
+        if c and c["decode"]:
+            rated.append((m, c))
+    if len(rated) < 1:
+        return None
+    rated.sort(key=lambda mc: mc[1]["decode"].median, reverse=True)
+    best_m, best_c = rated[0]
+    others = [mc for mc in rated[1:]]
+    if not others:
+        return {"cls": cls, "best": best_m, "best_cell": best_c, "other": None}
+    pinned = [mc for mc in others if mc[0]["pinned"]]
+    other_m, other_c = pinned[0] if pinned else others[-1]
+    a, b = best_c["decode"], other_c["decode"]
+    return {
+        "cls": cls,
+        "best": best_m,
+        "best_cell": best_c,
+        "other": other_m,
+        "other_cell": other_c,
+        "ratio": a.median / b.median if b.median else None,
+        "ratio_low": a.low / b.high if b.high else None,
+        "ratio_high": a.high / b.low if b.low else None,
+    }
