@@ -87,7 +87,16 @@ def run_campaign(
     backend=None,
 ) -> RunOutcome:
     """Run ``campaign`` against its server, storing every sample as it is taken."""
+    own_backend = backend is None
     backend = backend or make_backend(campaign.backend, campaign.url, campaign.request_timeout_s)
+    try:
+        return _run(store, campaign, backend, echo)
+    finally:
+        if own_backend:
+            backend.close()
+
+
+def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
     campaign_id = register_campaign(store, campaign)
     cells = plan_cells(campaign)
     planned = sum(c.repetitions for c in cells)
@@ -243,7 +252,7 @@ def _explicit_load(store, backend, run_id, model_id, name, echo) -> int | None:
             {"run_id": run_id, "model_id": model_id, "trigger": "explicit", "requested_at": utcnow(),
              "status": "failed", "error_text": str(exc)},
         )
-    if res.status == "already_loaded" and res.load_seconds is None:
+    if res.status == "already_loaded" and not backend.is_router():
         return None  # single-model server: the load happened before the run
     echo(
         f"load {name}: {res.status}"
@@ -273,7 +282,7 @@ def _one_sample(store, campaign, backend, run_id, cell_id, model_id, cell, rep):
     started = utcnow()
     watcher = None
     try:
-        if backend.is_router() and backend.model_status(cell.model) != "loaded":
+        if backend.is_router():
             watcher = backend.watch_load(cell.model)
     except BackendError:
         watcher = None
@@ -306,8 +315,10 @@ def _one_sample(store, campaign, backend, run_id, cell_id, model_id, cell, rep):
         )
     finally:
         if watcher is not None:
-            watcher.stop()
+            watcher.stop(settle_s=2.0 if ok_or_none(row) else 0.0)
     if watcher is not None and watcher.load_seconds is not None:
+        bound = (row.get("ttft_ms") or row.get("wall_ms") or 0) / 1000.0
+        load_seconds = min(watcher.load_seconds, bound) if bound else watcher.load_seconds
         new_load = store.insert(
             "loads",
             {
@@ -317,13 +328,18 @@ def _one_sample(store, campaign, backend, run_id, cell_id, model_id, cell, rep):
                 "sample_id": sample_id,
                 "requested_at": watcher.requested_at,
                 "ready_at": watcher.ready_at,
-                "load_seconds": watcher.load_seconds,
+                "load_seconds": load_seconds,
                 "status": "loaded",
                 "port": watcher.port,
             },
         )
-        text += f" [load inside request: {watcher.load_seconds:.2f} s]"
+        text += f" [load inside request: {load_seconds:.2f} s]"
     return ok, text, new_load
+
+
+def ok_or_none(row: dict) -> bool:
+    """True when the sample succeeded (then the model must have been loaded)."""
+    return not row.get("error_kind")
 
 
 def run_summary(outcome: RunOutcome) -> str:

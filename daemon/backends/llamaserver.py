@@ -31,9 +31,18 @@ class LlamaServerBackend:
         self.timeout_s = timeout_s
         self.client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout_s, connect=5.0))
         self._router: bool | None = None
+        self._side: httpx.Client | None = None
 
     def close(self) -> None:
         self.client.close()
+        if self._side is not None:
+            self._side.close()
+
+    def side_client(self) -> httpx.Client:
+        """A second client for polling beside a running request (thread-safe, made once)."""
+        if self._side is None:
+            self._side = httpx.Client(base_url=self.url, timeout=5.0)
+        return self._side
 
     # -- plain GETs ------------------------------------------------------
     def _get_json(self, path: str, **params) -> dict:
@@ -86,7 +95,8 @@ class LlamaServerBackend:
         if not self.is_router():
             return LoadResult(name, requested, requested, None, "already_loaded")
         if self.model_status(name) == "loaded":
-            return LoadResult(name, requested, requested, 0.0, "already_loaded")
+            # loaded before we asked: no load to time, and we do not guess one
+            return LoadResult(name, requested, None, None, "already_loaded")
         t0 = time.perf_counter()
         try:
             r = self.client.post("/models/load", json={"model": name}, timeout=30.0)
@@ -130,7 +140,12 @@ class LlamaServerBackend:
         ttft_ms = None
         t0 = time.perf_counter()
         try:
-            with self.client.stream("POST", "/v1/chat/completions", json=body) as r:
+            # A fresh connection per measured request: the router sometimes
+            # drops a kept-alive connection between requests, which would turn
+            # into a false "server disconnected" exception.
+            with self.client.stream(
+                "POST", "/v1/chat/completions", json=body, headers={"Connection": "close"}
+            ) as r:
                 if r.status_code >= 400:
                     text = r.read().decode("utf-8", "replace")
                     raise BackendError("http", f"HTTP {r.status_code}: {text[:500]}", status=r.status_code)
@@ -204,40 +219,57 @@ def _port_of(entry: dict | None) -> int | None:
 
 
 class LoadWatcher:
-    """Measures a load that happens inside a request, by polling the router.
+    """Notices and times a load that happens inside a measured request.
 
-    Started when the model was not loaded before the request; stops when the
-    router reports it loaded. The duration is router-observed, to ~50 ms.
+    Started together with every request in router mode. Its first poll of the
+    router decides: ``loaded`` means no load was needed and the watcher ends;
+    ``unloaded`` or ``loading`` means this request is loading the model, and
+    the watcher polls until the router reports it loaded. Polling runs beside
+    the request instead of before it, so a measured request waits for nothing.
+    The router flips its status a little after the child can already serve,
+    so ``stop`` gives it a moment, and the runner bounds the duration by the
+    request's own time to first token (no token can come before the load).
     """
 
-    def __init__(self, backend: LlamaServerBackend, name: str, poll_s: float = 0.05):
+    def __init__(self, backend: LlamaServerBackend, name: str, poll_s: float = 0.02):
         self.name = name
         self.poll_s = poll_s
         self.requested_at = utcnow()
+        self.load_seen = False
         self.ready_at: str | None = None
         self.load_seconds: float | None = None
         self.port: int | None = None
         self._stop = threading.Event()
-        self._client = httpx.Client(base_url=backend.url, timeout=5.0)
+        self._client = backend.side_client()
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def _status(self) -> tuple[str | None, dict | None]:
+        try:
+            data = self._client.get("/models").json().get("data", [])
+        except Exception:
+            return None, None
+        for m in data:
+            if m.get("id") == self.name:
+                return _model_status(m), m
+        return None, None
+
     def _run(self) -> None:
+        status, _ = self._status()
+        if status == "loaded" or status is None:
+            return
+        self.load_seen = True
         while not self._stop.is_set():
-            try:
-                data = self._client.get("/models").json().get("data", [])
-            except Exception:
-                data = []
-            for m in data:
-                if m.get("id") == self.name and _model_status(m) == "loaded":
-                    self.load_seconds = time.perf_counter() - self._t0
-                    self.ready_at = utcnow()
-                    self.port = _port_of(m)
-                    return
+            status, entry = self._status()
+            if status == "loaded":
+                self.load_seconds = time.perf_counter() - self._t0
+                self.ready_at = utcnow()
+                self.port = _port_of(entry)
+                return
             self._stop.wait(self.poll_s)
 
-    def stop(self) -> None:
+    def stop(self, settle_s: float = 2.0) -> None:
+        self._thread.join(timeout=settle_s if self.load_seen else 5.0)
         self._stop.set()
         self._thread.join(timeout=2.0)
-        self._client.close()

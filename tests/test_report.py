@@ -1,0 +1,135 @@
+"""The article and the site, built from a database that a real run produced."""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cardproof.cli import cli
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.build import esc
+from cardproof.report.i18n import Lang
+from conftest import campaign_text
+
+
+@pytest.fixture(scope="module")
+def real_run_db(llama_server, tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("rep") / "r.db"
+    store = open_store(db)
+    camp = parse_campaign(
+        campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short", "long"), reasoning=(False, True),
+                      reps=3, reps_r=2, max_tokens=8, pinned="tiny-a"),
+        "report.toml",
+    )
+    outcome = run_campaign(store, camp, echo=lambda s: None)
+    assert outcome.exit_code == 0
+    store.close()
+    return db
+
+
+def _cell_medians(db: Path) -> dict:
+    store = open_store(db)
+    out = {}
+    for c in store.db.query(
+        "select cells.id, models.name, prompt_class, reasoning from cells join models on models.id = model_id"
+    ):
+        vals = [r["decode_tps"] for r in store.db.query(
+            "select decode_tps from samples where cell_id = ? and error_kind is null", [c["id"]])]
+        out[c["id"]] = (c["name"], c["prompt_class"], c["reasoning"], statistics.median(vals), min(vals), max(vals), len(vals))
+    store.close()
+    return out
+
+
+def test_report_builds_strict_and_table_holds_stored_medians(real_run_db, tmp_path):
+    project = tmp_path / "proj"
+    result = CliRunner().invoke(cli, ["report", "build", "--db", str(real_run_db), "--project", str(project)])
+    assert result.exit_code == 0, result.output
+    assert (project / "build" / "site" / "index.html").exists()
+    run_id = open_store(real_run_db).db.execute("select max(id) from runs").fetchone()[0]
+    en = (project / "site" / "runs" / f"run-{run_id}.md").read_text()
+    de = (project / "site" / "runs" / f"run-{run_id}.de.md").read_text()
+    medians = _cell_medians(real_run_db)
+    assert len(medians) == 8
+    for cell_id, (name, cls, reasoning, med, lo, hi, n) in medians.items():
+        for text, lang in ((en, "en"), (de, "de")):
+            L = Lang(lang)
+            expected = f"[{L.num(med)}](#cell-{cell_id}) ({L.num(lo)}–{L.num(hi)}, n={n})"
+            assert expected in text, (lang, name, cls, expected)
+            # every linked cell has its evidence anchor in the same article
+            assert f"{{#cell-{cell_id}}}" in text
+    # the built HTML has the anchors the links point to, in both languages
+    html_en = (project / "build" / "site" / "runs" / f"run-{run_id}" / "index.html").read_text()
+    html_de = (project / "build" / "site" / "de" / "runs" / f"run-{run_id}" / "index.html").read_text()
+    for cell_id in medians:
+        assert f'id="cell-{cell_id}"' in html_en and f'id="cell-{cell_id}"' in html_de
+        assert f'href="#cell-{cell_id}"' in html_en
+    sample_ids = [r[0] for r in open_store(real_run_db).db.execute("select id from samples where run_id = ?", [run_id])]
+    for sid in sample_ids:
+        assert f'id="sample-{sid}"' in html_en
+
+
+def test_german_uses_decimal_comma_and_german_words(real_run_db, tmp_path):
+    project = tmp_path / "p2"
+    CliRunner().invoke(cli, ["report", "build", "--db", str(real_run_db), "--project", str(project), "--no-mkdocs"])
+    de = next((project / "site" / "runs").glob("run-*.de.md")).read_text()
+    assert "## Die Zahlen" in de and "## Belege" in de
+    decimals = re.findall(r"\[(\d[\d.]*,\d)\]\(#cell-", de)
+    assert decimals, "German medians use a decimal comma"
+    assert not re.search(r"\[\d+\.\d\]\(#cell-", de)
+
+
+def test_pinned_model_is_last_and_marked(real_run_db, tmp_path):
+    project = tmp_path / "p3"
+    CliRunner().invoke(cli, ["report", "build", "--db", str(real_run_db), "--project", str(project), "--no-mkdocs"])
+    en = next(p for p in (project / "site" / "runs").glob("run-*.md") if not p.name.endswith(".de.md")).read_text()
+    table = en[en.index("## The numbers"):en.index("## Loads")]
+    assert table.index("| tiny-b |") < table.index("| tiny-a (in production) |")
+
+
+def test_escaping_of_foreign_text():
+    assert esc("<script>alert(1)</script>") == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert esc("a|b*c_[d]") == r"a\|b\*c\_\[d\]"
+    assert "\n" not in esc("two\nlines")
+
+
+def test_root_mkdocs_yml_matches_the_scaffold():
+    root = Path(__file__).resolve().parent.parent
+    assert (root / "mkdocs.yml").read_text() == (root / "report" / "scaffold" / "mkdocs.yml").read_text()
+
+
+def test_report_on_corrupt_db_is_one_line_error(tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"\x00garbage" * 64)
+    result = CliRunner().invoke(cli, ["report", "build", "--db", str(bad), "--project", str(tmp_path / "p")])
+    assert result.exit_code == 1
+    assert result.output.strip().count("\n") == 0 and str(bad) in result.output
+
+
+def test_demo_end_to_end(tmp_path):
+    """The README's first command, on a fresh folder: models, server, run, site."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "cardproof.cli", "demo", "--workdir", str(tmp_path / "demo"), "--project", str(tmp_path / "proj")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "step 4/4" in proc.stderr and "[30/30]" in proc.stderr
+    assert (tmp_path / "proj" / "build" / "site" / "index.html").exists()
+    assert (tmp_path / "proj" / "build" / "site" / "de" / "runs" / "run-1" / "index.html").exists()
+    store = open_store(tmp_path / "demo" / "cardproof.db")
+    run = store.db["runs"].get(1)
+    assert run["status"] == "completed" and run["coverage"] == 1.0
+    # the draft model really ran speculative decoding on tiny-a
+    drafted = store.db.execute(
+        "select sum(draft_tokens) from samples join cells on cells.id = cell_id join models on models.id = model_id "
+        "where models.name = 'tiny-a'").fetchone()[0]
+    assert drafted and drafted > 0
+    # demo leaves no server behind
+    assert "llama-server at http://127.0.0.1:" in proc.stderr
