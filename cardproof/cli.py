@@ -159,6 +159,11 @@ def demo(workdir: Path, project: Path) -> None:
     click.echo(f"site: {result['site']}")
 
 
+from cardproof.commands import register_all  # noqa: E402  (after the group exists)
+
+register_all(cli)
+
+
 def main() -> None:
     cli()
 

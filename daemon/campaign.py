@@ -43,6 +43,8 @@ class Campaign:
     backend: str
     url: str
     request_timeout_s: float
+    log_file: str | None
+    journal_unit: str | None
     models: tuple[ModelSpec, ...]
     prompt_classes: tuple[str, ...]
     prompt_tokens: dict[str, int]
@@ -72,7 +74,7 @@ _CAMPAIGN_KEYS = {
     "repetitions_reasoning",
     "max_tokens",
 }
-_SERVER_KEYS = {"backend", "url", "request_timeout_s"}
+_SERVER_KEYS = {"backend", "url", "request_timeout_s", "log_file", "journal_unit"}
 _MODEL_KEYS = {"name", "file", "pinned"}
 
 
@@ -163,6 +165,8 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
     url = c.string(server, "url", "server.", required=True)
     if not url.startswith(("http://", "https://")):
         c.fail("server.url", f"expected an http:// or https:// URL, got {url!r}")
+    log_file = c.string(server, "log_file", "server.", required=False)
+    journal_unit = c.string(server, "journal_unit", "server.", required=False)
     timeout = c.number(server, "request_timeout_s", "server.", 300.0)
     if timeout <= 0:
         c.fail("server.request_timeout_s", "expected a number above 0")
@@ -233,6 +237,8 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         backend=backend,
         url=url.rstrip("/"),
         request_timeout_s=timeout,
+        log_file=log_file,
+        journal_unit=journal_unit,
         models=tuple(models),
         prompt_classes=tuple(classes),
         prompt_tokens=prompt_tokens,

@@ -286,7 +286,8 @@ def _one_sample(store, campaign, backend, run_id, cell_id, model_id, cell, rep):
             watcher = backend.watch_load(cell.model)
     except BackendError:
         watcher = None
-    row = {"run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": nonce, "started_at": started}
+    row = {"run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": nonce, "started_at": started,
+           "kind": "measure"}
     new_load = None
     try:
         res = backend.chat(cell.model, prompt, max_tokens=campaign.max_tokens, reasoning=cell.reasoning)

@@ -144,6 +144,151 @@ def m001_foundation(db: sqlite_utils.Database) -> None:
     db["samples"].create_index(["cell_id", "repetition"])
 
 
+@migrations(name="m002_evidence_gates_memory")
+def m002_evidence_gates_memory(db: sqlite_utils.Database) -> None:
+    # samples: canary provocations are stored beside measurements, never mixed in
+    db["samples"].add_column("kind", str)  # measure | canary
+    db.execute("update samples set kind = 'measure' where kind is null")
+    db["loads"].add_column("model_file", str)
+
+    # -- gates (issue 3) -------------------------------------------------
+    db["gate_results"].create(
+        {
+            "id": int,
+            "sample_id": int,
+            "gate": str,
+            "fired": int,  # 1 fired, 0 not fired, NULL the gate itself raised
+            "observed": float,
+            "observed_text": str,
+            "threshold": float,
+            "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("sample_id", "samples", "id")],
+    )
+    db["gate_results"].create_index(["sample_id", "gate"], unique=True)
+    db["canaries"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "gate": str,
+            "result": str,  # fired | not_fired | recorded | not_run
+            "reason": str,
+            "sample_id": int,
+            "detail_json": str,
+            "at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+
+    # -- log evidence (issue 4) -------------------------------------------
+    db["log_sources"].create(
+        {
+            "id": int,
+            "kind": str,  # journal | journal-file | plain
+            "name": str,  # unit name or file path
+            "cursor": str,  # last journal cursor stored
+            "offset": int,  # plain files: byte offset of the next unread line
+            "inode": int,
+            "updated_at": str,
+        },
+        pk="id",
+    )
+    db["log_sources"].create_index(["kind", "name"], unique=True)
+    db["log_lines"].create(
+        {
+            "id": int,
+            "source_id": int,
+            "run_id": int,
+            "ts": str,
+            "unit": str,
+            "pid": int,
+            "port": int,  # router child prefix [port]
+            "cursor": str,
+            "offset": int,
+            "raw": str,  # the line as read, never rewritten
+            "raw_bytes": bytes,  # set only when the line was not valid UTF-8
+            "load_id": int,
+            "attribution": str,  # pid | port | boundary | unattributed
+        },
+        pk="id",
+        foreign_keys=[("source_id", "log_sources", "id")],
+    )
+    db["log_lines"].create_index(["source_id", "cursor"])
+    db["log_lines"].create_index(["load_id"])
+    db["facts"].create(
+        {
+            "id": int,
+            "load_id": int,
+            "line_id": int,
+            "name": str,  # DESIGN.md vocabulary: offloaded_layers, kv_buffer_mib, ...
+            "device": str,  # CUDA0, CPU_Mapped, ... or NULL
+            "value_num": float,
+            "value_text": str,
+            "unit": str,
+        },
+        pk="id",
+        foreign_keys=[("line_id", "log_lines", "id")],
+    )
+    db["facts"].create_index(["load_id", "name"])
+    db["capture_gaps"].create(
+        {"id": int, "source_id": int, "at": str, "reason": str, "lines_skipped": int},
+        pk="id",
+    )
+
+    # -- memory from the card (issue 5) -----------------------------------
+    db["memory_samples"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "load_id": int,
+            "ts": str,
+            "scope": str,  # device | process
+            "device_index": int,
+            "pid": int,
+            "process_name": str,
+            "used_mib": float,
+            "total_mib": float,
+            "free_mib": float,
+            "util_pct": float,
+            "source": str,  # nvml | recorded
+            "note": str,
+        },
+        pk="id",
+    )
+    db["memory_samples"].create_index(["run_id", "ts"])
+    db["memory_selfreports"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "load_id": int,
+            "ts": str,
+            "source": str,  # llama-server breakdown, ollama /api/ps, ...
+            "total_mib": float,
+            "gpu_mib": float,
+            "items_json": str,
+        },
+        pk="id",
+    )
+
+    # -- foreign load (issues 3, 6) ---------------------------------------
+    db["requests_seen"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "ts": str,
+            "client": str,
+            "method": str,
+            "path": str,
+            "status": int,
+            "line_id": int,
+            "source": str,
+        },
+        pk="id",
+    )
+
+
 class Store:
     """Thin wrapper over a migrated sqlite-utils Database."""
 

@@ -51,7 +51,12 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
             [run_id],
         )
     )
-    samples = list(db.query("select * from samples where run_id = ? order by id", [run_id]))
+    samples = list(
+        db.query(
+            "select * from samples where run_id = ? and coalesce(kind, 'measure') = 'measure' order by id",
+            [run_id],
+        )
+    )
     loads = list(
         db.query(
             """select loads.*, models.name as model from loads join models on models.id = loads.model_id

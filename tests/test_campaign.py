@@ -108,3 +108,16 @@ def test_cli_missing_campaign_file(tmp_path):
     result = CliRunner().invoke(cli, ["run", str(tmp_path / "nope.toml"), "--db", str(tmp_path / "d.db")])
     assert result.exit_code == 2
     assert "nope.toml" in result.output and "cannot read file" in result.output
+
+
+def test_every_command_has_help():
+    import click
+
+    def walk(cmd, path):
+        yield path, cmd
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, path + [name])
+
+    for path, cmd in walk(cli, ["cardproof"]):
+        assert (cmd.help or "").strip(), f"{' '.join(path)} has no help text"
