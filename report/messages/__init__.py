@@ -1,0 +1,1 @@
+"""Message catalogues, one module per feature: ``MESSAGES = {english: german}``."""
