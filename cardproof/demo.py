@@ -19,12 +19,21 @@ reasoning = [false, true]
 repetitions = 3
 repetitions_reasoning = 2
 max_tokens = 32
+canaries = true
+
+# Tiny random-weight models rarely stop on their own, and this machine may
+# have no GPU: both gates are counted and reported, but do not empty the table.
+[gates.length_limit]
+exclude = false
+[gates.not_on_card]
+exclude = false
 
 [server]
 backend = "llama-server"
 url = "{url}"
 request_timeout_s = 120
 
+{embedding}
 [[models]]
 name = "tiny-b"
 
@@ -67,9 +76,23 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
     except llamacpp.LlamaServerFailed as exc:
         raise DemoError(str(exc)) from exc
     echo(f"llama-server at {server.url}, log {log_path}")
+    # a co-resident embedding model, as in the seeds: probed around every cell
+    embed = llamacpp.LlamaServerProcess(
+        ["-m", str(files["tiny-a"]), "--embeddings", "--pooling", "mean", "-lv", "4", "--log-colors", "off",
+         "--no-webui", "--threads", "1"],
+        log_path=workdir / "logs" / "embedding-server.log",
+    )
+    try:
+        embed.start()
+    except llamacpp.LlamaServerFailed as exc:
+        server.stop()
+        raise DemoError(str(exc)) from exc
+    echo(f"embedding server at {embed.url}")
     db_path = workdir / "cardproof.db"
     try:
-        camp_text = DEMO_CAMPAIGN.format(url=server.url)
+        camp_text = DEMO_CAMPAIGN.format(
+            url=server.url, embedding=f'[embedding]\nurl = "{embed.url}"\n'
+        )
         camp_path = workdir / "demo-campaign.toml"
         camp_path.write_text(camp_text)
         campaign = parse_campaign(camp_text, str(camp_path))
@@ -83,6 +106,7 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
         raise DemoError(str(exc)) from exc
     finally:
         server.stop()
+        embed.stop()
     echo("step 4/4: report and site")
     try:
         result = build(db_path, Path(project))

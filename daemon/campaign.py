@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .gates import GATES, GateConfig, default_config
 from .prompts import PROMPT_CLASSES
 
 BACKENDS = ("llama-server",)
@@ -52,20 +53,16 @@ class Campaign:
     repetitions: int
     repetitions_reasoning: int
     max_tokens: int
-    thresholds: dict[str, float] = field(default_factory=dict)
+    canaries: bool = False
+    embedding_url: str | None = None
+    embedding_model: str | None = None
+    gates: dict[str, GateConfig] = field(default_factory=default_config)
 
     def repetitions_for(self, reasoning: bool) -> int:
         return self.repetitions_reasoning if reasoning else self.repetitions
 
 
-# Threshold names are registered here so a typo is an error, not a silent default.
-THRESHOLDS: dict[str, float] = {
-    "load_seconds": 1.0,
-    "foreign_requests": 0.0,
-    "min_decode_tps": 0.0,
-}
-
-_TOP_KEYS = {"campaign", "server", "models", "prompts", "thresholds"}
+_TOP_KEYS = {"campaign", "server", "models", "prompts", "gates", "embedding"}
 _CAMPAIGN_KEYS = {
     "name",
     "prompt_classes",
@@ -73,6 +70,7 @@ _CAMPAIGN_KEYS = {
     "repetitions",
     "repetitions_reasoning",
     "max_tokens",
+    "canaries",
 }
 _SERVER_KEYS = {"backend", "url", "request_timeout_s", "log_file", "journal_unit"}
 _MODEL_KEYS = {"name", "file", "pinned"}
@@ -222,12 +220,29 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
     reps_r = c.positive_int(camp, "repetitions_reasoning", "campaign.", 3)
     max_tokens = c.positive_int(camp, "max_tokens", "campaign.", 128)
 
-    th = c.table(data.get("thresholds", {}), "thresholds")
-    thresholds = dict(THRESHOLDS)
-    for k in th:
-        if k not in THRESHOLDS:
-            c.unknown({k: 0}, set(THRESHOLDS), "thresholds.")
-        thresholds[k] = c.number(th, k, "thresholds.", THRESHOLDS[k])
+    canaries = camp.get("canaries", False)
+    if not isinstance(canaries, bool):
+        c.fail("campaign.canaries", f"expected true or false, got {_type_name(canaries)}")
+
+    emb = c.table(data.get("embedding", {}), "embedding")
+    c.unknown(emb, {"url", "model"}, "embedding.")
+    emb_url = c.string(emb, "url", "embedding.", required=bool(emb))
+    if emb_url and not emb_url.startswith(("http://", "https://")):
+        c.fail("embedding.url", f"expected an http:// or https:// URL, got {emb_url!r}")
+    emb_model = c.string(emb, "model", "embedding.", required=False)
+
+    gates_raw = c.table(data.get("gates", {}), "gates")
+    gates = default_config()
+    for gname, gtab in gates_raw.items():
+        if gname not in GATES:
+            c.unknown({gname: 0}, set(GATES), "gates.")
+        gtab = c.table(gtab, f"gates.{gname}")
+        c.unknown(gtab, {"threshold", "exclude"}, f"gates.{gname}.")
+        threshold = c.number(gtab, "threshold", f"gates.{gname}.", gates[gname].threshold)
+        exclude = gtab.get("exclude", gates[gname].exclude)
+        if not isinstance(exclude, bool):
+            c.fail(f"gates.{gname}.exclude", f"expected true or false, got {_type_name(exclude)}")
+        gates[gname] = GateConfig(threshold, exclude)
 
     return Campaign(
         name=cname,
@@ -246,5 +261,8 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         repetitions=reps,
         repetitions_reasoning=reps_r,
         max_tokens=max_tokens,
-        thresholds=thresholds,
+        canaries=canaries,
+        embedding_url=emb_url.rstrip("/") if emb_url else None,
+        embedding_model=emb_model,
+        gates=gates,
     )

@@ -114,7 +114,8 @@ def write_preset(path: Path, models: dict[str, Path], drafts: dict[str, Path] | 
     lines = []
     for name, file in models.items():
         # One slot: a benchmark measures one request at a time, with the whole context.
-        lines += [f"[{name}]", f"model = {file}", f"ctx-size = {ctx_size}", "parallel = 1"]
+        lines += [f"[{name}]", f"model = {file}", f"ctx-size = {ctx_size}", "parallel = 1",
+                  "metrics = true"]
         if name in drafts:
             lines += [f"model-draft = {drafts[name]}", "spec-type = draft-simple"]
         lines.append("")

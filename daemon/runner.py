@@ -11,10 +11,13 @@ import signal
 from dataclasses import dataclass
 from typing import Callable
 
-from . import hostinfo, modelfile
+from . import cellchecks, hostinfo, modelfile
 from .backends import BackendError, make_backend
 from .campaign import Campaign
-from .prompts import build_prompt, new_nonce
+from .prompts import build_prompt
+from .canaries import run_canaries
+from .judge import judge_run
+from .sampling import take_sample
 from .store import Store, dumps, utcnow
 
 EXIT_OK = 0
@@ -165,6 +168,8 @@ def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
+    fired = judge_run(store, run_id, campaign.gates)
+    echo("gates: " + (", ".join(f"{g} fired on {n}" for g, n in sorted(fired.items())) or "none fired"))
     code = EXIT_OK if state["measured"] == planned else EXIT_PARTIAL
     outcome = finish("completed", code)
     echo(
@@ -205,7 +210,13 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
     current_model = None
     load_id = None
     done = 0
+    canaries_done = not campaign.canaries
     for position, cell in enumerate(cells):
+        if cell.pinned and not canaries_done and current_model is not None:
+            # canaries run before the pin is touched: they may evict a model
+            run_canaries(store, backend, campaign, run_id, current_model, model_ids[current_model],
+                         position=position, echo=echo, load_id=load_id)
+            canaries_done = True
         cell_id = store.insert(
             "cells",
             {
@@ -217,6 +228,7 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
                 "max_tokens": campaign.max_tokens,
                 "repetitions": cell.repetitions,
                 "pinned": int(cell.pinned),
+                "kind": "measure",
             },
         )
         if cell.model != current_model:
@@ -224,20 +236,32 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
                 store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "next model"})
             load_id = _explicit_load(store, backend, run_id, model_ids[cell.model], cell.model, echo)
             current_model = cell.model
+        checks = dict(embedding_url=campaign.embedding_url, embedding_model=campaign.embedding_model)
+        cellchecks.snapshot(store, backend, cell_id, cell.model, "before", **checks)
         for rep in range(1, cell.repetitions + 1):
             done += 1
             label = (
                 f"[{done}/{planned}] {cell.model} {cell.prompt_class} "
                 f"reasoning={'on' if cell.reasoning else 'off'} rep {rep}/{cell.repetitions}"
             )
-            ok, text, new_load = _one_sample(store, campaign, backend, run_id, cell_id, model_ids[cell.model], cell, rep)
-            if new_load is not None:
-                load_id = new_load
-            if ok:
+            taken = take_sample(
+                store, backend, run_id=run_id, cell_id=cell_id, model_id=model_ids[cell.model],
+                model=cell.model, repetition=rep,
+                build_prompt=lambda nonce, n=campaign.prompt_tokens[cell.prompt_class]: build_prompt(n, nonce),
+                max_tokens=campaign.max_tokens, reasoning=cell.reasoning, load_id=load_id,
+            )
+            if taken.load_id is not None:
+                load_id = taken.load_id
+            if taken.ok:
                 state["measured"] += 1
             else:
                 state["failed"] += 1
-            echo(f"{label}: {text}")
+            echo(f"{label}: {taken.text}")
+        cellchecks.snapshot(store, backend, cell_id, cell.model, "after", **checks)
+    if not canaries_done and current_model is not None:
+        pinned = any(c.pinned and c.model == current_model for c in cells)
+        run_canaries(store, backend, campaign, run_id, current_model, model_ids[current_model],
+                     position=len(cells), echo=echo, allow_evict=not pinned, load_id=load_id)
     if load_id is not None:
         store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "run ended"})
 
@@ -274,68 +298,6 @@ def _explicit_load(store, backend, run_id, model_id, name, echo) -> int | None:
             "pid": res.pid,
         },
     )
-
-
-def _one_sample(store, campaign, backend, run_id, cell_id, model_id, cell, rep):
-    nonce = new_nonce()
-    prompt = build_prompt(campaign.prompt_tokens[cell.prompt_class], nonce)
-    started = utcnow()
-    watcher = None
-    try:
-        if backend.is_router():
-            watcher = backend.watch_load(cell.model)
-    except BackendError:
-        watcher = None
-    row = {"run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": nonce, "started_at": started,
-           "kind": "measure"}
-    new_load = None
-    try:
-        res = backend.chat(cell.model, prompt, max_tokens=campaign.max_tokens, reasoning=cell.reasoning)
-    except BackendError as exc:
-        row.update({"error_kind": exc.kind, "error_text": exc.text, "counter_source": "none"})
-        sample_id = store.insert("samples", row)
-        ok, text = False, f"exception ({exc.kind}): {exc.text[:160]}"
-    else:
-        row.update(
-            {
-                k: getattr(res, k)
-                for k in (
-                    "prompt_tokens", "generated_tokens", "prompt_ms", "predicted_ms", "prefill_tps",
-                    "decode_tps", "ttft_ms", "wall_ms", "stop_reason", "answer_chars", "reasoning_chars",
-                    "draft_tokens", "draft_accepted", "cached_tokens", "counter_source",
-                )
-            }
-        )
-        row["request_json"] = dumps(res.request)
-        row["response_json"] = dumps(res.response)
-        sample_id = store.insert("samples", row)
-        ok = True
-        text = (
-            f"decode {res.decode_tps:.1f} tok/s, prefill {res.prefill_tps:.1f} tok/s, "
-            f"prompt {res.prompt_tokens} tok, {res.generated_tokens} generated, stop={res.stop_reason}"
-        )
-    finally:
-        if watcher is not None:
-            watcher.stop(settle_s=2.0 if ok_or_none(row) else 0.0)
-    if watcher is not None and watcher.load_seconds is not None:
-        bound = (row.get("ttft_ms") or row.get("wall_ms") or 0) / 1000.0
-        load_seconds = min(watcher.load_seconds, bound) if bound else watcher.load_seconds
-        new_load = store.insert(
-            "loads",
-            {
-                "run_id": run_id,
-                "model_id": model_id,
-                "trigger": "inside_request",
-                "sample_id": sample_id,
-                "requested_at": watcher.requested_at,
-                "ready_at": watcher.ready_at,
-                "load_seconds": load_seconds,
-                "status": "loaded",
-                "port": watcher.port,
-            },
-        )
-        text += f" [load inside request: {load_seconds:.2f} s]"
-    return ok, text, new_load
 
 
 def ok_or_none(row: dict) -> bool:

@@ -289,6 +289,93 @@ def m002_evidence_gates_memory(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations(name="m005_gate_checks")
+def m005_gate_checks(db: sqlite_utils.Database) -> None:
+    # canary cells sit beside measurement cells and never reach a median
+    db["cells"].add_column("kind", str)  # measure | canary
+    db.execute("update cells set kind = 'measure' where kind is null")
+    db["cells"].add_column("canary_gate", str)
+    db["samples"].add_column("load_id", int)  # the load that served this sample, as the runner knew it
+    # what was observed around each cell: server counters, embedding probes
+    db["cell_checks"].create(
+        {
+            "id": int,
+            "cell_id": int,
+            "phase": str,  # before | after
+            "check": str,  # metrics | embedding
+            "at": str,
+            "ok": int,
+            "value_json": str,
+            "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("cell_id", "cells", "id")],
+    )
+    db["cell_checks"].create_index(["cell_id", "check"])
+
+
+@migrations(name="m004_memory_attribution")
+def m004_memory_attribution(db: sqlite_utils.Database) -> None:
+    # memory from the card (issue 5): what a reading saw beyond used/total/free
+    for col, kind in (
+        ("device_name", str), ("uuid", str), ("util_mem_pct", float),
+        ("pcie_gen_current", int), ("pcie_gen_max", int),
+        ("pcie_width_current", int), ("pcie_width_max", int),
+        ("process_kind", str),  # compute | graphics | compute+graphics
+        ("pid_status", str),  # local | local_unverified | foreign | mismatch
+        ("reason", str),  # why a value is missing or a PID is not ours
+    ):
+        db["memory_samples"].add_column(col, kind)
+    db["memory_samples"].create_index(["pid", "ts"])
+    db["memory_selfreports"].add_column("kind", str)  # exit | projection | ps | facts
+    db["memory_selfreports"].add_column("line_ids_json", str)
+    # which processes on the card are a load's: resolved by port or PID, never by name
+    db["memory_load_pids"].create(
+        {"id": int, "load_id": int, "pid": int, "how": str, "process_name": str, "resolved_at": str},
+        pk="id",
+    )
+    db["memory_load_pids"].create_index(["load_id"])
+    # steady state after a load and peak/median per cell, with the window they cover
+    db["memory_load_stats"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "load_id": int,
+            "cell_id": int,
+            "kind": str,  # after_load | cell
+            "ts_from": str,
+            "ts_to": str,
+            "status": str,  # steady | not_steady | no_process | pid_namespace_mismatch | not_measured | ...
+            "total_mib": float,
+            "peak_mib": float,
+            "median_mib": float,
+            "n_ticks": int,
+            "per_device_json": str,
+            "neighbours_json": str,
+            "note": str,
+        },
+        pk="id",
+    )
+    db["memory_load_stats"].create_index(["load_id", "kind"])
+    # free memory read from the card right before a load (pinned-model rule)
+    db["memory_free_checks"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "model_id": int,
+            "ts": str,
+            "device_index": int,
+            "total_mib": float,
+            "free_mib": float,
+            "required_mib": float,
+            "source": str,
+            "note": str,
+        },
+        pk="id",
+    )
+    db["memory_free_checks"].create_index(["run_id", "model_id", "ts"])
+
+
 class Store:
     """Thin wrapper over a migrated sqlite-utils Database."""
 

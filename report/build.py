@@ -15,6 +15,7 @@ import jinja2
 from cardproof.daemon.store import open_store
 
 from . import queries
+from .gates import gate_summary
 from .i18n import LANGUAGES, Lang
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!])")
@@ -54,6 +55,9 @@ def _cellvalue(L: Lang, cell: dict | None) -> str:
         return "—"
     d = cell["decode"]
     if d is None:
+        if cell["excluded"] and not cell["errors"]:
+            gates = sorted({g for x in cell["excluded"] for g in x["excluded_by"]})
+            return f"[{L.gettext('excluded')}](#cell-{cell['id']}) ({', '.join(gates)})"
         if not cell["errors"]:
             return "—"
         kinds = {s["error_kind"] for s in cell["errors"]}
@@ -135,6 +139,7 @@ def write_articles(db_path: Path, project: Path) -> list[Path]:
             written.append(p)
             for r in all_runs:
                 view = queries.run_view(store.db, r["id"])
+                view["gates"] = gate_summary(store.db, r["id"])
                 p = out_dir / f"run-{r['id']}{suffix}.md"
                 p.write_text(render_run(view, lang))
                 written.append(p)

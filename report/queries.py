@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import sqlite_utils
 
+from .gates import excluded_samples
 from .stats import spread
 
 
@@ -46,7 +47,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
             select cells.*, models.name as model, models.file_bytes, models.quantisation,
                    models.architecture, models.digest, models.path as model_path
             from cells join models on models.id = cells.model_id
-            where cells.run_id = ? order by cells.position
+            where cells.run_id = ? and coalesce(cells.kind, 'measure') = 'measure' order by cells.position
             """,
             [run_id],
         )
@@ -64,15 +65,28 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
             [run_id],
         )
     )
+    excluded = excluded_samples(db, run_id)
+    fired: dict[int, list[str]] = defaultdict(list)
+    for r in db.query(
+        "select sample_id, gate from gate_results join samples on samples.id = sample_id "
+        "where samples.run_id = ? and fired = 1 order by gate_results.id", [run_id]):
+        fired[r["sample_id"]].append(r["gate"])
+    for s in samples:
+        s["excluded_by"] = excluded.get(s["id"], [])
+        s["fired_gates"] = fired.get(s["id"], [])
+    canary_samples = list(db.query(
+        "select samples.*, cells.canary_gate from samples join cells on cells.id = samples.cell_id "
+        "where samples.run_id = ? and samples.kind = 'canary' order by samples.id", [run_id]))
     by_cell = defaultdict(list)
     for s in samples:
         by_cell[s["cell_id"]].append(s)
     for c in cells:
         ss = by_cell[c["id"]]
-        valid = [s for s in ss if not s["error_kind"]]
+        valid = [s for s in ss if not s["error_kind"] and not s["excluded_by"]]
         c["samples"] = ss
         c["valid"] = valid
         c["errors"] = [s for s in ss if s["error_kind"]]
+        c["excluded"] = [s for s in ss if s["excluded_by"]]
         c["decode"] = spread(s["decode_tps"] for s in valid)
         c["prefill"] = spread(s["prefill_tps"] for s in valid)
         c["ttft"] = spread(s["ttft_ms"] for s in valid)
@@ -112,8 +126,19 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         "reasoning_modes": reasoning_modes,
         "class_tokens": class_tokens,
         "exceptions": [s for s in samples if s["error_kind"]],
+        "canary_samples": canary_samples,
+        "excluded_count": sum(1 for s in samples if s["excluded_by"]),
+        "excluded_by_gate": _count_by_gate(samples),
         "headline": headline(list(models.values()), classes),
     }
+
+
+def _count_by_gate(samples: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in samples:
+        for g in s["excluded_by"]:
+            out[g] = out.get(g, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def headline(models: list[dict], classes: list[str]) -> dict | None:

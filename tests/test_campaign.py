@@ -51,8 +51,12 @@ def test_good_campaign_parses_with_defaults():
         ("reasoning = [false, true]", 'prompt_classes = ["huge"]', "campaign.prompt_classes"),
         ('name = "b"\npinned = true', 'name = "a"', "models[1].name"),
         ("pinned = true", 'pinned = "yes"', "models[1].pinned"),
-        ('name = "ok"', 'name = "ok"\n[thresholds]\nload_secs = 1', "thresholds.load_secs"),
-        ('name = "ok"', 'name = "ok"\n[thresholds]\nload_seconds = "slow"', "thresholds.load_seconds"),
+        ('name = "b"\npinned = true', 'name = "b"\npinned = true\n[gates.load_secs]\nthreshold = 1', "gates.load_secs"),
+        ('name = "b"\npinned = true', 'name = "b"\npinned = true\n[gates.load_time]\nthreshold = "slow"', "gates.load_time.threshold"),
+        ('name = "b"\npinned = true', 'name = "b"\npinned = true\n[gates.length_limit]\nexclude = "no"', "gates.length_limit.exclude"),
+        ('name = "b"\npinned = true', 'name = "b"\npinned = true\n[gates.length_limit]\nmax = 3', "gates.length_limit.max"),
+        ('name = "ok"', 'name = "ok"\ncanaries = 1', "campaign.canaries"),
+        ('name = "b"\npinned = true', 'name = "b"\npinned = true\n[embedding]\nurl = "localhost:1"', "embedding.url"),
     ],
 )
 def test_bad_campaign_names_the_key(old, new, key):

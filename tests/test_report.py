@@ -26,7 +26,8 @@ def real_run_db(llama_server, tmp_path_factory) -> Path:
     store = open_store(db)
     camp = parse_campaign(
         campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short", "long"), reasoning=(False, True),
-                      reps=3, reps_r=2, max_tokens=8, pinned="tiny-a"),
+                      reps=3, reps_r=2, max_tokens=8, pinned="tiny-a")
+        + "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n",
         "report.toml",
     )
     outcome = run_campaign(store, camp, echo=lambda s: None)

@@ -82,6 +82,46 @@ class LlamaServerBackend:
                 return m
         return None
 
+    def metrics(self, model: str | None = None) -> dict:
+        """Prometheus counters of the server (router: of ``model``'s child).
+
+        Raises BackendError(kind="http", status=501) when the server was
+        started without ``--metrics``.
+        """
+        params = {"model": model} if (model and self.is_router()) else None
+        try:
+            r = self.client.get("/metrics", params=params, timeout=15.0)
+        except httpx.TransportError as exc:
+            raise BackendError("connection", f"GET {self.url}/metrics: {exc}") from exc
+        if r.status_code >= 400:
+            raise BackendError("http", f"GET /metrics: HTTP {r.status_code}: {r.text[:200]}", status=r.status_code)
+        out = {}
+        for line in r.text.splitlines():
+            if line.startswith("#") or " " not in line:
+                continue
+            key, _, value = line.rpartition(" ")
+            try:
+                out[key.split(":", 1)[-1]] = float(value)
+            except ValueError:
+                continue
+        return out
+
+    def token_id(self, model: str, text: str) -> int | None:
+        """The id of a special token such as the end-of-sequence marker."""
+        body = {"content": text, "parse_special": True}
+        if self.is_router():
+            body["model"] = model
+        try:
+            r = self.client.post("/tokenize", json=body, timeout=15.0)
+            tokens = r.json().get("tokens") or []
+        except (httpx.HTTPError, ValueError):
+            return None
+        return tokens[0] if len(tokens) == 1 and isinstance(tokens[0], int) else None
+
+    def unload(self, name: str) -> None:
+        """Ask the router to unload ``name`` (used only for canaries, never on a pin)."""
+        self.client.post("/models/unload", json={"model": name}, timeout=30.0)
+
     def server_info(self, model: str | None = None) -> dict:
         """/props of the server (router: of the loaded child for ``model``)."""
         params = {"model": model} if (model and self.is_router()) else {}
@@ -121,7 +161,17 @@ class LlamaServerBackend:
         return LoadWatcher(self, name)
 
     # -- one measured request -------------------------------------------
-    def chat(self, model: str, prompt: str, *, max_tokens: int, reasoning: bool, extra: dict | None = None) -> SampleResult:
+    def chat(
+        self,
+        model: str,
+        prompt: str,
+        *,
+        max_tokens: int,
+        reasoning: bool,
+        extra: dict | None = None,
+        client: httpx.Client | None = None,
+    ) -> SampleResult:
+        """One streamed chat request; ``client`` lets a canary speak from another address."""
         body = {
             "model": model,
             "messages": [{"role": "user", "content": prompt}],
@@ -134,7 +184,7 @@ class LlamaServerBackend:
         if extra:
             body.update(extra)
         answer_parts: list[str] = []
-        reasoning_chars = 0
+        reasoning_parts: list[str] = []
         final: dict = {}
         finish_reason = None
         ttft_ms = None
@@ -143,7 +193,7 @@ class LlamaServerBackend:
             # A fresh connection per measured request: the router sometimes
             # drops a kept-alive connection between requests, which would turn
             # into a false "server disconnected" exception.
-            with self.client.stream(
+            with (client or self.client).stream(
                 "POST", "/v1/chat/completions", json=body, headers={"Connection": "close"}
             ) as r:
                 if r.status_code >= 400:
@@ -168,7 +218,7 @@ class LlamaServerBackend:
                         if (content or rc) and ttft_ms is None:
                             ttft_ms = (time.perf_counter() - t0) * 1000.0
                         answer_parts.append(content)
-                        reasoning_chars += len(rc)
+                        reasoning_parts.append(rc)
                         if choice.get("finish_reason"):
                             finish_reason = choice["finish_reason"]
                     if "timings" in chunk:
@@ -184,8 +234,11 @@ class LlamaServerBackend:
         if not timings:
             raise BackendError("protocol", "stream ended without a timings object (no counters)")
         answer = "".join(answer_parts)
+        reasoning_text = "".join(reasoning_parts)
         final["finish_reason"] = finish_reason
-        final["answer_head"] = answer[:200]
+        # the whole answer is evidence (bounded by max_tokens): gates read it later
+        final["answer"] = answer
+        final["reasoning"] = reasoning_text
         return SampleResult(
             prompt_tokens=timings.get("prompt_n"),
             generated_tokens=timings.get("predicted_n"),
@@ -197,7 +250,7 @@ class LlamaServerBackend:
             wall_ms=wall_ms,
             stop_reason=finish_reason,
             answer_chars=len(answer),
-            reasoning_chars=reasoning_chars,
+            reasoning_chars=len(reasoning_text),
             draft_tokens=timings.get("draft_n"),
             draft_accepted=timings.get("draft_n_accepted"),
             cached_tokens=timings.get("cache_n"),

@@ -1,0 +1,34 @@
+"""What is observed around each cell: the server's counters and the embedding probe.
+
+Snapshots of ``/metrics`` before and after a cell tell how many tokens the
+server generated in between; whatever exceeds our own samples was generated
+for someone else (the ``foreign_load`` gate). The embedding endpoint, when a
+campaign names one, is probed at the same two moments (``embedding_down``).
+"""
+
+from __future__ import annotations
+
+from . import embedding
+from .backends import BackendError
+from .store import Store, dumps, utcnow
+
+
+def snapshot(store: Store, backend, cell_id: int, model: str, phase: str, *, embedding_url: str | None,
+             embedding_model: str | None) -> None:
+    """Store the metrics (and embedding probe) for ``cell_id`` at ``phase``."""
+    row = {"cell_id": cell_id, "phase": phase, "check": "metrics", "at": utcnow()}
+    try:
+        m = backend.metrics(model)
+    except BackendError as exc:
+        row.update(ok=0, error_text=exc.text)
+    else:
+        keep = {k: v for k, v in m.items() if k.endswith("_total") or k in ("requests_processing", "requests_deferred")}
+        row.update(ok=1, value_json=dumps(keep))
+    store.insert("cell_checks", row)
+    if embedding_url:
+        p = embedding.probe(embedding_url, embedding_model)
+        store.insert(
+            "cell_checks",
+            {"cell_id": cell_id, "phase": phase, "check": "embedding", "at": p["at"], "ok": int(p["ok"]),
+             "value_json": dumps(p), "error_text": p.get("error")},
+        )

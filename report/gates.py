@@ -1,0 +1,104 @@
+"""Gate summaries for a run: firings per gate and cell, canary status, exclusions."""
+
+from __future__ import annotations
+
+import json
+
+import sqlite_utils
+
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.gates import GATES
+
+
+def run_gate_config(db: sqlite_utils.Database, run_id: int) -> dict:
+    """The gate configuration frozen with the run's campaign."""
+    run = db["runs"].get(run_id)
+    text = db["campaigns"].get(run["campaign_id"])["toml_text"]
+    return parse_campaign(text, "frozen campaign").gates
+
+
+def excluded_samples(db: sqlite_utils.Database, run_id: int) -> dict[int, list[str]]:
+    """Sample id -> the excluding gates that fired on it (samples kept, medians skip them)."""
+    config = run_gate_config(db, run_id)
+    excluding = [g for g, c in config.items() if c.exclude]
+    if not excluding:
+        return {}
+    out: dict[int, list[str]] = {}
+    marks = ",".join("?" * len(excluding))
+    for r in db.query(
+        f"""select gate_results.sample_id, gate_results.gate from gate_results
+            join samples on samples.id = gate_results.sample_id
+            where samples.run_id = ? and gate_results.fired = 1 and gate_results.gate in ({marks})""",
+        [run_id, *excluding],
+    ):
+        out.setdefault(r["sample_id"], []).append(r["gate"])
+    return out
+
+
+def gate_summary(db: sqlite_utils.Database, run_id: int) -> list[dict]:
+    """One entry per registered gate: firings in measurement samples, canary status."""
+    config = run_gate_config(db, run_id)
+    counts = {
+        r["gate"]: r
+        for r in db.query(
+            """select gate, sum(fired = 1) as fired, sum(fired = 0) as not_fired, sum(fired is null) as unknown,
+                      count(*) as judged
+               from gate_results join samples on samples.id = sample_id
+               where samples.run_id = ? and coalesce(samples.kind, 'measure') = 'measure' group by gate""",
+            [run_id],
+        )
+    }
+    examples = {
+        r["gate"]: r["observed_text"]
+        for r in db.query(
+            """select gate, min(gate_results.id), observed_text from gate_results
+               join samples on samples.id = sample_id
+               where samples.run_id = ? and fired = 1 and coalesce(samples.kind, 'measure') = 'measure'
+               group by gate""",
+            [run_id],
+        )
+    }
+    canaries = {c["gate"]: c for c in db.query("select * from canaries where run_id = ? order by id", [run_id])}
+    per_cell: dict[str, list[dict]] = {}
+    for r in db.query(
+        """select gate, models.name as model, cells.prompt_class, cells.reasoning, cells.id as cell_id,
+                  sum(fired = 1) as fired, count(*) as judged
+           from gate_results join samples on samples.id = sample_id join cells on cells.id = samples.cell_id
+           join models on models.id = cells.model_id
+           where samples.run_id = ? and coalesce(samples.kind, 'measure') = 'measure'
+           group by gate, cells.id having sum(fired = 1) > 0 order by cells.position""",
+        [run_id],
+    ):
+        per_cell.setdefault(r["gate"], []).append(r)
+    out = []
+    for name, gate in GATES.items():
+        c = counts.get(name) or {}
+        canary = canaries.get(name)
+        fired = int(c.get("fired") or 0)
+        canary_result = canary["result"] if canary and canary["result"] else "not_run"
+        out.append(
+            {
+                "gate": name,
+                "description": gate.description,
+                "threshold": config[name].threshold,
+                "threshold_unit": gate.threshold_unit,
+                "exclude": config[name].exclude,
+                "fired_samples": fired,
+                "judged_samples": int(c.get("judged") or 0),
+                "unobservable_samples": int(c.get("unknown") or 0),
+                "canary": canary_result,
+                "canary_reason": canary["reason"] if canary else "canaries were not run (campaign.canaries = false)",
+                "canary_sample_id": canary["sample_id"] if canary else None,
+                # a gate that never fired and was never seen to fire proves nothing
+                "unproven": fired == 0 and canary_result not in ("fired", "recorded"),
+                "cells": per_cell.get(name, []),
+                "example_text": examples.get(name),
+            }
+        )
+    return out
+
+
+def summary_json(db: sqlite_utils.Database, run_id: int) -> str:
+    rows = gate_summary(db, run_id)
+    return json.dumps([{k: v for k, v in r.items() if k != "cells"} | {"cells": [dict(c) for c in r["cells"]]}
+                       for r in rows], indent=2)

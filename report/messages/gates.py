@@ -1,0 +1,44 @@
+"""German for the gates section."""
+
+MESSAGES: dict[str, str] = {
+    "Gates": "Gates",
+    "gates fired": "ausgelöste Gates",
+    "Gate": "Gate",
+    "checks": "prüft",
+    "fired": "ausgelöst",
+    "not_fired": "nicht ausgelöst",
+    "recorded": "aufgezeichnet",
+    "not_run": "nicht gelaufen",
+    "threshold": "Schwelle",
+    "effect": "Wirkung",
+    "canary": "Kanarienvogel",
+    "excludes": "schließt aus",
+    "counts only": "zählt nur",
+    "excluded": "ausgeschlossen",
+    "not observable": "nicht beobachtbar",
+    "Every answered sample went through every gate. A gate marked \"excludes\" keeps the sample as evidence but leaves it out of the medians; \"counts only\" reports it and leaves the sample in.":
+    "Jede beantwortete Messung lief durch jedes Gate. Ein Gate mit „schließt aus“ behält die Messung als Beleg, lässt sie aber aus den Medianen heraus; „zählt nur“ meldet sie und lässt die Messung drin.",
+    "Where gates fired": "Wo Gates ausgelöst haben",
+    "Gates that never fired in this run": "Gates, die in diesem Lauf nie ausgelöst haben",
+    "unproven: this gate was never seen to fire, so its silence proves nothing":
+    "unbewiesen: dieses Gate wurde nie auslösend gesehen, sein Schweigen beweist also nichts",
+    "Every gate fired at least once during measurement.": "Jedes Gate hat während der Messung mindestens einmal ausgelöst.",
+    "Canary samples": "Kanarienvogel-Messungen",
+    "Not on the card": "Nicht auf der Karte",
+    "not_on_card fired on every sample: these numbers were not measured on a GPU.":
+    "not_on_card hat bei jeder Messung ausgelöst: diese Zahlen wurden nicht auf einer GPU gemessen.",
+    "Observed:": "Beobachtet:",
+    "see the gate results in the evidence appendix.": "siehe die Gate-Ergebnisse im Belegteil.",
+    "samples were kept as evidence but left out of the medians because an excluding gate fired on them:":
+    "Messungen wurden als Beleg behalten, aber aus den Medianen gelassen, weil ein ausschließendes Gate bei ihnen ausgelöst hat:",
+    "Memory on the card, log evidence and probes are not captured yet; this article does not claim them.":
+    "Speicher auf der Karte, Log-Belege und Proben werden noch nicht erfasst; dieser Artikel behauptet nichts darüber.",
+    "a model load happened inside the measured request": "ein Modell wurde innerhalb der gemessenen Anfrage geladen",
+    "generation stopped on the token limit": "die Erzeugung endete am Token-Limit",
+    "the answer was empty (whitespace only)": "die Antwort war leer (nur Leerraum)",
+    "offloaded layers below total, or GPU share below 100 %": "weniger Schichten ausgelagert als vorhanden, oder GPU-Anteil unter 100 %",
+    "the co-resident embedding model did not answer around the cell": "das mitlaufende Embedding-Modell antwortete rund um die Zelle nicht",
+    "other clients used the server during the cell": "andere Clients nutzten den Server während der Zelle",
+    "prompt tokens were served from a cache": "Prompt-Token kamen aus einem Cache",
+    "zero, missing or impossible counters": "Zähler null, fehlend oder unmöglich",
+}

@@ -1,0 +1,166 @@
+"""Gates: each one fires and stays quiet on real server responses; canaries prove them."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from cardproof.cli import cli
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.gates import GATES, Gate, GateConfig, GateOutcome, SampleContext, default_config, evaluate
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.build import build
+from conftest import campaign_text
+
+
+@pytest.fixture(scope="module")
+def canary_run(llama_server, tmp_path_factory):
+    """A real run with canaries: tiny-b measured, tiny-a pinned and measured last."""
+    db = tmp_path_factory.mktemp("gates") / "g.db"
+    store = open_store(db)
+    text = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short",), reps=3,
+                         max_tokens=8, pinned="tiny-a").replace('name = "test"', 'name = "test"\ncanaries = true')
+    lines = []
+    outcome = run_campaign(store, parse_campaign(text, "g.toml"), echo=lines.append)
+    assert outcome.exit_code == 0, lines
+    return store, outcome.run_id, lines
+
+
+def _results(store, run_id, kind):
+    out = {}
+    for r in store.db.query(
+        "select gate_results.*, samples.kind from gate_results join samples on samples.id = sample_id "
+        "where samples.run_id = ? and samples.kind = ?", [run_id, kind]):
+        out.setdefault(r["sample_id"], {})[r["gate"]] = r
+    return out
+
+
+def test_every_canary_fires_against_the_real_server(canary_run):
+    store, run_id, lines = canary_run
+    canaries = {c["gate"]: c for c in store.db.query("select * from canaries where run_id = ?", [run_id])}
+    assert set(canaries) == set(GATES)
+    for gate, c in canaries.items():
+        expected = "recorded" if gate == "not_on_card" else "fired"
+        assert c["result"] == expected, (gate, c["reason"])
+    # the one recorded canary says where its line comes from
+    assert "github.com/ggml-org/llama.cpp/issues/24183" in canaries["not_on_card"]["reason"]
+    # the pinned model was measured after the canaries, so no canary evicted it mid-run
+    order = [ln.split(":")[0] for ln in lines if ln.startswith(("canary", "load tiny-a"))]
+    assert order[-1] == "load tiny-a"
+
+
+def test_canary_samples_never_reach_medians(canary_run, tmp_path):
+    store, run_id, _ = canary_run
+    n_canary = store.db.execute("select count(*) from samples where run_id = ? and kind = 'canary'", [run_id]).fetchone()[0]
+    assert n_canary >= 8
+    build(store.path, tmp_path / "p", run_mkdocs=False)
+    article = (tmp_path / "p" / "site" / "runs" / f"run-{run_id}.md").read_text()
+    table = article[article.index("## The numbers"):article.index("## Gates")]
+    measured = [r["decode_tps"] for r in store.db.query(
+        "select decode_tps from samples join cells on cells.id = cell_id join models on models.id = model_id "
+        "where samples.run_id = ? and samples.kind = 'measure' and models.name = 'tiny-b'", [run_id])]
+    assert len(measured) == 3
+    # length_limit excludes by default: the median is over the samples it did not fire on
+    fired = {r["sample_id"] for r in store.db.query(
+        "select sample_id from gate_results where gate = 'length_limit' and fired = 1")}
+    kept = [r["decode_tps"] for r in store.db.query(
+        "select samples.id, decode_tps from samples join cells on cells.id = cell_id join models on models.id = model_id "
+        "where samples.run_id = ? and samples.kind = 'measure' and models.name = 'tiny-b'", [run_id])
+        if r["id"] not in fired]
+    if kept:
+        assert f"{statistics.median(kept):,.1f}" in table
+    else:
+        assert "excluded" in table and "length_limit" in table
+
+
+def test_quiet_gates_stay_quiet_on_real_measurements(canary_run):
+    store, run_id, _ = canary_run
+    measured = _results(store, run_id, "measure")
+    assert len(measured) == 6
+    for sample_id, gates in measured.items():
+        assert set(gates) == set(GATES)  # a result row per gate per sample
+        for quiet in ("load_time", "prompt_cache_hit", "foreign_load", "embedding_down", "counter_sanity"):
+            assert gates[quiet]["fired"] == 0, (quiet, gates[quiet]["observed_text"])
+        # no GPU on this machine: not_on_card fires, and says why
+        assert gates["not_on_card"]["fired"] == 1
+        assert "no GPU" in gates["not_on_card"]["observed_text"]
+
+
+def test_each_gate_also_seen_not_firing_on_a_real_canary_response(canary_run):
+    """The empty-answer canary stopped on end-of-sequence: length_limit must not fire on it."""
+    store, run_id, _ = canary_run
+    c = next(store.db.query("select sample_id from canaries where run_id = ? and gate = 'empty_answer'", [run_id]))
+    gates = {g["gate"]: g for g in store.db.query("select * from gate_results where sample_id = ?", [c["sample_id"]])}
+    assert gates["empty_answer"]["fired"] == 1
+    assert gates["length_limit"]["fired"] == 0
+    assert gates["counter_sanity"]["fired"] == 1  # one token: no decode interval either
+
+
+def test_gates_cli_json(canary_run):
+    store, run_id, _ = canary_run
+    result = CliRunner().invoke(cli, ["gates", "--db", str(store.path), "--run", str(run_id), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert {d["gate"] for d in data} == set(GATES)
+    for d in data:
+        assert d["canary"] in ("fired", "not_fired", "recorded", "not_run")
+        assert isinstance(d["fired_samples"], int)
+    by = {d["gate"]: d for d in data}
+    assert by["not_on_card"]["fired_samples"] == 6 and by["load_time"]["fired_samples"] == 0
+    result = CliRunner().invoke(cli, ["gates", "--db", str(store.path), "--run", "999"])
+    assert result.exit_code == 1 and "no run 999" in result.output
+
+
+def test_without_canaries_quiet_gates_are_flagged_unproven(llama_server, tmp_path):
+    store = open_store(tmp_path / "u.db")
+    outcome = run_campaign(store, parse_campaign(campaign_text(llama_server.url, reps=1), "u.toml"), echo=lambda s: None)
+    result = CliRunner().invoke(cli, ["gates", "--db", str(store.path), "--json"])
+    by = {d["gate"]: d for d in json.loads(result.output)}
+    assert outcome.exit_code == 0
+    assert by["load_time"]["canary"] == "not_run" and by["load_time"]["unproven"] is True
+    assert by["not_on_card"]["unproven"] is False  # it fired during measurement
+    build(store.path, tmp_path / "p", run_mkdocs=False)
+    article = (tmp_path / "p" / "site" / "runs" / f"run-{outcome.run_id}.md").read_text()
+    assert "`load_time` — canary: **not_run**" in article
+    assert "unproven" in article
+
+
+def test_a_gate_that_raises_is_recorded_as_its_exception(monkeypatch):
+    def broken(ctx, threshold):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setitem(GATES, "broken_gate", Gate("broken_gate", "raises", broken))
+    ctx = SampleContext(sample={"stop_reason": "length", "generated_tokens": 8, "cached_tokens": 0}, response={}, max_tokens=8)
+    rows = {r["gate"]: r for r in evaluate(ctx, default_config())}
+    assert rows["broken_gate"]["fired"] is None
+    assert rows["broken_gate"]["error_text"] == "ZeroDivisionError: boom"
+    assert rows["length_limit"]["fired"] == 1
+
+
+def test_not_on_card_on_recorded_offload_facts():
+    """Recorded lines: partial offload (llama.cpp issue #24183) fires, full offload does not."""
+    gate = GATES["not_on_card"]
+    partial = SampleContext(sample={}, response={}, max_tokens=0, facts={"offloaded_layers": 65, "total_layers": 66},
+                            gpu_available=True)
+    full = SampleContext(sample={}, response={}, max_tokens=0, facts={"offloaded_layers": 66, "total_layers": 66},
+                         gpu_available=True)
+    assert gate.check(partial, 0).fired is True
+    assert gate.check(full, 0).fired is False
+    share = SampleContext(sample={}, response={}, max_tokens=0, gpu_available=True, gpu_share=0.87)
+    assert gate.check(share, 0) == GateOutcome(True, 0.87, "runtime reports 87% on the GPU")
+
+
+def test_exception_samples_get_no_gate_results(fresh_server, tmp_path):
+    store = open_store(tmp_path / "e.db")
+    camp = parse_campaign(campaign_text(fresh_server.url, models=("tiny-b",), reps=3), "e.toml")
+    outcome = run_campaign(store, camp, echo=lambda line: fresh_server.kill() if line.startswith("[1/3]") else None)
+    assert (outcome.measured, outcome.failed) == (1, 2)
+    rows = list(store.db.query(
+        "select samples.id, samples.error_kind, count(gate_results.id) as n from samples "
+        "left join gate_results on gate_results.sample_id = samples.id group by samples.id order by samples.id"))
+    assert [(r["error_kind"], r["n"]) for r in rows] == [(None, len(GATES)), ("connection", 0), ("connection", 0)]
+    assert GateConfig(1.0, True) == default_config()["load_time"]
