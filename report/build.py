@@ -14,7 +14,8 @@ import jinja2
 
 from cardproof.daemon.store import open_store
 
-from . import queries
+from . import charts, queries
+from .caveats import caveats_for
 from .gates import gate_summary
 from .i18n import LANGUAGES, Lang
 
@@ -67,6 +68,26 @@ def _cellvalue(L: Lang, cell: dict | None) -> str:
     return f"[{L.num(d.median)}](#cell-{cell['id']}) ({L.num(d.low)}–{L.num(d.high)}, n={d.n})"
 
 
+def render_caveat(c, L: Lang) -> dict:
+    """Title and text of a caveat in ``L``'s language, numbers formatted for it."""
+    params = {}
+    for key, value in c.params.items():
+        if isinstance(value, tuple) and value[0] == "pct":
+            params[key] = L.pct(value[1], 0)
+        elif isinstance(value, tuple) and value[0] == "int":
+            params[key] = L.num(value[1], 0)
+        elif key == "cls":
+            params[key] = esc(L.gettext(value))
+        else:
+            params[key] = esc(value)
+    return {
+        "kind": c.kind,
+        "title": L.gettext(c.title),
+        "text": L.gettext(c.text).format(**params),
+        "cells": c.cells,
+    }
+
+
 def _exception_groups(view: dict) -> list[dict]:
     groups = []
     for c in view["cells"]:
@@ -88,10 +109,33 @@ def _exception_groups(view: dict) -> list[dict]:
     return groups
 
 
-def render_run(view: dict, lang: str) -> str:
+def _charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
+    """Write this run's SVG charts for ``L`` and return what the template needs."""
+    out = {"decode": [], "reasoning": None}
+    rid = view["run"]["id"]
+    for reasoning in view["reasoning_modes"]:
+        rows = charts.decode_rows(view, L, reasoning)
+        if not rows:
+            continue
+        name = f"run-{rid}-decode-{'on' if reasoning else 'off'}-{L.code}.svg"
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, charts.decode_chart(rows, L))
+        out["decode"].append({"reasoning": reasoning, "file": f"img/{name}", "rows": rows})
+    rows = charts.reasoning_rows(view, L)
+    if rows:
+        name = f"run-{rid}-reasoning-{L.code}.svg"
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, charts.reasoning_chart(rows, L))
+        out["reasoning"] = {"file": f"img/{name}", "rows": rows}
+    return out
+
+
+def render_run(view: dict, lang: str, img_dir: Path | None = None) -> str:
     L = Lang(lang)
     tpl = _env().get_template("run.md.j2")
     return tpl.render(
+        charts=_charts(view, L, img_dir),
+        caveats=[render_caveat(c, L) for c in caveats_for(view)],
         _=L.gettext,
         L=L,
         cellvalue=lambda c: _cellvalue(L, c),
@@ -141,7 +185,7 @@ def write_articles(db_path: Path, project: Path) -> list[Path]:
                 view = queries.run_view(store.db, r["id"])
                 view["gates"] = gate_summary(store.db, r["id"])
                 p = out_dir / f"run-{r['id']}{suffix}.md"
-                p.write_text(render_run(view, lang))
+                p.write_text(render_run(view, lang, out_dir / "img"))
                 written.append(p)
         return written
     finally:
@@ -150,6 +194,7 @@ def write_articles(db_path: Path, project: Path) -> list[Path]:
 
 def mkdocs_build(project: Path) -> Path:
     """``mkdocs build --strict``; raises ReportError with mkdocs' own complaint."""
+    project = Path(project).resolve()
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(project / "mkdocs.yml")],
         cwd=project,

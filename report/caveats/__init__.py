@@ -1,0 +1,25 @@
+"""Caveat rules, registered in one place. Each rule: ``check(view) -> [Caveat]``."""
+
+from __future__ import annotations
+
+from . import exception_rate, prompt_tokens, reasoning_switch, speculative, unproven_gates
+from .base import Caveat
+
+RULES = {
+    "prompt_tokens": prompt_tokens.check,
+    "speculative": speculative.check,
+    "reasoning_switch": reasoning_switch.check,
+    "unproven_gates": unproven_gates.check,
+    "exception_rate": exception_rate.check,
+}
+
+
+def caveats_for(view: dict) -> list[Caveat]:
+    """All caveats the data of one run forces, in registry order."""
+    out: list[Caveat] = []
+    for check in RULES.values():
+        out.extend(check(view))
+    return out
+
+
+__all__ = ["Caveat", "RULES", "caveats_for"]

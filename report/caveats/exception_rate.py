@@ -1,0 +1,27 @@
+"""A cell lost to exceptions at a reproducible rate is a finding, not noise."""
+
+from __future__ import annotations
+
+from .base import Caveat
+
+
+def check(view: dict) -> list[Caveat]:
+    out = []
+    for c in view["cells"]:
+        n_err, n = len(c["errors"]), len(c["samples"])
+        texts = {(s["error_kind"], (s["error_text"] or "")[:120]) for s in c["errors"]}
+        if n_err >= 2 and n_err / n >= 0.5 and len(texts) == 1:
+            kind, text = next(iter(texts))
+            out.append(
+                Caveat(
+                    "exception_rate",
+                    "danger",
+                    "Reproducible failure",
+                    "{model} · {cls}: {failed} of {total} requests failed with the same error ({kind}: {text}). "
+                    "That is reproducible, not a glitch; the cell has no number.",
+                    {"model": c["model"], "cls": c["prompt_class"], "failed": ("int", n_err), "total": ("int", n),
+                     "kind": kind, "text": text},
+                    (c["id"],),
+                )
+            )
+    return out

@@ -1,0 +1,82 @@
+"""Charts as static SVG (Altair rendered offline by vl-convert).
+
+No chart needs JavaScript or a CDN when the page is read; each one is
+written next to the articles with a data table beside it in the page, so a
+screen reader gets the same numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import vl_convert
+
+from .i18n import Lang
+
+_WIDTH = 560
+
+
+_LOCALES = {"en": "en-US", "de": "de-DE"}
+
+
+def _svg(chart: alt.Chart, L: Lang) -> str:
+    # axis numbers in the page's locale too (1.000,5 in German)
+    return vl_convert.vegalite_to_svg(chart.to_json(), vl_version="5.20", format_locale=_LOCALES[L.code])
+
+
+def decode_rows(view: dict, L: Lang, reasoning: bool) -> list[dict]:
+    rows = []
+    for m in view["models"]:
+        for cls in view["classes"]:
+            c = m["cells"].get((cls, reasoning))
+            if c and c["decode"]:
+                d = c["decode"]
+                rows.append({"model": m["name"], "class": L.gettext(cls), "median": round(d.median, 2),
+                             "low": round(d.low, 2), "high": round(d.high, 2), "n": d.n, "cell": c["id"]})
+    return rows
+
+
+def decode_chart(rows: list[dict], L: Lang) -> str:
+    """Decode tok/s per model and prompt class: median as a dot, min–max as a whisker."""
+    base = alt.Chart(alt.Data(values=rows))
+    y = alt.Y("model:N", title=None, sort=None)
+    color = alt.Color("class:N", title=L.gettext("prompt class"), sort=None)
+    whisker = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("low:Q", title=L.gettext("decode tok/s (median, min–max)")), x2="high:Q", y=y,
+        yOffset=alt.YOffset("class:N", sort=None), color=color)
+    dots = base.mark_point(filled=True, size=60).encode(
+        x="median:Q", y=y, yOffset=alt.YOffset("class:N", sort=None), color=color)
+    height = max(80, 26 * len({r["model"] for r in rows}) * max(1, len({r["class"] for r in rows})))
+    chart = (whisker + dots).properties(width=_WIDTH, height=height).configure_axis(labelLimit=240)
+    return _svg(chart, L)
+
+
+def reasoning_rows(view: dict, L: Lang) -> list[dict]:
+    rows = []
+    for m in view["models"]:
+        for cls in view["classes"]:
+            off, on = m["cells"].get((cls, False)), m["cells"].get((cls, True))
+            if off and on and off["decode"] and on["decode"]:
+                delta = on["decode"].median / off["decode"].median - 1
+                rows.append({"model": m["name"], "class": L.gettext(cls), "off": round(off["decode"].median, 2),
+                             "on": round(on["decode"].median, 2), "delta": round(delta, 4),
+                             "cell_off": off["id"], "cell_on": on["id"]})
+    return rows
+
+
+def reasoning_chart(rows: list[dict], L: Lang) -> str:
+    """Change of the decode median when reasoning is switched on, per model and class."""
+    chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=alt.X("delta:Q", title=L.gettext("decode change with reasoning on"), axis=alt.Axis(format="+%")),
+        y=alt.Y("model:N", title=None, sort=None),
+        yOffset=alt.YOffset("class:N", sort=None),
+        color=alt.Color("class:N", title=L.gettext("prompt class"), sort=None),
+    ).properties(width=_WIDTH, height=max(80, 22 * len(rows)))
+    return _svg(chart, L)
+
+
+def write_svg(path: Path, svg: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(svg)
+    return path
