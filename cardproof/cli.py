@@ -89,7 +89,7 @@ def report_build(db: Path | None, project: Path, no_mkdocs: bool) -> None:
         result = build(resolve_db(db), project, run_mkdocs=not no_mkdocs)
     except (StoreError, ReportError) as exc:
         fail(str(exc))
-    click.echo(f"{len(result['articles'])} articles written to {project / 'site' / 'runs'}")
+    click.echo(f"{len(result['articles'])} articles written under {project / 'site'}")
     if result["site_dir"]:
         click.echo(f"site built: {result['site_dir'] / 'index.html'}")
 

@@ -16,6 +16,7 @@ from cardproof.daemon.store import open_store
 
 from . import charts, queries
 from .caveats import caveats_for
+from .compare import compare_runs, previous_run, ratio_range
 from .gates import gate_summary
 from .i18n import LANGUAGES, Lang
 
@@ -144,9 +145,36 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None) -> str:
     )
 
 
-def render_index(runs: list[dict], lang: str) -> str:
+def render_index(runs: list[dict], lang: str, comparisons: list[dict] | None = None,
+                 models: list[dict] | None = None) -> str:
     L = Lang(lang)
-    return _env().get_template("runs_index.md.j2").render(_=L.gettext, L=L, runs=runs)
+    return _env().get_template("runs_index.md.j2").render(
+        _=L.gettext, L=L, runs=runs, comparisons=comparisons or [], models=models or [])
+
+
+def render_compare(cmp: dict, lang: str, img_dir: Path | None = None) -> str:
+    L = Lang(lang)
+    chart = None
+    if cmp["rows"]:
+        name = f"compare-{cmp['b']['id']}-vs-{cmp['a']['id']}-{lang}.svg"
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, charts.deviation_chart(cmp["rows"], L))
+        chart = f"img/{name}"
+    return _env().get_template("compare.md.j2").render(_=L.gettext, L=L, cmp=cmp, chart=chart)
+
+
+def _models_across(db, all_runs: list[dict]) -> list[dict]:
+    """Each model with the runs that measured it and its short-prompt median there."""
+    out: dict[str, dict] = {}
+    for r in all_runs:
+        v = queries.run_view(db, r["id"])
+        for m in v["models"]:
+            c = m["cells"].get((v["classes"][0], False)) if v["classes"] else None
+            entry = out.setdefault(m["name"], {"name": m["name"], "runs": []})
+            entry["runs"].append({"id": r["id"], "started_at": r["started_at"],
+                                  "cls": v["classes"][0] if v["classes"] else None,
+                                  "decode": c["decode"] if c else None, "cell": c["id"] if c else None})
+    return sorted(out.values(), key=lambda e: e["name"])
 
 
 def scaffold(project: Path) -> None:
@@ -172,24 +200,47 @@ def write_articles(db_path: Path, project: Path) -> list[Path]:
                 "select count(distinct model_id) from cells where run_id = ?", [r["id"]]
             ).fetchone()[0]
         out_dir = project / "site" / "runs"
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        out_dir.mkdir(parents=True)
+        cmp_dir = project / "site" / "compare"
+        for d in (out_dir, cmp_dir):
+            if d.exists():
+                shutil.rmtree(d)
+            d.mkdir(parents=True)
+        comparisons = []
+        for r in all_runs:
+            prev = previous_run(store.db, r)
+            if prev is not None:
+                comparisons.append(compare_runs(store.db, prev, r["id"]))
+        by_b = {c["b"]["id"]: c for c in comparisons}
+        models = _models_across(store.db, all_runs)
         written = []
         for lang in LANGUAGES:
             suffix = "" if lang == "en" else f".{lang}"
             p = out_dir / f"index{suffix}.md"
-            p.write_text(render_index(all_runs, lang))
+            p.write_text(render_index(all_runs, lang, comparisons, models))
             written.append(p)
             for r in all_runs:
                 view = queries.run_view(store.db, r["id"])
                 view["gates"] = gate_summary(store.db, r["id"])
+                view["comparison"] = by_b.get(r["id"])
+                view["ratio"] = _headline_ratio_range(store.db, view)
                 p = out_dir / f"run-{r['id']}{suffix}.md"
                 p.write_text(render_run(view, lang, out_dir / "img"))
+                written.append(p)
+            for c in comparisons:
+                p = cmp_dir / f"run-{c['b']['id']}-vs-{c['a']['id']}{suffix}.md"
+                p.write_text(render_compare(c, lang, cmp_dir / "img"))
                 written.append(p)
         return written
     finally:
         store.close()
+
+
+def _headline_ratio_range(db, view: dict) -> dict | None:
+    h = view["headline"]
+    if not h or not h.get("other"):
+        return None
+    rr = ratio_range(db, view["run"]["campaign_name"], h["best"]["name"], h["other"]["name"], h["cls"])
+    return rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
 
 
 def mkdocs_build(project: Path) -> Path:

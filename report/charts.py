@@ -80,3 +80,15 @@ def write_svg(path: Path, svg: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(svg)
     return path
+
+
+def deviation_chart(rows: list[dict], L: Lang) -> str:
+    """Per-cell change of run B against run A; cells beyond their own spread drawn dark."""
+    data = [{"cell": f"{r['model']} · {L.gettext(r['prompt_class'])}" + (" · R" if r["reasoning"] else ""),
+             "deviation": round(r["deviation"], 4), "beyond": bool(r["beyond_spread"])} for r in rows]
+    chart = alt.Chart(alt.Data(values=data)).mark_bar().encode(
+        x=alt.X("deviation:Q", title=L.gettext("change"), axis=alt.Axis(format="+%")),
+        y=alt.Y("cell:N", title=None, sort=None),
+        color=alt.Color("beyond:N", title=L.gettext("beyond spread"), scale=alt.Scale(range=["#9ecae1", "#08519c"])),
+    ).properties(width=_WIDTH, height=max(80, 18 * len(data)))
+    return _svg(chart, L)

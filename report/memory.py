@@ -54,7 +54,7 @@ KIND_LABEL = {
     "exit": "memory breakdown printed at exit",
     "projection": "memory breakdown projected while fitting",
     "facts": "sum of the buffer lines",
-    "ps": "/api/ps",
+    "ps": "size_vram",
 }
 CATEGORY_LABEL = {
     "weights": "weights", "kv": "KV cache", "compute": "compute buffer", "output": "output buffer",
@@ -133,6 +133,7 @@ def memory_view(db, run_id: int) -> dict:
         "compute_devices": compute_devices,
         "any_selfreport": any(r["selfreport_mib"] is not None for r in rows),
         "foreign_pids": foreign,
+        "labels": CATEGORY_LABEL,
     }
 
 

@@ -1,0 +1,49 @@
+"""``cardproof compare``: two runs, cell by cell, against their own spread."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("compare")
+    @click.argument("run_a", type=int)
+    @click.argument("run_b", type=int)
+    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                  help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+    def compare_cmd(run_a: int, run_b: int, db: Path | None, as_json: bool) -> None:
+        """Compare RUN_B against RUN_A: per-cell deviation, median and range, cells in one run only."""
+        from cardproof.cli import fail
+        from cardproof.daemon.store import StoreError, open_store
+        from cardproof.paths import resolve_db
+        from cardproof.report.compare import compare_runs
+
+        try:
+            store = open_store(resolve_db(db), create=False)
+        except StoreError as exc:
+            fail(str(exc))
+        for rid in (run_a, run_b):
+            if store.db["runs"].count_where("id = ?", [rid]) == 0:
+                fail(f"{store.path}: no run {rid}")
+        cmp = compare_runs(store.db, run_a, run_b)
+        if as_json:
+            click.echo(json.dumps({k: v for k, v in cmp.items() if k not in ("a", "b")} | {
+                "run_a": run_a, "run_b": run_b}, indent=2, default=str))
+            return
+        click.echo(f"run {run_b} against run {run_a}: {len(cmp['rows'])} comparable cells")
+        if cmp["rows"]:
+            click.echo(f"median deviation {cmp['median_deviation']:+.1%}, range {cmp['low']:+.1%} to {cmp['high']:+.1%}")
+        for r in cmp["rows"]:
+            mark = "  beyond spread" if r["beyond_spread"] else ""
+            click.echo(f"  {r['model']:<24} {r['prompt_class']:<7} {'R' if r['reasoning'] else ' '} "
+                       f"{r['a']:>10.1f} -> {r['b']:>10.1f}  {r['deviation']:+7.1%} (spread ±{r['spread']:.1%}){mark}")
+        for name, va, vb in cmp["conditions"]:
+            click.echo(f"  conditions differ: {name}: {va} -> {vb}")
+        for w in cmp["only_a"]:
+            click.echo(f"  only in run {run_a}: {w['model']} {w['prompt_class']} reasoning={w['reasoning']}")
+        for w in cmp["only_b"]:
+            click.echo(f"  only in run {run_b}: {w['model']} {w['prompt_class']} reasoning={w['reasoning']}")

@@ -1,0 +1,94 @@
+"""Two runs side by side: cells matched by model, prompt class and reasoning.
+
+Deviations are judged against the runs' own spread, not a fixed percentage
+(as asv does): a model "moved" only where the shift is larger than the
+min–max range either run measured for that cell.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import sqlite_utils
+
+from . import queries
+
+
+def _cells(view: dict) -> dict[tuple, dict]:
+    return {(c["model"], c["prompt_class"], bool(c["reasoning"])): c for c in view["cells"]}
+
+
+def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int) -> dict:
+    """Per-cell deviation of B against A, with the summary the article needs."""
+    va, vb = queries.run_view(db, run_a), queries.run_view(db, run_b)
+    ca, cb = _cells(va), _cells(vb)
+    rows, only_a, only_b = [], [], []
+    for key in sorted(set(ca) | set(cb), key=lambda k: (k[0], k[2], k[1])):
+        a, b = ca.get(key), cb.get(key)
+        where = {"model": key[0], "prompt_class": key[1], "reasoning": key[2]}
+        if a is None or not a["decode"]:
+            if b is not None and b["decode"]:
+                only_b.append(where)
+            continue
+        if b is None or not b["decode"]:
+            only_a.append(where)
+            continue
+        da, db_ = a["decode"], b["decode"]
+        dev = db_.median / da.median - 1
+        spread = max((da.high - da.low) / da.median, (db_.high - db_.low) / db_.median)
+        rows.append({
+            "model": key[0], "prompt_class": key[1], "reasoning": key[2],
+            "a": da.median, "b": db_.median, "a_n": da.n, "b_n": db_.n,
+            "deviation": dev, "spread": spread, "beyond_spread": abs(dev) > spread,
+            "cell_a": a["id"], "cell_b": b["id"],
+        })
+    devs = [r["deviation"] for r in rows]
+    conditions = []
+    ra, rb = va["run"], vb["run"]
+    if (ra["server_build"] or "") != (rb["server_build"] or ""):
+        conditions.append(("server build", ra["server_build"], rb["server_build"]))
+    if ra["campaign_sha256"] != rb["campaign_sha256"]:
+        conditions.append(("campaign file", ra["campaign_sha256"][:12], rb["campaign_sha256"][:12]))
+    if (ra["host"] or "") != (rb["host"] or ""):
+        conditions.append(("host", ra["host"], rb["host"]))
+    if (ra["started_at"] or "")[:10] != (rb["started_at"] or "")[:10]:
+        conditions.append(("date", (ra["started_at"] or "")[:10], (rb["started_at"] or "")[:10]))
+    return {
+        "a": ra, "b": rb,
+        "rows": rows,
+        "only_a": only_a, "only_b": only_b,
+        "median_deviation": statistics.median(devs) if devs else None,
+        "low": min(devs) if devs else None,
+        "high": max(devs) if devs else None,
+        "moved": sorted({r["model"] for r in rows if r["beyond_spread"]}),
+        "conditions": conditions,
+    }
+
+
+def ratio_range(db: sqlite_utils.Database, campaign_name: str, model_a: str, model_b: str,
+                prompt_class: str = "short") -> dict | None:
+    """Decode ratio A/B over every run of the same campaign that measured both: a range, not a point."""
+    ratios = []
+    for r in queries.runs(db):
+        if r["campaign_name"] != campaign_name:
+            continue
+        v = queries.run_view(db, r["id"])
+        cells = _cells(v)
+        a, b = cells.get((model_a, prompt_class, False)), cells.get((model_b, prompt_class, False))
+        if a and b and a["decode"] and b["decode"]:
+            ratios.append((r["id"], a["decode"].median / b["decode"].median))
+    if not ratios:
+        return None
+    vals = [x for _, x in ratios]
+    return {"runs": [i for i, _ in ratios], "low": min(vals), "high": max(vals), "n": len(vals)}
+
+
+def previous_run(db: sqlite_utils.Database, run: dict) -> int | None:
+    """The latest earlier run of the same campaign name, if any."""
+    row = db.execute(
+        """select runs.id from runs join campaigns on campaigns.id = runs.campaign_id
+           where campaigns.name = ? and runs.started_at < ? and runs.id != ?
+           order by runs.started_at desc limit 1""",
+        [run["campaign_name"], run["started_at"], run["id"]],
+    ).fetchone()
+    return row[0] if row else None
