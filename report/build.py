@@ -16,6 +16,8 @@ from cardproof.daemon.store import open_store
 
 from . import charts, queries
 from .caveats import caveats_for
+from .contradictions import contradictions_for
+from .contradictions.authored import AuthoredError
 from .compare import compare_runs, previous_run, ratio_range
 from .gates import gate_summary
 from .i18n import LANGUAGES, Lang
@@ -131,10 +133,24 @@ def _charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
     return out
 
 
-def render_run(view: dict, lang: str, img_dir: Path | None = None) -> str:
+def _notes(project: Path | None, run_id: int, lang: str) -> dict:
+    """Hand-written Markdown placed around the generated parts (author's notes)."""
+    out = {"intro": "", "outro": ""}
+    if project is None:
+        return out
+    for part in out:
+        p = Path(project) / "notes" / f"run-{run_id}.{part}.{lang}.md"
+        if p.exists():
+            out[part] = p.read_text(encoding="utf-8").strip()
+    return out
+
+
+def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path | None = None) -> str:
     L = Lang(lang)
     tpl = _env().get_template("run.md.j2")
     return tpl.render(
+        notes=_notes(project, view["run"]["id"], lang),
+        lang=lang,
         charts=_charts(view, L, img_dir),
         caveats=[render_caveat(c, L) for c in caveats_for(view)],
         _=L.gettext,
@@ -223,8 +239,9 @@ def write_articles(db_path: Path, project: Path) -> list[Path]:
                 view["gates"] = gate_summary(store.db, r["id"])
                 view["comparison"] = by_b.get(r["id"])
                 view["ratio"] = _headline_ratio_range(store.db, view)
+                view["contradictions"] = contradictions_for(store.db, view, project)
                 p = out_dir / f"run-{r['id']}{suffix}.md"
-                p.write_text(render_run(view, lang, out_dir / "img"))
+                p.write_text(render_run(view, lang, out_dir / "img", project))
                 written.append(p)
             for c in comparisons:
                 p = cmp_dir / f"run-{c['b']['id']}-vs-{c['a']['id']}{suffix}.md"
@@ -262,6 +279,9 @@ def mkdocs_build(project: Path) -> Path:
 def build(db_path: Path, project: Path, *, run_mkdocs: bool = True) -> dict:
     """Scaffold if needed, write articles, build. Returns paths for the CLI to print."""
     scaffold(project)
-    written = write_articles(db_path, project)
+    try:
+        written = write_articles(db_path, project)
+    except AuthoredError as exc:
+        raise ReportError(str(exc)) from exc
     out = mkdocs_build(project) if run_mkdocs else None
     return {"articles": written, "site_dir": out}

@@ -1,0 +1,109 @@
+"""Contradictions (detected and authored) and author's notes in the article."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from cardproof.cli import cli
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report import queries
+from cardproof.report.contradictions import DETECTORS
+from conftest import campaign_text
+
+GOOD = """
+[[contradiction]]
+title = { en = "Probe says broken, samples show <b>reasoning</b>", de = "Probe sagt kaputt" }
+[contradiction.a]
+text = { en = "The probe said FAIL_BROKEN.", de = "Die Probe sagte FAIL_BROKEN." }
+evidence = ["sample-{s1}"]
+[contradiction.b]
+text = { en = "Samples carry text.", de = "Messungen tragen Text." }
+evidence = ["cell-{c1}"]
+
+[[contradiction]]
+title = { en = "Settled one", de = "Erledigt" }
+status = "resolved"
+resolution = { en = "It was another load.", de = "Es war ein anderer Ladevorgang." }
+[contradiction.a]
+text = { en = "x", de = "x" }
+evidence = ["sample-{s1}"]
+[contradiction.b]
+text = { en = "y", de = "y" }
+evidence = ["sample-{s2}"]
+"""
+
+
+@pytest.fixture(scope="module")
+def run_db(llama_server, tmp_path_factory):
+    db = tmp_path_factory.mktemp("con") / "c.db"
+    store = open_store(db)
+    outcome = run_campaign(store, parse_campaign(campaign_text(llama_server.url, reps=2), "c.toml"),
+                           echo=lambda s: None)
+    ids = [r["id"] for r in store.db.query("select id from samples order by id")]
+    cell = store.db.execute("select min(id) from cells").fetchone()[0]
+    store.close()
+    return db, outcome.run_id, ids, cell
+
+
+def test_authored_contradictions_and_notes_render_in_both_languages(run_db, tmp_path):
+    db, run_id, ids, cell = run_db
+    project = tmp_path / "p"
+    (project / "notes").mkdir(parents=True)
+    (project / "notes" / f"run-{run_id}.contradictions.toml").write_text(
+        GOOD.replace("{s1}", str(ids[0])).replace("{s2}", str(ids[1])).replace("{c1}", str(cell)))
+    (project / "notes" / f"run-{run_id}.intro.en.md").write_text("Written by hand before the table.")
+    (project / "notes" / f"run-{run_id}.intro.de.md").write_text("Von Hand vor der Tabelle geschrieben.")
+    (project / "notes" / f"run-{run_id}.outro.en.md").write_text("A closing remark.")
+    result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project)])
+    assert result.exit_code == 0, result.output
+    en = (project / "site" / "runs" / f"run-{run_id}.md").read_text()
+    de = (project / "site" / "runs" / f"run-{run_id}.de.md").read_text()
+    assert en.index("Written by hand before the table.") < en.index("## Headline")
+    assert en.index("A closing remark.") < en.index("## Evidence")
+    assert "Von Hand vor der Tabelle geschrieben." in de
+    opened = en[en.index("## Open contradictions"):en.index("### Resolved contradictions")]
+    assert "&lt;b&gt;reasoning&lt;/b&gt;" in opened and f"(#sample-{ids[0]})" in opened and f"(#cell-{cell})" in opened
+    resolved = en[en.index("### Resolved contradictions"):en.index("## Comparison with earlier runs")]
+    assert "Settled one" in resolved and "It was another load." in resolved
+    assert "Settled one" not in opened
+    assert "Offene Widersprüche" in de and "Es war ein anderer Ladevorgang." in de
+
+
+def test_bad_authored_file_names_file_and_key(run_db, tmp_path):
+    db, run_id, ids, cell = run_db
+    project = tmp_path / "p"
+    (project / "notes").mkdir(parents=True)
+    bad = project / "notes" / f"run-{run_id}.contradictions.toml"
+    bad.write_text('[[contradiction]]\ntitle = { en = "only English" }\n')
+    result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project)])
+    assert result.exit_code == 1
+    assert f"{bad}: key 'contradiction[0].title'" in result.output
+
+
+def test_evidence_link_to_a_missing_anchor_fails_the_strict_build(run_db, tmp_path):
+    db, run_id, ids, cell = run_db
+    project = tmp_path / "p"
+    (project / "notes").mkdir(parents=True)
+    (project / "notes" / f"run-{run_id}.contradictions.toml").write_text(
+        GOOD.replace("{s1}", "999999").replace("{s2}", str(ids[1])).replace("{c1}", str(cell)))
+    result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project)])
+    assert result.exit_code == 1
+    assert "sample-999999" in result.output
+
+
+def test_counters_vs_clock_detector(run_db, tmp_path):
+    db, run_id, ids, cell = run_db
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    store = open_store(copy)
+    assert DETECTORS["counters_vs_clock"](store.db, queries.run_view(store.db, run_id)) == []
+    # a stored wall time shorter than the server's own counters: the two clocks disagree
+    store.db.execute("update samples set wall_ms = 0.5 where id = ?", [ids[0]])
+    store.db.conn.commit()
+    (c,) = DETECTORS["counters_vs_clock"](store.db, queries.run_view(store.db, run_id))
+    assert c.status == "open" and f"sample-{ids[0]}" in c.a.evidence
