@@ -273,7 +273,17 @@ def mkdocs_build(project: Path) -> Path:
         lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if "WARNING" in ln or "ERROR" in ln]
         detail = "; ".join(lines[:5]) or (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ReportError(f"mkdocs build --strict failed: {detail}")
-    return project / "build" / "site"
+    out = project / "build" / "site"
+    # static-i18n gives Material per-page alternate links, and Material's
+    # language selector fetches sitemap.xml relative to them; without a copy
+    # beside each page every switch logs a 404 in the reader's console.
+    sitemap = out / "sitemap.xml"
+    if sitemap.exists():
+        for index in out.rglob("index.html"):
+            dst = index.parent / "sitemap.xml"
+            if not dst.exists():
+                shutil.copy(sitemap, dst)
+    return out
 
 
 def build(db_path: Path, project: Path, *, run_mkdocs: bool = True) -> dict:

@@ -72,3 +72,18 @@ def test_runs_on_missing_db(tmp_path):
     result = CliRunner().invoke(cli, ["runs", "--db", str(tmp_path / "none.db")])
     assert result.exit_code == 1
     assert "no such database" in result.output
+
+
+def test_every_package_folder_is_installed():
+    """A package folder missing from pyproject works in an editable install and breaks a real one."""
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    mapping = {"cardproof": "cardproof", "daemon": "cardproof.daemon", "report": "cardproof.report"}
+    found = set()
+    for top, name in mapping.items():
+        for init in (root / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(root / top).parts
+            found.add(".".join((name, *rel)))
+    assert found <= listed, sorted(found - listed)

@@ -1,0 +1,175 @@
+"""The built site in a real headless Chromium (Debian's), served on loopback.
+
+Every page in both languages must load without console errors and without a
+single request leaving localhost; charts must be there; the language switcher
+must lead to the same page in the other language; every evidence link must
+land on an anchor that exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import shutil
+import threading
+from urllib.parse import urldefrag, urljoin, urlparse
+
+import pytest
+
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.build import build
+from conftest import campaign_text
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-quic"]
+
+pytestmark = pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium not installed (.ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def site(llama_server, tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    db = root / "s.db"
+    store = open_store(db)
+    text = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short", "medium"),
+                         reasoning=(False, True), reps=2, reps_r=1, max_tokens=8, pinned="tiny-a")
+    text = text.replace('name = "test"', 'name = "test"\ncanaries = true')
+    text += "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n"
+    first = run_campaign(store, parse_campaign(text, "s.toml"), echo=lambda s: None).run_id
+    second = run_campaign(store, parse_campaign(text, "s.toml"), echo=lambda s: None).run_id
+    sid = store.db.execute("select min(id) from samples where run_id = ?", [second]).fetchone()[0]
+    store.close()
+    project = root / "proj"
+    (project / "notes").mkdir(parents=True)
+    (project / "notes" / f"run-{second}.contradictions.toml").write_text(f"""
+[[contradiction]]
+title = {{ en = "A title with <script>alert(1)</script> in it", de = "Titel mit <script>alert(1)</script>" }}
+[contradiction.a]
+text = {{ en = "one side", de = "eine Seite" }}
+evidence = ["sample-{sid}"]
+[contradiction.b]
+text = {{ en = "other side", de = "andere Seite" }}
+evidence = ["sample-{sid}"]
+""")
+    out = build(db, project)["site_dir"]
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", first, second
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _crawl(browser, base: str) -> dict[str, dict]:
+    """Visit every internal page reachable from both language roots."""
+    page = browser.new_page()
+    seen: dict[str, dict] = {}
+    queue = [base + "/", base + "/de/"]
+    while queue:
+        url = queue.pop()
+        if url in seen:
+            continue
+        errors, requests = [], []
+        page.on("console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda exc, e=errors: e.append(str(exc)))
+        page.on("request", lambda r, q=requests: q.append(r.url))
+        resp = page.goto(url, wait_until="networkidle")
+        page.remove_listener("console", page.listeners("console")[0]) if hasattr(page, "listeners") else None
+        info = {
+            "status": resp.status if resp else None,
+            "errors": list(errors),
+            "requests": list(requests),
+            "ids": set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)")),
+            "links": page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"),
+            "svgs": page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => [e.src, e.naturalWidth])"),
+            "alternates": page.eval_on_selector_all("a[hreflang]", "els => els.map(e => [e.hreflang, e.href])"),
+            "text": page.inner_text("body"),
+            "scripts_with_alert": page.eval_on_selector_all("script", "els => els.filter(s => s.textContent.includes('alert(1)')).length"),
+        }
+        seen[url] = info
+        page.close()
+        page = browser.new_page()
+        for href in info["links"]:
+            target, _ = urldefrag(href)
+            if target.startswith(base) and not target.endswith((".svg", ".xml", ".gz", ".json", ".js", ".css")) \
+                    and "/search/" not in target:
+                queue.append(target)
+    page.close()
+    return seen
+
+
+@pytest.fixture(scope="module")
+def crawled(site, browser):
+    base, first, second = site
+    return base, first, second, _crawl(browser, base)
+
+
+def test_every_page_loads_clean_and_stays_on_localhost(crawled):
+    base, first, second, pages = crawled
+    assert len(pages) >= 10
+    for url, info in pages.items():
+        assert info["status"] == 200, url
+        assert info["errors"] == [], (url, info["errors"])
+        for req in info["requests"]:
+            host = urlparse(req).hostname
+            assert req.startswith(("data:", "blob:")) or host in ("127.0.0.1", "localhost"), (url, req)
+    for lang_prefix in ("", "/de"):
+        for rid in (first, second):
+            assert f"{base}{lang_prefix}/runs/run-{rid}/" in pages
+
+
+def test_charts_present_and_loaded(crawled):
+    base, first, second, pages = crawled
+    for prefix in ("", "/de"):
+        svgs = pages[f"{base}{prefix}/runs/run-{second}/"]["svgs"]
+        assert len(svgs) >= 2
+        assert all(width > 0 for _, width in svgs), svgs
+    de = pages[f"{base}/de/runs/run-{second}/"]["svgs"]
+    assert all(src.endswith("-de.svg") for src, _ in de)
+
+
+def test_language_switcher_leads_to_the_same_page(crawled):
+    base, first, second, pages = crawled
+    for path in (f"/runs/run-{second}/", f"/compare/run-{second}-vs-{first}/", "/runs/"):
+        en, de = pages[base + path], pages[base + "/de" + path]
+        assert dict(en["alternates"]).get("de") == base + "/de" + path
+        assert dict(de["alternates"]).get("en") == base + path
+
+
+def test_every_evidence_link_lands_on_an_existing_anchor(crawled):
+    base, first, second, pages = crawled
+    checked = 0
+    for url, info in pages.items():
+        for href in info["links"]:
+            target, frag = urldefrag(href)
+            if not frag or not target.startswith(base) or not re.match(r"(cell|sample|line)-", frag):
+                continue
+            page = pages.get(target)
+            assert page is not None, (url, href)
+            assert frag in page["ids"], (url, href)
+            checked += 1
+    assert checked > 50
+
+
+def test_german_decimal_comma_and_foreign_text_escaped(crawled):
+    base, first, second, pages = crawled
+    de = pages[f"{base}/de/runs/run-{second}/"]["text"]
+    assert re.search(r"\d,\d \(\d", de)  # a median with its range, German style
+    en = pages[f"{base}/runs/run-{second}/"]
+    assert "<script>alert(1)</script>" in en["text"]  # shown as text ...
+    assert en["scripts_with_alert"] == 0  # ... never as a script element
