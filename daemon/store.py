@@ -376,6 +376,105 @@ def m004_memory_attribution(db: sqlite_utils.Database) -> None:
     db["memory_free_checks"].create_index(["run_id", "model_id", "ts"])
 
 
+@migrations(name="m003_logs_attribution")
+def m003_logs_attribution(db: sqlite_utils.Database) -> None:
+    # log evidence (issue 4): where an import resumes, and loads seen in a log
+    db["log_sources"].add_column("state_json", str)  # attribution bindings to resume with
+    for col, kind in (
+        ("origin", str),  # NULL: written by the runner; 'log': discovered in a server log
+        ("model_name", str),  # as the server names it (router name=, Ollama model file)
+        ("model_file", str),
+        ("source_id", int),
+        ("start_line_id", int),
+        ("ready_line_id", int),
+        ("end_line_id", int),
+        ("exit_status", int),
+        ("merged_into", int),  # a log load linked to the runner's row of the same load
+    ):
+        if col not in db["loads"].columns_dict:
+            db["loads"].add_column(col, kind)
+    db["log_lines"].create_index(["run_id"], if_not_exists=True)
+    db["facts"].create_index(["line_id"], if_not_exists=True)
+
+
+@migrations(name="m006_daemon_service")
+def m006_daemon_service(db: sqlite_utils.Database) -> None:
+    # the daemon (issue 6): its queue, its own state and heartbeat, quiet-window waits
+    db["daemon_queue"].create(
+        {
+            "id": int,
+            "campaign_path": str,
+            "campaign_name": str,
+            "campaign_sha256": str,
+            "campaign_text": str,  # frozen at enqueue time: the file may change later
+            "enqueued_at": str,
+            "enqueued_by": str,  # user@host pid N
+            "status": str,  # queued | running | done | failed | gave_up | cancelled
+            "attempts": int,
+            "last_run_id": int,
+            "started_at": str,
+            "finished_at": str,
+            "reason": str,
+            "require_quiet": int,  # NULL: the daemon config decides
+        },
+        pk="id",
+    )
+    db["daemon_queue"].create_index(["status", "id"])
+    db["daemon_queue_runs"].create(
+        {"id": int, "queue_id": int, "run_id": int, "attempt": int, "daemon_id": int, "started_at": str},
+        pk="id",
+        foreign_keys=[("queue_id", "daemon_queue", "id"), ("run_id", "runs", "id")],
+    )
+    db["daemon_queue_runs"].create_index(["run_id"], unique=True)
+    # one row per daemon start; the newest row is the daemon's current state
+    db["daemon_state"].create(
+        {
+            "id": int,
+            "pid": int,
+            "host": str,
+            "config_path": str,
+            "started_at": str,
+            "ready_at": str,
+            "heartbeat_at": str,
+            "heartbeat_s": float,
+            "stopped_at": str,
+            "state": str,  # starting | idle | waiting_quiet | running | stopping | stopped
+            "exit_reason": str,
+            "queue_id": int,
+            "run_id": int,
+            "progress_json": str,
+            "status_text": str,
+            "collectors_json": str,
+            "recovered_json": str,  # runs found 'running' at start and what was done with them
+        },
+        pk="id",
+    )
+    db["quiet_waits"].create(
+        {
+            "id": int,
+            "queue_id": int,
+            "run_id": int,
+            "daemon_id": int,
+            "started_at": str,
+            "ended_at": str,
+            "outcome": str,  # waiting | quiet | gave_up | stopped
+            "waited_s": float,
+            "quiet_s": float,
+            "give_up_s": float,
+            "foreign_tokens": int,
+            "foreign_requests": int,
+            "foreign_loads": int,
+            "clients_json": str,  # foreign requests per client address
+            "blocked_seen_json": str,  # addresses that were to be blocked and were seen
+            "gpu_pids_json": str,
+            "per_minute_json": str,
+            "sources_json": str,
+            "reason": str,
+        },
+        pk="id",
+    )
+
+
 class Store:
     """Thin wrapper over a migrated sqlite-utils Database."""
 

@@ -1,0 +1,118 @@
+"""The card budget: share per model, headroom, and free memory before a load.
+
+Free memory before a load is read from the card at that moment (DESIGN.md
+principle 12): a release call having returned proves nothing about what the
+card holds. Without a driver the check says "not measured"; it never infers.
+"""
+
+from __future__ import annotations
+
+from ..store import Store, utcnow
+from .readings import NOT_MEASURED, SourceUnavailable
+
+
+def free_before_load(store: Store, source, *, run_id: int | None, model_id: int | None,
+                     required_mib: float | None = None) -> dict:
+    """Read free memory per device from the card now and store it.
+
+    Returns ``available``, ``devices`` (index, total, free), ``free_mib``
+    (sum), ``required_mib`` and ``enough`` (None when not measured or nothing
+    was required). ``required_mib`` is compared with the sum over devices;
+    the caller that splits a model may compare per device itself.
+    """
+    try:
+        reading = source.read()
+    except SourceUnavailable as exc:
+        store.insert("memory_free_checks", {"run_id": run_id, "model_id": model_id, "ts": utcnow(),
+                                            "required_mib": required_mib, "source": source.kind,
+                                            "note": f"{NOT_MEASURED}: {exc}"})
+        return {"available": False, "reason": str(exc), "devices": [], "free_mib": None,
+                "required_mib": required_mib, "enough": None}
+    rows = [
+        {"run_id": run_id, "model_id": model_id, "ts": reading.ts, "device_index": d.index,
+         "total_mib": d.total_mib, "free_mib": d.free_mib, "required_mib": required_mib,
+         "source": reading.source}
+        for d in reading.devices
+    ]
+    with store.db.conn:
+        store.db["memory_free_checks"].insert_all(rows)
+    free = round(sum(d.free_mib for d in reading.devices), 3)
+    return {
+        "available": True, "ts": reading.ts,
+        "devices": [{"index": d.index, "total_mib": d.total_mib, "free_mib": d.free_mib} for d in reading.devices],
+        "free_mib": free, "required_mib": required_mib,
+        "enough": (free >= required_mib) if required_mib is not None else None,
+    }
+
+
+def free_check_for_load(db, load_id: int) -> dict | None:
+    """The last free-memory check of the load's model before the load was requested."""
+    load = db.execute("select run_id, model_id, requested_at from loads where id = ?", [load_id]).fetchone()
+    if load is None:
+        return None
+    run_id, model_id, requested = load
+    row = db.execute(
+        """select max(ts) from memory_free_checks where run_id = ? and model_id = ?
+           and (? is null or ts <= ?)""",
+        [run_id, model_id, requested, requested],
+    ).fetchone()
+    if not row or row[0] is None:
+        return None
+    rows = list(db.query(
+        "select * from memory_free_checks where run_id = ? and model_id = ? and ts = ? order by device_index",
+        [run_id, model_id, row[0]],
+    ))
+    if rows[0]["note"]:
+        return {"available": False, "ts": row[0], "note": rows[0]["note"], "free_mib": None, "devices": []}
+    return {
+        "available": True, "ts": row[0], "note": None,
+        "free_mib": round(sum(r["free_mib"] for r in rows), 3),
+        "total_mib": round(sum(r["total_mib"] for r in rows), 3),
+        "required_mib": rows[0]["required_mib"],
+        "devices": [{"index": r["device_index"], "free_mib": r["free_mib"], "total_mib": r["total_mib"]} for r in rows],
+    }
+
+
+def card_totals(db, run_id: int, ts_from=None, ts_to=None) -> dict[int, float]:
+    """Total MiB per device as the card reported it during the window."""
+    sql = "select device_index, max(total_mib) from memory_samples where run_id = ? and scope = 'device' " \
+          "and total_mib is not null"
+    args: list = [run_id]
+    if ts_from:
+        sql, args = sql + " and ts >= ?", args + [ts_from]
+    if ts_to:
+        sql, args = sql + " and ts <= ?", args + [ts_to]
+    return {r[0]: r[1] for r in db.execute(sql + " group by device_index", args)}
+
+
+def min_free(db, run_id: int, ts_from=None, ts_to=None) -> float | None:
+    """The least free memory (summed over devices) seen in the window: neighbours included."""
+    sql = "select ts, sum(free_mib) from memory_samples where run_id = ? and scope = 'device' " \
+          "and free_mib is not null"
+    args: list = [run_id]
+    if ts_from:
+        sql, args = sql + " and ts >= ?", args + [ts_from]
+    if ts_to:
+        sql, args = sql + " and ts <= ?", args + [ts_to]
+    vals = [r[1] for r in db.execute(sql + " group by ts", args)]
+    return min(vals) if vals else None
+
+
+def budget(db, run_id: int, card_mib: float | None, ts_from=None, ts_to=None) -> dict | None:
+    """Share of all card memory one model uses, and what would be left beside it alone.
+
+    ``headroom_mib`` counts only this model; ``min_free_mib`` is what the card
+    really had free during the load, neighbours included. The two differ on
+    purpose and are shown side by side.
+    """
+    totals = card_totals(db, run_id, ts_from, ts_to) or card_totals(db, run_id)
+    if card_mib is None or not totals:
+        return None
+    total = sum(totals.values())
+    return {
+        "total_mib": round(total, 3),
+        "devices": len(totals),
+        "share": card_mib / total if total else None,
+        "headroom_mib": round(total - card_mib, 3),
+        "min_free_mib": min_free(db, run_id, ts_from, ts_to),
+    }
