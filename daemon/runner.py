@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+from urllib.parse import urlparse
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,6 +18,8 @@ from .campaign import Campaign
 from .prompts import build_prompt
 from .canaries import run_canaries
 from .judge import judge_run
+from .memory.capture import MemoryCapture
+from .memory.procinfo import children, listening_pids, pids_with_arg
 from .sampling import take_sample
 from .store import Store, dumps, utcnow
 
@@ -161,7 +164,12 @@ def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
             },
         )
         model_ids = _register_models(store, campaign, backend)
-        _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, planned)
+        mem = MemoryCapture(store, run_id).start()
+        echo(mem.status_line())
+        try:
+            _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, planned, mem)
+        finally:
+            mem.stop()
     except (KeyboardInterrupt, _Interrupted) as exc:
         echo(f"run {run_id} interrupted ({exc or 'keyboard'}); {state['measured']}/{planned} samples stored")
         return finish("interrupted", EXIT_INTERRUPTED, f"interrupted: {exc or 'keyboard interrupt'}")
@@ -206,7 +214,7 @@ def _model_path_from_args(entry: dict | None) -> str | None:
     return None
 
 
-def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, planned):
+def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, planned, mem):
     current_model = None
     load_id = None
     done = 0
@@ -234,7 +242,7 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
         if cell.model != current_model:
             if load_id is not None:
                 store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "next model"})
-            load_id = _explicit_load(store, backend, run_id, model_ids[cell.model], cell.model, echo)
+            load_id = _explicit_load(store, backend, run_id, model_ids[cell.model], cell.model, echo, mem)
             current_model = cell.model
         checks = dict(embedding_url=campaign.embedding_url, embedding_model=campaign.embedding_model)
         cellchecks.snapshot(store, backend, cell_id, cell.model, "before", **checks)
@@ -252,12 +260,17 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
             )
             if taken.load_id is not None:
                 load_id = taken.load_id
+                child = router_child_pid(backend.url, cell.model) if backend.is_router() else None
+                if child:
+                    store.update("loads", load_id, {"pid": child})
+                mem.after_load(load_id, pid=child)
             if taken.ok:
                 state["measured"] += 1
             else:
                 state["failed"] += 1
             echo(f"{label}: {taken.text}")
         cellchecks.snapshot(store, backend, cell_id, cell.model, "after", **checks)
+        mem.end_cell(cell_id, load_id)
     if not canaries_done and current_model is not None:
         pinned = any(c.pinned and c.model == current_model for c in cells)
         run_canaries(store, backend, campaign, run_id, current_model, model_ids[current_model],
@@ -266,7 +279,10 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
         store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "run ended"})
 
 
-def _explicit_load(store, backend, run_id, model_id, name, echo) -> int | None:
+def _explicit_load(store, backend, run_id, model_id, name, echo, mem=None) -> int | None:
+    if mem is not None:
+        # free memory read from the card right before the load, never inferred
+        mem.before_load(model_id)
     try:
         res = backend.load(name)
     except BackendError as exc:
@@ -283,7 +299,7 @@ def _explicit_load(store, backend, run_id, model_id, name, echo) -> int | None:
         + (f" in {res.load_seconds:.2f} s" if res.load_seconds else "")
         + (f" ({res.error_text})" if res.error_text else "")
     )
-    return store.insert(
+    load_id = store.insert(
         "loads",
         {
             "run_id": run_id,
@@ -298,6 +314,28 @@ def _explicit_load(store, backend, run_id, model_id, name, echo) -> int | None:
             "pid": res.pid,
         },
     )
+    if mem is not None and res.status in ("loaded", "already_loaded"):
+        pid = res.pid or router_child_pid(backend.url, name) if backend.is_router() else res.pid
+        if pid and not res.pid:
+            store.update("loads", load_id, {"pid": pid})
+        mem.after_load(load_id, pid=pid)
+    return load_id
+
+
+def router_child_pid(url: str, name: str) -> int | None:
+    """The PID of the router's child serving ``name``, when the router runs on this host.
+
+    The router names each child after its model (``--alias NAME``); only
+    children of the process listening on the campaign's port count, so
+    another router on the same machine serving the same name is never taken.
+    """
+    parsed = urlparse(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost", "::1") or not parsed.port:
+        return None
+    routers = listening_pids(parsed.port)
+    mine = {c for r in routers for c in children(r)}
+    found = [p for p in pids_with_arg(name) if p in mine]
+    return found[0] if len(found) == 1 else None
 
 
 def ok_or_none(row: dict) -> bool:

@@ -20,6 +20,7 @@ from .contradictions import contradictions_for
 from .contradictions.authored import AuthoredError
 from .compare import compare_runs, previous_run, ratio_range
 from .gates import gate_summary
+from .memory import memory_view
 from .i18n import LANGUAGES, Lang
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!])")
@@ -240,6 +241,7 @@ def write_articles(db_path: Path, project: Path) -> list[Path]:
                 view["comparison"] = by_b.get(r["id"])
                 view["ratio"] = _headline_ratio_range(store.db, view)
                 view["contradictions"] = contradictions_for(store.db, view, project)
+                view["memory"] = memory_view(store.db, r["id"])
                 p = out_dir / f"run-{r['id']}{suffix}.md"
                 p.write_text(render_run(view, lang, out_dir / "img", project))
                 written.append(p)

@@ -31,8 +31,8 @@ MESSAGES: dict[str, str] = {
     "see the gate results in the evidence appendix.": "siehe die Gate-Ergebnisse im Belegteil.",
     "samples were kept as evidence but left out of the medians because an excluding gate fired on them:":
     "Messungen wurden als Beleg behalten, aber aus den Medianen gelassen, weil ein ausschließendes Gate bei ihnen ausgelöst hat:",
-    "Memory on the card, log evidence and probes are not captured yet; this article does not claim them.":
-    "Speicher auf der Karte, Log-Belege und Proben werden noch nicht erfasst; dieser Artikel behauptet nichts darüber.",
+    "Capability probes are not run yet; this article does not claim anything about tool use, reasoning quality or coding.":
+    "Fähigkeitsproben laufen noch nicht; dieser Artikel behauptet nichts über Werkzeugnutzung, Qualität des Reasoning oder Programmieren.",
     "a model load happened inside the measured request": "ein Modell wurde innerhalb der gemessenen Anfrage geladen",
     "generation stopped on the token limit": "die Erzeugung endete am Token-Limit",
     "the answer was empty (whitespace only)": "die Antwort war leer (nur Leerraum)",
