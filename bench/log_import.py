@@ -1,0 +1,194 @@
+"""Benchmark: import of a 200,000-line journal of llama-server and Ollama lines.
+
+Not a timed test: it prints what it measured, goals met or not.
+
+1. Writes a journal file with systemd-journal-remote (Debian package
+   systemd-journal-remote) from journal export text: llama-server router
+   lines taken from the recorded fixture (a real run of this project's
+   llama-server build) with fresh ports per cycle, a single-model server
+   under its own PIDs, and Ollama lines in the published formats. A few
+   per cent carry ANSI colours, which journalctl hands over as byte arrays.
+2. Times ``journalctl --file F -o json > /dev/null``.
+3. Times ``cardproof logs import F`` (a subprocess, as a user runs it) and
+   the same import in-process, which reports how long it waited for and
+   decoded journalctl's output.
+
+Goals (issue 4): parsing + attribution + storing >= 100,000 lines/s with
+the journal read excluded; whole import <= 1.5 x journalctl's read time.
+
+Usage: python bench/log_import.py [--lines 200000] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "logs" / "router-interleaved.log"
+JOURNAL_REMOTE = "/lib/systemd/systemd-journal-remote"
+
+# Ollama lines in the formats of github.com/ollama/ollama issues #8098, #11819, #13552
+OLLAMA_LOAD = [
+    'time={t} level=INFO source=server.go:135 msg="system memory" total="62.7 GiB" free="56.0 GiB" free_swap="31.1 GiB"',
+    'time={t} level=INFO source=server.go:175 msg=offload library=cuda layers.requested=-1 layers.model=49 '
+    'layers.offload=49 layers.split="" memory.available="[23.1 GiB]" memory.gpu_overhead="0 B" '
+    'memory.required.full="11.4 GiB" memory.required.kv="992.0 MiB" projector.weights="795.9 MiB" projector.graph="1.0 GiB"',
+    'time={t} level=INFO source=server.go:438 msg="starting llama server" cmd="/usr/local/bin/ollama runner '
+    '--ollama-engine --model /usr/share/ollama/.ollama/models/blobs/sha256-{blob} --ctx-size 8192 --batch-size 512 '
+    '--n-gpu-layers 49 --threads 8 --parallel 1 --port {port}"',
+    'time={t} level=INFO source=sched.go:481 msg="loaded runners" count=1',
+    'time={t} level=INFO source=server.go:1294 msg="waiting for llama runner to start responding"',
+    "load_tensors: offloaded 49/49 layers to GPU",
+    "load_tensors:        CUDA0 model buffer size = 14634.73 MiB",
+    "llama_kv_cache:      CUDA0 KV buffer size =   992.00 MiB",
+    'time={t} level=INFO source=server.go:1332 msg="llama runner started in 8.62 seconds"',
+]
+OLLAMA_REQUEST = [
+    '[GIN] 2025/12/23 - 10:34:40 | 200 | 57.956598944s |   192.168.0.131 | POST     "/api/chat"',
+    '[GIN] 2025/12/23 - 10:36:24 | 200 |      6.2826ms |       127.0.0.1 | GET      "/api/tags"',
+]
+
+
+def _field(key: str, value: str) -> bytes:
+    data = value.encode()
+    if b"\n" in data:
+        return key.encode() + b"\n" + len(data).to_bytes(8, "little") + data + b"\n"
+    return key.encode() + b"=" + data + b"\n"
+
+
+def export_entries(n_lines: int):
+    """Journal export entries (bytes) for ``n_lines`` messages."""
+    router = FIXTURE.read_text().splitlines()
+    ports = sorted({int(p) for p in re.findall(r"on port (\d+)", "\n".join(router))})
+    t_us = 1_700_000_000_000_000
+    produced = cycle = 0
+    while produced < n_lines:
+        cycle += 1
+        mapping = {str(p): str(20000 + (cycle * 7 + i) % 40000) for i, p in enumerate(ports)}
+        rx = re.compile("|".join(mapping))
+        router_pid, ollama_pid = 1000 + cycle % 30000, 50000 + cycle % 10000
+        for i, line in enumerate(router):
+            msg = rx.sub(lambda m: mapping[m[0]], line)
+            if i % 20 == 0:  # llama-server with colours on: journalctl returns a byte array
+                msg = "\x1b[34m" + msg[:12] + "\x1b[0m" + msg[12:]
+            yield _entry(t_us, router_pid, "llama-server.service", msg)
+            t_us += 1000
+            produced += 1
+        for j in range(3):
+            for tpl in OLLAMA_LOAD:
+                yield _entry(t_us, ollama_pid, "ollama.service",
+                             tpl.format(t="2025-08-22T17:36:22.027-04:00", port=30000 + j, blob=f"{cycle:064x}"))
+                t_us += 1000
+                produced += 1
+            for _ in range(20):
+                for tpl in OLLAMA_REQUEST:
+                    yield _entry(t_us, ollama_pid, "ollama.service", tpl)
+                    t_us += 1000
+                    produced += 1
+        if produced >= n_lines:
+            break
+
+
+def _entry(t_us: int, pid: int, unit: str, msg: str) -> bytes:
+    return b"".join((
+        _field("__REALTIME_TIMESTAMP", str(t_us)),
+        _field("__MONOTONIC_TIMESTAMP", str(t_us - 1_699_000_000_000_000)),
+        _field("_BOOT_ID", "0123456789abcdef0123456789abcdef"),
+        _field("_PID", str(pid)),
+        _field("_SYSTEMD_UNIT", unit),
+        _field("MESSAGE", msg),
+        b"\n",
+    ))
+
+
+def make_journal(path: Path, n_lines: int) -> int:
+    proc = subprocess.Popen([JOURNAL_REMOTE, "-o", str(path), "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    n = 0
+    buf = []
+    for entry in export_entries(n_lines):
+        buf.append(entry)
+        n += 1
+        if n >= n_lines:
+            break
+        if len(buf) >= 5000:
+            proc.stdin.write(b"".join(buf))
+            buf = []
+    proc.stdin.write(b"".join(buf))
+    proc.stdin.close()
+    if proc.wait() != 0:
+        raise SystemExit(f"systemd-journal-remote failed: {proc.stderr.read().decode()}")
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=200_000)
+    ap.add_argument("--keep", type=Path, help="keep the journal and databases in this folder")
+    args = ap.parse_args()
+    if not Path(JOURNAL_REMOTE).exists():
+        raise SystemExit(f"{JOURNAL_REMOTE} missing: apt-get install systemd-journal-remote")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="cardproof-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    journal = work / "bench.journal"
+    for p in work.glob("*.db*"):
+        p.unlink()
+    if journal.exists():
+        journal.unlink()
+    t = time.perf_counter()
+    n = make_journal(journal, args.lines)
+    print(f"journal: {n:,} entries written by systemd-journal-remote in {time.perf_counter() - t:.1f} s ({journal})")
+
+    t = time.perf_counter()
+    subprocess.run(["journalctl", "--file", str(journal), "-o", "json"], stdout=subprocess.DEVNULL, check=True)
+    t_json = time.perf_counter() - t
+    print(f"journalctl --file F -o json > /dev/null:   {t_json:.2f} s ({n / t_json:,.0f} entries/s)")
+    t = time.perf_counter()
+    subprocess.run(["journalctl", "--file", str(journal), "-o", "export"], stdout=subprocess.DEVNULL, check=True)
+    t_export = time.perf_counter() - t
+    print(f"journalctl --file F -o export > /dev/null: {t_export:.2f} s (the format the import reads)")
+
+    exe = shutil.which("cardproof") or str(Path(sys.executable).with_name("cardproof"))
+    t = time.perf_counter()
+    cli = subprocess.run([exe, "logs", "import", str(journal), "--db", str(work / "cli.db")],
+                         capture_output=True, text=True)
+    t_cli = time.perf_counter() - t
+    if cli.returncode != 0:
+        raise SystemExit(f"cardproof logs import failed: {cli.stderr.strip()}")
+    print(f"cardproof logs import F:                   {t_cli:.2f} s ({n / t_cli:,.0f} lines/s, Python start-up included)")
+
+    from cardproof.daemon.logs import import_path
+    from cardproof.daemon.store import open_store
+
+    store = open_store(work / "inproc.db")
+    stats = import_path(store, journal)
+    store.close()
+    wall = stats["seconds"] - stats["read_seconds"]
+    cpu = stats["cpu_seconds"] - stats["read_cpu_seconds"]
+    print(f"in-process import: {stats['seconds']:.2f} s wall; reading journalctl's output (waiting for it and "
+          f"splitting its entries) {stats['read_seconds']:.2f} s wall, {stats['read_cpu_seconds']:.2f} s CPU")
+    print(f"  lines {stats['lines']:,}, attributed {stats['attributed']:,}, unattributed {stats['unattributed']:,}, "
+          f"facts {stats['facts']:,}, loads {stats['loads']:,}")
+    rate_wall = stats["lines"] / wall if wall > 0 else float("inf")
+    rate_cpu = stats["lines"] / cpu if cpu > 0 else float("inf")
+    ratio = t_cli / t_json
+    print(f"parsing + attribution + storing: {rate_wall:,.0f} lines/s wall, {rate_cpu:,.0f} lines/s of CPU time "
+          f"(goal >= 100,000): {'met' if rate_wall >= 100_000 else 'NOT met'}")
+    print(f"whole import / journalctl -o json read: {ratio:.2f} (goal <= 1.5): {'met' if ratio <= 1.5 else 'NOT met'}")
+    print(f"load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs "
+          "(other work on the machine inflates every wall time above)")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,128 @@
+"""``cardproof logs import`` and ``cardproof loads``: server logs as evidence (issue 4)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from cardproof.paths import resolve_db
+
+_WARNINGS = {
+    "non_utf8": "lines not valid UTF-8 (stored, with their bytes)",
+    "truncated": "lines longer than 1 MiB (stored cut to 1 MiB)",
+    "bad_json": "lines that are not journal JSON (skipped)",
+    "no_message": "journal entries without a MESSAGE (skipped)",
+}
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _progress(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _db_option(fn):
+    return click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")(fn)
+
+
+def _open(db: Path | None, *, create: bool):
+    from cardproof.daemon.store import StoreError, open_store
+
+    try:
+        return open_store(resolve_db(db), create=create)
+    except StoreError as exc:
+        _fail(str(exc))
+
+
+def _check_run(store, run_id: int | None) -> None:
+    if run_id is not None and store.db.execute("select 1 from runs where id = ?", [run_id]).fetchone() is None:
+        store.close()
+        _fail(f"no run {run_id} in {store.path}", 2)
+
+
+def register(cli: click.Group) -> None:
+    @cli.group()
+    def logs() -> None:
+        """Server logs: import them as evidence, attributed to model loads."""
+
+    @logs.command("import")
+    @click.argument("path", type=click.Path(path_type=Path))
+    @_db_option
+    @click.option("--format", "fmt", type=click.Choice(["auto", "journal-json", "journal-file", "plain"]),
+                  default="auto", show_default=True,
+                  help="plain: a llama-server/Ollama log file; journal-json: `journalctl -o json` output; "
+                       "journal-file: a binary journal file.")
+    @click.option("--run", "run_id", type=int, default=None,
+                  help="Tag the lines with this run and link its loads to the ones found in the log.")
+    def logs_import(path: Path, db: Path | None, fmt: str, run_id: int | None) -> None:
+        """Import PATH; lines already imported from it are not imported again.
+
+        Every line is stored unchanged, attributed to the model load it
+        belongs to (router port, PID, explicit start/exit lines) or marked
+        unattributed, and parsed into load facts.
+        """
+        from cardproof.daemon.logs import LogSourceError, attribute_run, import_path
+        from cardproof.daemon.store import StoreError
+
+        store = _open(db, create=True)
+        _check_run(store, run_id)
+        try:
+            stats = import_path(store, path, fmt=fmt, run_id=run_id, progress=_progress)
+            linked = attribute_run(store, run_id) if run_id is not None else None
+        except (LogSourceError, StoreError) as exc:
+            _fail(str(exc))
+        finally:
+            store.close()
+        for key, count in sorted(stats["warnings"].items()):
+            click.echo(f"warning: {count} {_WARNINGS.get(key, key)}", err=True)
+        if stats["gaps"]:
+            click.echo(f"warning: {stats['gaps']} gap(s) in capture recorded (see table capture_gaps)", err=True)
+        click.echo(
+            f"{path}: {stats['lines']:,} new lines ({stats['kind']}), {stats['attributed']:,} attributed, "
+            f"{stats['unattributed']:,} unattributed; {stats['loads']} loads found, {stats['facts']:,} facts"
+            + (f"; {len(linked['matched'])} linked to run {run_id}'s loads" if linked else "")
+        )
+
+    @cli.command("loads")
+    @_db_option
+    @click.option("--run", "run_id", type=int, default=None, help="Only the loads of this run.")
+    @click.option("--json", "as_json", is_flag=True, help="A JSON list: model, started_at, pid, port, facts, lines.")
+    def loads_cmd(db: Path | None, run_id: int | None, as_json: bool) -> None:
+        """List model loads with the facts their log lines state."""
+        from cardproof.daemon.logs import load_summaries
+
+        store = _open(db, create=False)
+        _check_run(store, run_id)
+        try:
+            loads = load_summaries(store.db, run_id=run_id)
+        finally:
+            store.close()
+        if as_json:
+            keys = ("id", "model", "origin", "run_id", "started_at", "ready_at", "pid", "port", "status",
+                    "facts", "fact_lines", "lines")
+            click.echo(json.dumps([{k: ld.get(k) for k in keys} for ld in loads], indent=2, ensure_ascii=False))
+            return
+        if not loads:
+            click.echo("no loads" + (f" in run {run_id}" if run_id is not None else ""))
+            return
+        for ld in loads:
+            f = ld["facts"]
+            where = f"port {ld['port']}" if ld["port"] else (f"pid {ld['pid']}" if ld["pid"] else "-")
+            parts = []
+            if "offloaded_layers" in f:
+                parts.append(f"offloaded {f['offloaded_layers']}/{f.get('total_layers', '?')}")
+            if "spec_type" in f:
+                parts.append(f"spec {f['spec_type']}")
+            if "kv_cache_type_k" in f:
+                parts.append(f"kv {f['kv_cache_type_k']}/{f.get('kv_cache_type_v', '?')}")
+            if "cuda_error" in f:
+                parts.append(f"CUDA errors {len(f['cuda_error'])}")
+            click.echo(f"{ld['id']:>5}  {str(ld['model']):<24} {ld['origin']:<6} {where:<11} "
+                       f"{ld['lines']:>7} lines  {len(f):>2} facts  {'; '.join(parts)}")

@@ -1,0 +1,18 @@
+"""Server logs as evidence: capture, attribution to loads, facts (issue 4).
+
+Integration points for the runner and the CLI:
+
+* :func:`capture_file` / :func:`capture_journal` -- import new lines of a
+  log file or a unit's journal (idempotent, resumes where it stopped);
+* :func:`import_path` -- ``cardproof logs import``;
+* :func:`attribute_run` -- link the loads found in the log to the runner's
+  ``loads`` rows of a run;
+* :func:`load_summaries` -- loads with their facts and line counts.
+"""
+
+from .importer import capture_file, capture_journal, import_path
+from .linking import attribute_run
+from .sources import LogSourceError
+from .summary import load_summaries
+
+__all__ = ["LogSourceError", "attribute_run", "capture_file", "capture_journal", "import_path", "load_summaries"]

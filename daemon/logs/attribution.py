@@ -1,0 +1,258 @@
+"""Which model load a log line belongs to: by process identity, never by time.
+
+Rules (DESIGN.md principle 6), in the order they are tried:
+
+* **port** -- a llama-server router prefixes each child's lines with
+  ``[port]``; the port is bound to a load by the router's line
+  ``spawning server instance with name=X on port P`` and stays bound until
+  another spawn reuses it. The router's ``proxying request ... on port P``
+  lines go to the same load.
+* **boundary** -- the router's own lines about one instance (spawn, its
+  argument listing, ``stopping``/``exited`` by name); in a stream written by
+  one process at a time (a ``--log-file`` of a restarted single-model
+  server) the lines between one process start and the next; in Ollama's
+  log the lines between ``starting llama server`` and the next start, but
+  only while ``loaded runners count=1`` says no other runner is there.
+* **pid** -- a journal line's ``_PID`` when that process is a single-model
+  server (one process, one load). A PID whose stream shows a second server
+  starting (a proxy such as llama-swap writing for several) is not one
+  process: from that line on, nothing in it is attributed.
+
+Everything else is **unattributed**: router start-up lines, lines of a
+child whose spawn line was never captured, Ollama lines while two runners
+are loaded. A guess would be worse than a gap.
+
+The state is a plain dict so that an import can stop and the next one
+resume with the same bindings (it is stored with the log source).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .parsers import Fact
+from .parsers.cmdline import flag_facts
+
+_SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\d+)")
+_PROXY = re.compile(r"proxying request to model (\S+) on port (\d+)")
+_BY_NAME = re.compile(r"(?:stopping model instance|removing LRU) name=(\S+)")
+_EXITED = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
+_ARG = re.compile(r"\bload:   (\S.*)$")
+_LOADING_MODEL = re.compile(r"loading model '([^']+)'")
+_OLLAMA_CMD = re.compile(r"--model (\S+).*?--port (\d+)")
+_OLLAMA_COUNT = re.compile(r'msg="loaded runners" count=(\d+)')
+_PROCESS_START = ("llama_server: initializing", "main: build = ", "main: server is listening")
+
+#: Facts that describe the draft model when printed during its load.
+DRAFT_SCOPED = frozenset(
+    {"model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib", "rs_buffer_mib",
+     "ctx_size", "kv_cache_type_k", "kv_cache_type_v", "offloaded_layers", "total_layers"}
+)
+_MAX_PENDING = 20000
+
+
+class Attributor:
+    """Feed lines in log order; get ``(load_id, attribution, extra_facts)`` back.
+
+    ``hooks`` is the importer: ``new_load(**cols) -> id``,
+    ``update_load(id, **cols)``, ``bind(line_ids, load_id, attribution)``.
+    """
+
+    def __init__(self, state: dict | None, hooks):
+        s = state or {}
+        self.hooks = hooks
+        self.ports: dict[int, int] = {int(k): v for k, v in s.get("ports", {}).items()}
+        self.names: dict[str, int] = dict(s.get("names", {}))
+        self.routers: set[str] = set(s.get("routers", []))
+        self.ollama_keys: set[str] = set(s.get("ollama_keys", []))
+        self.procs: dict[str, dict] = {k: dict(v) for k, v in s.get("procs", {}).items()}
+        self.ollama: dict[str, dict] = {k: dict(v) for k, v in s.get("ollama", {}).items()}
+        self.args: dict | None = s.get("args")
+        self.draft: set[int] = set(s.get("draft", []))
+
+    def state(self) -> dict:
+        """A JSON-able snapshot to resume from."""
+        return {
+            "ports": {str(k): v for k, v in self.ports.items()},
+            "names": self.names,
+            "routers": sorted(self.routers),
+            "ollama_keys": sorted(self.ollama_keys),
+            "procs": self.procs,
+            "ollama": self.ollama,
+            "args": self.args,
+            "draft": sorted(self.draft),
+        }
+
+    def redirect(self, mapping: dict[int, int]) -> None:
+        """Loads merged into the runner's rows: follow them to their new ids."""
+        if not mapping:
+            return
+        f = lambda v: mapping.get(v, v)  # noqa: E731
+        self.ports = {k: f(v) for k, v in self.ports.items()}
+        self.names = {k: f(v) for k, v in self.names.items()}
+        for p in list(self.procs.values()) + list(self.ollama.values()):
+            if p.get("load") is not None:
+                p["load"] = f(p["load"])
+        if self.args:
+            self.args["load"] = f(self.args["load"])
+        self.draft = {f(v) for v in self.draft}
+
+    # -- the one entry point ------------------------------------------------
+    def feed(self, line_id: int, pid: int | None, port: int | None, text: str, ts: str | None):
+        if port is not None:
+            load = self.ports.get(port)
+            if load is None:
+                self.routers.add(str(pid) if pid is not None else "-")
+                return None, "unattributed", None
+            if "draft" in text or "model loaded" in text or "initializing" in text:
+                self._phase(load, line_id, text, ts)
+            return load, "port", None
+        key = str(pid) if pid is not None else "-"
+        if key in self.routers:
+            return self._router_line(key, line_id, text, ts)
+        if key in self.ollama_keys or "source=" in text and ("level=" in text) and "msg=" in text:
+            self.ollama_keys.add(key)
+            return self._ollama_line(key, line_id, text, ts)
+        if "router mode" in text or "spawning server instance" in text:
+            self.routers.add(key)
+            self.procs.pop(key, None)  # lines held for a single-model process stay unattributed
+            return self._router_line(key, line_id, text, ts)
+        return self._process_line(key, pid, line_id, text, ts)
+
+    # -- llama-server router ----------------------------------------------
+    def _router_line(self, key, line_id, text, ts):
+        if "load:" in text:
+            m = _SPAWN.search(text)
+            if m:
+                name, port = m[1], int(m[2])
+                load = self.hooks.new_load(model_name=name, port=port, start_line_id=line_id, requested_at=ts)
+                self.ports[port] = load
+                self.names[name] = load
+                self.args = {"load": load, "flag": None}
+                return load, "boundary", None
+            if self.args is not None:
+                if "spawning server instance with args" in text:
+                    return self.args["load"], "boundary", None
+                a = _ARG.search(text)
+                if a:
+                    return self._arg(a[1].strip())
+        self.args = None
+        if "proxying request" in text:
+            m = _PROXY.search(text)
+            load = self.ports.get(int(m[2])) if m else None
+            return load, ("port" if load else "unattributed"), None
+        if "name=" in text:
+            m = _EXITED.search(text)
+            if m:
+                load = self.names.pop(m[1], None)
+                if load is not None:
+                    self.hooks.update_load(load, end_line_id=line_id, exit_status=int(m[2]), ended_at=ts,
+                                           end_reason=f"exited with status {m[2]}")
+                    self.draft.discard(load)
+                    return load, "boundary", None
+                return None, "unattributed", None
+            m = _BY_NAME.search(text)
+            if m and m[1] in self.names:
+                return self.names[m[1]], "boundary", None
+        return None, "unattributed", None
+
+    def _arg(self, value: str):
+        load = self.args["load"]
+        if value.startswith("-") and not value[1:2].isdigit():
+            self.args["flag"] = value
+            return load, "boundary", None
+        flag, self.args["flag"] = self.args["flag"], None
+        if flag in ("--model", "-m"):
+            self.hooks.update_load(load, model_file=value)
+        return load, "boundary", (flag_facts(flag, value) if flag else None)
+
+    # -- single-model llama-server ----------------------------------------
+    def _process_line(self, key, pid, line_id, text, ts):
+        how = "pid" if pid is not None else "boundary"
+        if any(s in text for s in _PROCESS_START):
+            old = self.procs.get(key)
+            if pid is not None:
+                if old is not None:
+                    # one PID cannot start twice: a proxy (llama-swap) writes for several
+                    # servers under its own PID, and nothing in it can be proven from here on
+                    old["mixed"] = True
+            else:
+                # a file written by one process at a time: a new start closes the previous one
+                if old and old.get("load") is not None and not old.get("ended"):
+                    self.hooks.update_load(old["load"], end_reason="next process started")
+                self.procs[key] = {"load": None, "pending": []}
+        proc = self.procs.setdefault(key, {"load": None, "pending": []})
+        if proc.get("mixed"):
+            return None, "unattributed", None
+        load = proc.get("load")
+        if load is not None and "loading model '" in text and _LOADING_MODEL.search(text):
+            # a second model in what looked like one process (a proxy such as llama-swap
+            # writing for several servers): from here on nothing in it can be proven
+            proc["mixed"] = True
+            return None, "unattributed", None
+        if load is None:
+            m = _LOADING_MODEL.search(text) if "loading model '" in text else None
+            if not m:
+                if len(proc["pending"]) < _MAX_PENDING:
+                    proc["pending"].append(line_id)
+                return None, "unattributed", None
+            path = m[1]
+            load = self.hooks.new_load(model_name=os.path.basename(path), model_file=path, pid=pid,
+                                       start_line_id=line_id, requested_at=ts)
+            proc["load"] = load
+            self.hooks.bind(proc["pending"], load, how)
+            proc["pending"] = []
+        if "cleaning up before exit" in text or "exiting due to" in text:
+            self.hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason="process exit")
+            proc["ended"] = True
+        if "draft" in text or "model loaded" in text or "initializing" in text:
+            self._phase(load, line_id, text, ts)
+        return load, how, None
+
+    # -- Ollama -----------------------------------------------------------
+    def _ollama_line(self, key, line_id, text, ts):
+        st = self.ollama.setdefault(key, {"load": None, "exclusive": False, "pending": []})
+        if 'msg="starting llama server"' in text:
+            m = _OLLAMA_CMD.search(text)
+            path = m[1] if m else None
+            load = self.hooks.new_load(model_name=os.path.basename(path) if path else None, model_file=path,
+                                       port=int(m[2]) if m else None, start_line_id=line_id, requested_at=ts)
+            # the scheduler's plan for this load was printed just before it started
+            self.hooks.bind(st["pending"], load, "boundary")
+            self.ollama[key] = {"load": load, "exclusive": False, "pending": []}
+            return load, "boundary", None
+        if "msg=offload" in text or 'msg="offload' in text or "source=memory.go" in text or 'msg="system memory"' in text:
+            st["pending"].append(line_id)
+            return None, "unattributed", None
+        load = st.get("load")
+        if 'msg="loaded runners"' in text:
+            m = _OLLAMA_COUNT.search(text)
+            st["exclusive"] = bool(m and m[1] == "1")
+        elif "llama runner started in" in text and load is not None:
+            # loads are started one at a time: the ready line is the latest start's
+            self.hooks.update_load(load, ready_line_id=line_id, ready_at=ts)
+            return load, "boundary", None
+        if load is not None and st["exclusive"]:
+            return load, "boundary", None
+        return None, "unattributed", None
+
+    # -- phase within one load --------------------------------------------
+    def _phase(self, load, line_id, text, ts):
+        if "draft" in text:
+            if "loading draft model" in text or "creating MTP draft context" in text:
+                self.draft.add(load)
+            elif "speculative decoding context initialized" in text:
+                self.draft.discard(load)
+        elif "model loaded" in text:
+            self.draft.discard(load)
+            self.hooks.update_load(load, ready_line_id=line_id, ready_at=ts)
+        elif "load_model: initializing" in text:
+            self.draft.discard(load)
+
+
+def scope_facts(facts: list[Fact], in_draft: bool) -> list[Fact]:
+    """Buffer sizes printed while the draft model loads are the draft's, not the target's."""
+    if not in_draft:
+        return facts
+    return [f._replace(name="draft_" + f.name) if f.name in DRAFT_SCOPED else f for f in facts]

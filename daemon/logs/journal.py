@@ -1,0 +1,251 @@
+"""The systemd journal through journalctl: export (default) or JSON output, resumed by cursor."""
+
+from __future__ import annotations
+
+import json
+import json.scanner
+import operator
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+from .lines import RealtimeFormatter, decode
+from .reader import LogSourceError, Reader
+
+_CHUNK_BYTES = 4 << 20
+_JOURNAL_FIELDS = "MESSAGE,_PID,_SYSTEMD_UNIT,SYSLOG_IDENTIFIER"
+_SPLIT_EQ = operator.methodcaller("split", b"=", 1)
+# the C scanner itself: json.loads adds three Python layers per line
+_scan_json = json.scanner.make_scanner(json.JSONDecoder())
+
+
+def journal_record(obj: dict, fmt: RealtimeFormatter, warnings: Counter):
+    """One ``journalctl -o json`` object as a record, or None when it has no message."""
+    msg = obj.get("MESSAGE")
+    raw_bytes = None
+    if isinstance(msg, list):
+        if msg and isinstance(msg[0], int):
+            raw, raw_bytes = decode(bytes(msg))  # non-printable or non-UTF-8 message
+        else:  # the field was given more than once: keep every value
+            raw = "\n".join(bytes(v).decode("utf-8", "replace") if isinstance(v, list) else str(v) for v in msg)
+    elif isinstance(msg, str):
+        raw = msg
+    else:
+        warnings["no_message"] += 1
+        return None
+    if raw_bytes is not None:
+        warnings["non_utf8"] += 1
+    pid = obj.get("_PID")
+    try:
+        pid = int(pid) if pid is not None else None
+    except (TypeError, ValueError):
+        pid = None
+    unit = obj.get("_SYSTEMD_UNIT") or obj.get("SYSLOG_IDENTIFIER")
+    return (fmt(obj.get("__REALTIME_TIMESTAMP")), unit, pid, obj.get("__CURSOR"), None, raw, raw_bytes)
+
+
+class JournalReader(Reader):
+    """``journalctl`` for a unit (``-u``) or a journal file (``--file``), resumed by cursor.
+
+    The stored cursor is re-read inclusively (``--cursor``): when the first
+    entry is that cursor, it is dropped and nothing is lost or repeated.
+    When it is not there any more (journal rotated or vacuumed), that is a
+    gap; reading then starts at the cursor's own time, and lines already
+    stored are recognised by their cursor.
+
+    ``output`` is ``export`` by default: journalctl writes its export format
+    about six times faster than JSON on these machines (0.8 s against 5.2 s
+    for 200,000 entries), and it hands over a message that is not clean text
+    as its exact bytes. ``json`` reads ``-o json``, where such a message is a
+    list of byte values.
+    """
+
+    def __init__(self, *, unit: str | None = None, journal_file: Path | None = None,
+                 cursor: str | None = None, since: str | None = None, output: str = "export"):
+        name = str(Path(journal_file).resolve()) if journal_file else unit
+        if journal_file and unit:
+            name = f"{name}?unit={unit}"
+        super().__init__(name)
+        self.kind = "journal-file" if journal_file else "journal"
+        exe = shutil.which("journalctl")
+        if exe is None:
+            raise LogSourceError("journalctl not found: install systemd (Debian: apt-get install systemd)")
+        if journal_file is not None and not Path(journal_file).is_file():
+            raise LogSourceError(f"{journal_file}: no such journal file")
+        if output not in ("export", "json"):
+            raise ValueError(f"output must be export or json, not {output!r}")
+        self.output = output
+        self.base = [exe, "-o", output, "-a", "--no-pager"]
+        if output == "json":
+            # JSON escaping is what costs in journalctl: fewer fields, less of it. In export
+            # format the field filter costs more than it saves (1.0 s against 0.75 s here).
+            self.base.append(f"--output-fields={_JOURNAL_FIELDS}")
+        if journal_file:
+            self.base += ["--file", str(journal_file)]
+        if unit:
+            self.base += ["-u", unit]
+        self.cursor = cursor
+        self.since = since
+        self.position = {"cursor": cursor}
+        self._fmt = RealtimeFormatter()
+
+    def batches(self):
+        if self.cursor:
+            found = yield from self._run(["--cursor", self.cursor], expect=self.cursor)
+            if found:
+                return
+            self.gaps.append(("journal cursor not found (journal rotated or vacuumed); read from its time on", None))
+            since = _cursor_time(self.cursor)
+            self.dedupe = True
+            yield from self._run(["--since", since] if since else [], expect=None)
+        else:
+            yield from self._run(["--since", self.since] if self.since else [], expect=None)
+
+    def _run(self, extra: list[str], expect: str | None):
+        proc = subprocess.Popen(self.base + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        parse = self._export_entries if self.output == "export" else self._json_entries
+        found = expect is None
+        first = True
+        finished = False
+        try:
+            t0, c0 = time.perf_counter(), time.process_time()
+            pending = b""
+            while True:
+                chunk = proc.stdout.read1(_CHUNK_BYTES)
+                if not chunk:
+                    break
+                batch, pending = parse(pending + chunk)
+                if first and batch and expect is not None:
+                    first = False
+                    if batch[0][3] != expect:
+                        break  # cursor gone: the caller records the gap and re-reads by time
+                    found = True
+                    batch = batch[1:]  # stored by the previous capture
+                if batch:
+                    first = False
+                    self.position["cursor"] = batch[-1][3]
+                    self._clock(t0, c0)
+                    yield batch
+                    t0, c0 = time.perf_counter(), time.process_time()
+            self._clock(t0, c0)
+            if pending.strip():
+                self.warnings["incomplete_entry"] += 1
+            finished = True
+        finally:
+            if not finished or not found:
+                proc.kill()
+            proc.wait()
+            err = proc.stderr.read().decode("utf-8", "replace").strip()
+            proc.stdout.close()
+            proc.stderr.close()
+        if finished and found and proc.returncode != 0:
+            raise LogSourceError(f"journalctl failed (exit {proc.returncode}): {err or 'no message'}")
+        return found
+
+    def _json_entries(self, data: bytes):
+        lines = data.split(b"\n")
+        pending = lines.pop()
+        out = []
+        for line in lines:
+            rec = json_line_record(line, self._fmt, self.warnings)
+            if rec is not None:
+                out.append(rec)
+        return out, pending
+
+    def _export_entries(self, buf: bytes):
+        """Complete entries of journalctl's export format; the unfinished rest is returned.
+
+        Fast path: an entry of text fields only is split in C. An entry with
+        a binary field (a name line without ``=``, then its length) fails
+        that split and is read field by field.
+        """
+        out = []
+        fmt, warnings = self._fmt, self.warnings
+        n = len(buf)
+        pos = 0
+        while True:
+            end = buf.find(b"\n\n", pos)
+            if end < 0:
+                return out, buf[pos:]
+            try:
+                fields = dict(map(_SPLIT_EQ, buf[pos:end].split(b"\n")))
+            except ValueError:
+                entry, pos = self._export_entry_slow(buf, pos, n)
+                if entry is None:
+                    return out, buf[pos:]
+                fields = entry
+            else:
+                pos = end + 2
+            rec = _export_record(fields, fmt, warnings)
+            if rec is not None:
+                out.append(rec)
+
+    @staticmethod
+    def _export_entry_slow(buf: bytes, pos: int, n: int):
+        """One entry read field by field from ``pos``: ``(fields, next_pos)`` or ``(None, pos)`` if incomplete."""
+        start = pos
+        cur: dict = {}
+        while True:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                return None, start
+            if nl == pos:  # an empty line ends the entry
+                return cur, nl + 1
+            eq = buf.find(b"=", pos, nl)
+            if eq >= 0:
+                cur[buf[pos:eq]] = buf[eq + 1:nl]
+                pos = nl + 1
+            else:  # binary-safe field: name, newline, little-endian 64-bit size, data, newline
+                if nl + 9 > n:
+                    return None, start
+                end = nl + 9 + int.from_bytes(buf[nl + 1:nl + 9], "little")
+                if end >= n:
+                    return None, start
+                cur[buf[pos:nl]] = buf[nl + 9:end]
+                pos = end + 1
+
+
+def _export_record(fields: dict, fmt: RealtimeFormatter, warnings: Counter):
+    msg = fields.get(b"MESSAGE")
+    if msg is None:
+        warnings["no_message"] += 1
+        return None
+    try:
+        raw, raw_bytes = msg.decode("utf-8"), None
+    except UnicodeDecodeError:
+        raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
+        warnings["non_utf8"] += 1
+    pid = fields.get(b"_PID")
+    unit = fields.get(b"_SYSTEMD_UNIT") or fields.get(b"SYSLOG_IDENTIFIER")
+    cursor = fields.get(b"__CURSOR")
+    return (fmt(fields.get(b"__REALTIME_TIMESTAMP")), unit.decode("utf-8", "replace") if unit else None,
+            int(pid) if pid and pid.isdigit() else None, cursor.decode("ascii", "replace") if cursor else None,
+            None, raw, raw_bytes)
+
+
+def json_line_record(line: bytes, fmt: RealtimeFormatter, warnings: Counter):
+    """One line of ``journalctl -o json`` as a record; None (counted) when it is not one."""
+    if not line.strip():
+        return None
+    try:
+        obj = _scan_json(line.decode("utf-8"), 0)[0]
+    except (ValueError, StopIteration, UnicodeDecodeError):
+        warnings["bad_json"] += 1
+        return None
+    if not isinstance(obj, dict):
+        warnings["bad_json"] += 1
+        return None
+    return journal_record(obj, fmt, warnings)
+
+
+def _cursor_time(cursor: str) -> str | None:
+    """``@seconds`` from a cursor's ``t=`` field (hex microseconds), for ``--since``."""
+    for part in cursor.split(";"):
+        if part.startswith("t="):
+            try:
+                return f"@{int(part[2:], 16) // 1_000_000}"
+            except ValueError:
+                return None
+    return None

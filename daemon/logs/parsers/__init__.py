@@ -1,0 +1,93 @@
+"""Log-line fact parsers: one registry, each parser a small pure function.
+
+A parser takes the clean text of one line (colours and ``[port]`` prefix
+removed, llama.cpp timestamp kept) and returns a list of :class:`Fact`.
+Log formats change between server versions, so a fact may have several
+parsers, one per format seen in the wild; each is tested with real lines.
+
+A parser runs only on lines that contain one of its trigger strings: a
+cheap substring test keeps the cost per line low (most lines carry no fact).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, NamedTuple
+
+
+class Fact(NamedTuple):
+    """A typed value from one line. ``device`` is set for per-device sizes."""
+
+    name: str
+    value_num: float | None = None
+    value_text: str | None = None
+    unit: str | None = None
+    device: str | None = None
+
+
+Parser = Callable[[str], list]
+
+#: (trigger substring, parser) in registration order.
+REGISTRY: list[tuple[str, Parser]] = []
+
+
+def parser(*triggers: str):
+    """Register a parser for lines containing any of ``triggers``."""
+
+    def wrap(fn: Parser) -> Parser:
+        for t in triggers:
+            REGISTRY.append((t, fn))
+        _compiled.clear()
+        return fn
+
+    return wrap
+
+
+_compiled: dict = {}
+
+
+def _dispatch():
+    """One alternation of all triggers, and trigger -> parsers."""
+    if not _compiled:
+        by_trigger: dict[str, list[Parser]] = {}
+        for t, fn in REGISTRY:
+            by_trigger.setdefault(t, [])
+            if fn not in by_trigger[t]:
+                by_trigger[t].append(fn)
+        # longest first, so that a trigger inside another does not hide it
+        alternation = "|".join(re.escape(t) for t in sorted(by_trigger, key=len, reverse=True))
+        _compiled["re"] = re.compile(alternation)
+        _compiled["map"] = by_trigger
+    return _compiled["re"], _compiled["map"]
+
+
+def trigger_search():
+    """The compiled ``search`` of all triggers: an importer calls it before :func:`parse_line`."""
+    return _dispatch()[0].search
+
+
+def parse_line(text: str) -> list[Fact]:
+    """All facts in one clean line; ``[]`` for the many lines without one."""
+    trigger_re, by_trigger = _dispatch()
+    found = trigger_re.findall(text)
+    if not found:
+        return []
+    facts: list[Fact] = []
+    seen: set = set()
+    for t in found:
+        for fn in by_trigger[t]:
+            if fn in seen:
+                continue
+            seen.add(fn)
+            facts.extend(fn(text))
+    return facts
+
+
+def mib(value: str, unit: str = "MiB") -> float:
+    """A size in MiB from a number and its unit (B, KiB, MiB, GiB; kB/MB/GB read as binary)."""
+    factor = {"b": 1 / 2**20, "kib": 1 / 1024, "kb": 1 / 1024, "mib": 1.0, "mb": 1.0, "gib": 1024.0, "gb": 1024.0}
+    return float(value) * factor.get(unit.lower(), 1.0)
+
+
+# registration happens on import; the order of modules is the order of facts
+from . import cmdline, llamacpp, ollama  # noqa: E402,F401

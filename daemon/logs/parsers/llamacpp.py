@@ -1,0 +1,166 @@
+"""Facts from llama.cpp / llama-server lines (this build and published older ones).
+
+Each regex names the format it reads; older formats stay beside newer ones
+because a user's journal may hold months of different builds.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import Fact, mib, parser
+from ..lines import relative_seconds
+
+# "load_tensors:        CUDA0 model buffer size = 14634.73 MiB"   (2025+)
+# "llm_load_tensors:      CUDA0 buffer size =  8796.98 MiB"       (2024, no "model")
+# "llm_load_tensors: AMD Radeon RX 7900 XTX (RADV NAVI31) buffer size = ..." (Vulkan names)
+_MODEL_BUF = re.compile(r"load_tensors:\s+(?P<dev>.+?)\s+(?:model )?buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
+_KV_BUF = re.compile(r"(?P<dev>\S+) KV buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
+_COMPUTE_BUF = re.compile(r"(?P<dev>\S+) compute buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
+_OUTPUT_BUF = re.compile(r"(?P<dev>\S+)\s+output buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
+_RS_BUF = re.compile(r"(?P<dev>\S+) RS buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
+
+
+def _sized(rx: re.Pattern, name: str):
+    def parse(text: str) -> list[Fact]:
+        m = rx.search(text)
+        if not m:
+            return []
+        return [Fact(name, mib(m["n"], m["u"]), unit="MiB", device=m["dev"].strip())]
+
+    parse.__name__ = f"parse_{name}"
+    return parse
+
+
+parse_model_buffer = parser("model buffer size", "load_tensors:")(_sized(_MODEL_BUF, "model_buffer_mib"))
+parse_kv_buffer = parser("KV buffer size")(_sized(_KV_BUF, "kv_buffer_mib"))
+parse_compute_buffer = parser("compute buffer size")(_sized(_COMPUTE_BUF, "compute_buffer_mib"))
+parse_output_buffer = parser("output buffer size")(_sized(_OUTPUT_BUF, "output_buffer_mib"))
+# recurrent state of hybrid models: not in DESIGN's list, but card memory all the same
+parse_rs_buffer = parser("RS buffer size")(_sized(_RS_BUF, "rs_buffer_mib"))
+
+# "load_tensors: offloaded 65/65 layers to GPU", older "llm_load_tensors: offloaded 61/61 layers to GPU"
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+
+
+@parser("offloaded ")
+def parse_offloaded(text: str) -> list[Fact]:
+    m = _OFFLOADED.search(text)
+    if not m:
+        return []
+    return [Fact("offloaded_layers", float(m[1]), unit="layers"), Fact("total_layers", float(m[2]), unit="layers")]
+
+
+# "llama_kv_cache: size =   24.00 MiB ( 12288 cells, 4 layers, 1/1 seqs), K (f16):   12.00 MiB, V (f16):   12.00 MiB"
+# older "llama_new_context_with_model: KV self size  =  ... MiB, K (f16): ..., V (f16): ..."
+_KV_TYPES = re.compile(r"K \((\w+)\):.*?V \((\w+)\):")
+
+
+@parser("K (")
+def parse_kv_types(text: str) -> list[Fact]:
+    m = _KV_TYPES.search(text)
+    if not m:
+        return []
+    return [Fact("kv_cache_type_k", value_text=m[1]), Fact("kv_cache_type_v", value_text=m[2])]
+
+
+# "llama_context: n_ctx                 = 12288"; older "llama_new_context_with_model: n_ctx      = 16896"
+_N_CTX = re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): n_ctx\s+= (\d+)")
+
+
+@parser("n_ctx ")
+def parse_ctx(text: str) -> list[Fact]:
+    m = _N_CTX.search(text)
+    return [Fact("ctx_size", float(m[1]), unit="tokens")] if m else []
+
+
+# "spec common_specu: adding speculative implementation 'draft-simple'"
+# "common_speculative_impl_draft_mtp: adding speculative implementation 'draft-mtp'"
+_SPEC_ADD = re.compile(r"adding speculative implementation '([^']+)'")
+# "spec common_specu: - n_max=3, n_min=0, p_min=0.000000"
+_SPEC_NMAX = re.compile(r"\bn_max=(\d+), n_min=")
+
+
+@parser("speculative implementation", "n_max=")
+def parse_spec(text: str) -> list[Fact]:
+    m = _SPEC_ADD.search(text)
+    if m:
+        return [Fact("spec_type", value_text=m[1])]
+    m = _SPEC_NMAX.search(text)
+    return [Fact("spec_draft_n_max", float(m[1]), unit="tokens")] if m else []
+
+
+@parser("no implementations specified for speculative decoding")
+def parse_spec_none(text: str) -> list[Fact]:
+    """The server says it runs without speculative decoding: spec_type = none."""
+    return [Fact("spec_type", value_text="none")]
+
+
+# "common_speculative_init_result: loading draft model '/models/draft.gguf'"
+# older "srv    load_model: loading draft model '/models/draft.gguf'"
+_DRAFT_MODEL = re.compile(r"loading draft model '([^']+)'")
+
+
+@parser("loading draft model")
+def parse_draft_model(text: str) -> list[Fact]:
+    m = _DRAFT_MODEL.search(text)
+    return [Fact("draft_model", value_text=m[1])] if m else []
+
+
+# "srv    load_model: [spec] estimated memory usage of MTP context is 2250.06 MiB"
+_MTP_CTX = re.compile(r"memory usage of (?:MTP|draft) context is\s+([\d.]+) (MiB|GiB)")
+
+
+@parser("context is")
+def parse_draft_context(text: str) -> list[Fact]:
+    m = _MTP_CTX.search(text)
+    return [Fact("draft_context_mib", mib(m[1], m[2]), unit="MiB")] if m else []
+
+
+# "srv    load_model: [mtmd] estimated worst-case memory usage of mmproj is 1161.02 MiB (took 3.10 ms)"
+# earlier "srv    load_model: [mtmd] estimated memory usage of mmproj is 2447.80 MiB"
+_MMPROJ = re.compile(r"memory usage of mmproj is\s+([\d.]+) (MiB|GiB)")
+
+
+@parser("mmproj is")
+def parse_projector(text: str) -> list[Fact]:
+    m = _MMPROJ.search(text)
+    return [Fact("projector_mib", mib(m[1], m[2]), unit="MiB")] if m else []
+
+
+# "slot print_timing: id  0 | task 0 | draft acceptance = 0.00000 (    0 accepted /    87 generated), mean len =  1.00"
+# older "draft acceptance rate = 0.57576 (  171 accepted /   297 generated)"
+_ACCEPT = re.compile(r"draft acceptance(?: rate)? = ([\d.]+) \(\s*(\d+) accepted /\s*(\d+) generated\)")
+
+
+@parser("draft acceptance")
+def parse_draft_acceptance(text: str) -> list[Fact]:
+    """value_num: the rate as printed; value_text: ``accepted/generated``."""
+    m = _ACCEPT.search(text)
+    return [Fact("draft_acceptance", float(m[1]), f"{m[2]}/{m[3]}", unit="ratio")] if m else []
+
+
+# "CUDA error: an illegal memory access was encountered"; the line before it,
+# ".../ggml-cuda.cu:88: CUDA error", names no cause and is not a fact.
+_CUDA_ERROR = re.compile(r"CUDA error: (.+)")
+# "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1412.77 MiB on device 0: cudaMalloc failed: out of memory"
+_CUDA_MALLOC = re.compile(r"(cudaMalloc failed: .+)")
+
+
+@parser("CUDA error: ", "cudaMalloc failed")
+def parse_cuda_error(text: str) -> list[Fact]:
+    m = _CUDA_ERROR.search(text) or _CUDA_MALLOC.search(text)
+    return [Fact("cuda_error", value_text=m[1].strip())] if m else []
+
+
+@parser("model loaded")
+def parse_load_seconds(text: str) -> list[Fact]:
+    """The server's own load time: its log clock (since process start) at ``model loaded``.
+
+    Only lines with llama.cpp's relative timestamp carry it; an untimed
+    ``main: model loaded`` gives nothing rather than a guess.
+    """
+    if not text.rstrip().endswith("model loaded"):
+        return []
+    seconds = relative_seconds(text)
+    return [Fact("load_seconds", seconds, unit="s")] if seconds is not None else []
