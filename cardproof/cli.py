@@ -37,11 +37,16 @@ def cli() -> None:
 @cli.command()
 @click.argument("campaign", type=click.Path(path_type=Path))
 @db_option
-def run(campaign: Path, db: Path | None) -> None:
+@click.option("--via-daemon", is_flag=True,
+              help="Queue the campaign for the running daemon instead of running it here.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Daemon config (with --via-daemon; its database is used unless --db is given).")
+def run(campaign: Path, db: Path | None, via_daemon: bool, config_path: Path | None) -> None:
     """Run CAMPAIGN (a TOML file) against its server and store every sample.
 
     Exit codes: 0 all samples measured, 3 completed with exceptions,
     1 failed (server unreachable), 2 invalid campaign, 130 interrupted.
+    With --via-daemon: 0 once queued.
     """
     from cardproof.daemon.campaign import CampaignError, load_campaign
     from cardproof.daemon.runner import run_campaign
@@ -51,6 +56,18 @@ def run(campaign: Path, db: Path | None) -> None:
         camp = load_campaign(campaign)
     except CampaignError as exc:
         fail(str(exc), 2)
+    if via_daemon:
+        from cardproof.commands.daemon import _db
+        from cardproof.daemon.service.queue import enqueue
+
+        path = _db(db, config_path)
+        try:
+            store = open_store(path)
+            queue_id = enqueue(store, camp)
+        except StoreError as exc:
+            fail(str(exc))
+        click.echo(f"queued as {queue_id} in {path}; see: cardproof status")
+        return
     try:
         store = open_store(resolve_db(db))
     except StoreError as exc:

@@ -8,6 +8,9 @@ from typing import Callable
 from cardproof.daemon import llamacpp
 from cardproof.daemon.campaign import parse_campaign
 from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.judge import judge_run
+from cardproof.daemon.logs import LogSourceError, attribute_run, capture_file
+from cardproof.daemon.memory.capture import MemoryCapture
 from cardproof.daemon.store import StoreError, open_store
 
 DEMO_CAMPAIGN = """\
@@ -32,6 +35,7 @@ exclude = false
 backend = "llama-server"
 url = "{url}"
 request_timeout_s = 120
+log_file = "{log_file}"
 
 {embedding}
 [[models]]
@@ -91,7 +95,7 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
     db_path = workdir / "cardproof.db"
     try:
         camp_text = DEMO_CAMPAIGN.format(
-            url=server.url, embedding=f'[embedding]\nurl = "{embed.url}"\n'
+            url=server.url, log_file=str(log_path.resolve()), embedding=f'[embedding]\nurl = "{embed.url}"\n'
         )
         camp_path = workdir / "demo-campaign.toml"
         camp_path.write_text(camp_text)
@@ -107,6 +111,18 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
     finally:
         server.stop()
         embed.stop()
+    # the server's last lines (exit, memory breakdown) arrive when it stops
+    try:
+        store = open_store(db_path)
+        try:
+            capture_file(store, log_path, run_id=outcome.run_id, final=True)
+            attribute_run(store, outcome.run_id)
+            judge_run(store, outcome.run_id, campaign.gates)
+            MemoryCapture(store, outcome.run_id).selfreports_llama_run()
+        finally:
+            store.close()
+    except (StoreError, LogSourceError) as exc:
+        echo(f"warning: final log capture: {exc}")
     echo("step 4/4: report and site")
     try:
         result = build(db_path, Path(project))

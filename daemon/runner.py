@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import json
 import signal
-from urllib.parse import urlparse
 from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import urlparse
 
 from . import cellchecks, hostinfo, modelfile
 from .backends import BackendError, make_backend
 from .campaign import Campaign
-from .prompts import build_prompt
 from .canaries import run_canaries
 from .judge import judge_run
+from .logs import LogSourceError, attribute_run, capture_file, capture_journal
 from .memory.capture import MemoryCapture
 from .memory.procinfo import children, listening_pids, pids_with_arg
+from .prompts import build_prompt
 from .sampling import take_sample
-from .store import Store, dumps, utcnow
+from .store import Store, StoreError, dumps, utcnow
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -124,7 +125,15 @@ def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
     echo(f"run {run_id}: campaign {campaign.name} ({campaign.sha256[:12]}), {len(cells)} cells, {planned} samples planned")
     state = {"measured": 0, "failed": 0}
 
+    logs_done = []
+
+    def capture_once() -> None:
+        if not logs_done:
+            logs_done.append(True)
+            _capture_logs(store, campaign, run_id, echo)
+
     def finish(status: str, code: int, error: str | None = None) -> RunOutcome:
+        capture_once()
         store.update(
             "runs",
             run_id,
@@ -163,6 +172,11 @@ def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
                 "server_props_json": dumps(props),
             },
         )
+        if campaign.log_file:
+            try:  # lines from before the run are kept, but belong to no run
+                capture_file(store, campaign.log_file)
+            except LogSourceError as exc:
+                echo(f"warning: log capture: {exc}")
         model_ids = _register_models(store, campaign, backend)
         mem = MemoryCapture(store, run_id).start()
         echo(mem.status_line())
@@ -176,6 +190,7 @@ def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
+    capture_once()  # before judging: gates read the load facts from the log
     fired = judge_run(store, run_id, campaign.gates)
     echo("gates: " + (", ".join(f"{g} fired on {n}" for g, n in sorted(fired.items())) or "none fired"))
     code = EXIT_OK if state["measured"] == planned else EXIT_PARTIAL
@@ -185,6 +200,26 @@ def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
         f"({outcome.coverage:.0%} coverage), {outcome.failed} exceptions"
     )
     return outcome
+
+
+def _capture_logs(store: Store, campaign: Campaign, run_id: int, echo) -> None:
+    """Bring the server's log lines of this run into the store and link them to its loads.
+
+    A failing capture is a warning on the run, never a lost run.
+    """
+    if not (campaign.log_file or campaign.journal_unit):
+        return
+    run = store.db["runs"].get(run_id)
+    try:
+        if campaign.log_file:
+            stats = capture_file(store, campaign.log_file, run_id=run_id)
+            echo(f"log {campaign.log_file}: {stats.get('lines', stats)} lines captured")
+        if campaign.journal_unit:
+            capture_journal(store, campaign.journal_unit, run_id=run_id, since=run["started_at"])
+        linked = attribute_run(store, run_id)
+        echo(f"log lines linked to {len(linked.get('matched', []))} loads")
+    except (LogSourceError, StoreError) as exc:
+        echo(f"warning: log capture: {exc}")
 
 
 def _register_models(store: Store, campaign: Campaign, backend) -> dict[str, int]:

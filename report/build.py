@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import re
 import shutil
 import subprocess
@@ -20,6 +22,7 @@ from .contradictions import contradictions_for
 from .contradictions.authored import AuthoredError
 from .compare import compare_runs, previous_run, ratio_range
 from .gates import gate_summary
+from .evidence import run_evidence
 from .memory import memory_view
 from .i18n import LANGUAGES, Lang
 
@@ -180,11 +183,11 @@ def render_compare(cmp: dict, lang: str, img_dir: Path | None = None) -> str:
     return _env().get_template("compare.md.j2").render(_=L.gettext, L=L, cmp=cmp, chart=chart)
 
 
-def _models_across(db, all_runs: list[dict]) -> list[dict]:
+def _models_across(db, all_runs: list[dict], view_of=None) -> list[dict]:
     """Each model with the runs that measured it and its short-prompt median there."""
     out: dict[str, dict] = {}
     for r in all_runs:
-        v = queries.run_view(db, r["id"])
+        v = view_of(r["id"]) if view_of else queries.run_view(db, r["id"])
         for m in v["models"]:
             c = m["cells"].get((v["classes"][0], False)) if v["classes"] else None
             entry = out.setdefault(m["name"], {"name": m["name"], "runs": []})
@@ -207,59 +210,150 @@ def scaffold(project: Path) -> None:
             (site / name).write_text((src / name).read_text())
 
 
-def write_articles(db_path: Path, project: Path) -> list[Path]:
-    """Write every run article in both languages; returns the files written."""
+MANIFEST = ".cardproof-build.json"
+
+
+def _code_fingerprint() -> str:
+    """Templates, catalogues and the package version: a change re-renders everything."""
+    h = hashlib.sha256()
+    root = Path(__file__).parent
+    for p in sorted([*root.glob("templates/**/*.j2"), *root.glob("messages/*.py"), *root.glob("*.py"),
+                     *root.glob("caveats/*.py"), *root.glob("contradictions/*.py")]):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _run_fingerprint(db, run: dict, project: Path, code: str) -> str:
+    """Cheap summary of everything a run article is made from."""
+    h = hashlib.sha256(code.encode())
+    h.update(json.dumps(run, sort_keys=True, default=str).encode())
+    for table, col in (("samples", "run_id"), ("loads", "run_id"), ("cells", "run_id"), ("canaries", "run_id"),
+                       ("memory_samples", "run_id"), ("log_lines", "run_id")):
+        if table in db.table_names():
+            h.update(str(db.execute(f"select count(*), max(id) from {table} where {col} = ?", [run["id"]]).fetchone()).encode())
+    h.update(str(db.execute("select count(*), max(gate_results.id), sum(fired) from gate_results join samples on "
+                            "samples.id = sample_id where samples.run_id = ?", [run["id"]]).fetchone()).encode())
+    if "facts" in db.table_names():
+        h.update(str(db.execute("select count(*), max(id) from facts where load_id in "
+                                "(select id from loads where run_id = ?)", [run["id"]]).fetchone()).encode())
+    for note in sorted((project / "notes").glob(f"run-{run['id']}.*")) if (project / "notes").is_dir() else []:
+        h.update(note.name.encode())
+        h.update(note.read_bytes())
+    return h.hexdigest()
+
+
+def write_articles(db_path: Path, project: Path, *, progress=None) -> list[Path]:
+    """Write every run article in both languages; returns the files (re)written.
+
+    Incremental: a run whose data, notes and comparison partner are unchanged
+    since the last build (per the manifest beside the articles) is not
+    rendered again. Index pages are always rewritten.
+    """
     store = open_store(db_path, create=False)
     try:
-        all_runs = queries.runs(store.db)
+        db = store.db
+        all_runs = queries.runs(db)
         for r in all_runs:
-            r["n_models"] = store.db.execute(
+            r["n_models"] = db.execute(
                 "select count(distinct model_id) from cells where run_id = ?", [r["id"]]
             ).fetchone()[0]
         out_dir = project / "site" / "runs"
         cmp_dir = project / "site" / "compare"
         for d in (out_dir, cmp_dir):
-            if d.exists():
-                shutil.rmtree(d)
-            d.mkdir(parents=True)
+            d.mkdir(parents=True, exist_ok=True)
+        manifest_path = project / "site" / MANIFEST
+        try:
+            old = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            old = {}
+        code = _code_fingerprint()
+        prints = {r["id"]: _run_fingerprint(db, r, project, code) for r in all_runs}
+        prev = {r["id"]: previous_run(db, r) for r in all_runs}
+        # a run article also shows its comparison and the campaign-wide ratio range
+        campaign_print = {}
+        for r in all_runs:
+            campaign_print.setdefault(r["campaign_name"], hashlib.sha256())
+            campaign_print[r["campaign_name"]].update(prints[r["id"]].encode())
+        keys = {}
+        for r in all_runs:
+            p_id = prev[r["id"]]
+            keys[f"run-{r['id']}"] = hashlib.sha256(
+                (prints[r["id"]] + (prints.get(p_id, "") if p_id else "")
+                 + campaign_print[r["campaign_name"]].hexdigest()).encode()).hexdigest()
+            if p_id:
+                keys[f"run-{r['id']}-vs-{p_id}"] = hashlib.sha256((prints[r["id"]] + prints[p_id]).encode()).hexdigest()
+        views: dict[int, dict] = {}
+
+        def view_of(rid: int) -> dict:
+            if rid not in views:
+                views[rid] = queries.run_view(db, rid)
+            return views[rid]
+
+        def fresh(key: str, files: list[Path]) -> bool:
+            return old.get(key) == keys[key] and all(f.exists() for f in files)
+
+        written = []
+        total = len(all_runs)
+        for i, r in enumerate(all_runs, 1):
+            key = f"run-{r['id']}"
+            files = [out_dir / f"{key}{'' if lang == 'en' else '.' + lang}.md" for lang in LANGUAGES]
+            if fresh(key, files):
+                continue
+            view = view_of(r["id"])
+            view["gates"] = gate_summary(db, r["id"])
+            view["comparison"] = compare_runs(db, prev[r["id"]], r["id"], views) if prev[r["id"]] else None
+            h = view["headline"]
+            if h and h.get("other"):
+                rr = ratio_range(db, r["campaign_name"], h["best"]["name"], h["other"]["name"], h["cls"], views)
+                view["ratio"] = rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
+            else:
+                view["ratio"] = None
+            view["contradictions"] = contradictions_for(db, view, project)
+            view["memory"] = memory_view(db, r["id"])
+            view["evidence"] = run_evidence(db, r["id"])
+            for lang, path in zip(LANGUAGES, files):
+                path.write_text(render_run(view, lang, out_dir / "img", project))
+                written.append(path)
+            if progress:
+                progress(f"[{i}/{total}] run {r['id']} rendered")
         comparisons = []
         for r in all_runs:
-            prev = previous_run(store.db, r)
-            if prev is not None:
-                comparisons.append(compare_runs(store.db, prev, r["id"]))
-        by_b = {c["b"]["id"]: c for c in comparisons}
-        models = _models_across(store.db, all_runs)
-        written = []
+            p_id = prev[r["id"]]
+            if p_id is None:
+                continue
+            key = f"run-{r['id']}-vs-{p_id}"
+            files = [cmp_dir / f"{key}{'' if lang == 'en' else '.' + lang}.md" for lang in LANGUAGES]
+            cmp = None
+            if not fresh(key, files):
+                cmp = compare_runs(db, p_id, r["id"], views)
+                for lang, path in zip(LANGUAGES, files):
+                    path.write_text(render_compare(cmp, lang, cmp_dir / "img"))
+                    written.append(path)
+            comparisons.append(cmp or compare_runs(db, p_id, r["id"], views))
+        models = _models_across(db, all_runs, view_of)
         for lang in LANGUAGES:
-            suffix = "" if lang == "en" else f".{lang}"
-            p = out_dir / f"index{suffix}.md"
+            p = out_dir / f"index{'' if lang == 'en' else '.' + lang}.md"
             p.write_text(render_index(all_runs, lang, comparisons, models))
             written.append(p)
-            for r in all_runs:
-                view = queries.run_view(store.db, r["id"])
-                view["gates"] = gate_summary(store.db, r["id"])
-                view["comparison"] = by_b.get(r["id"])
-                view["ratio"] = _headline_ratio_range(store.db, view)
-                view["contradictions"] = contradictions_for(store.db, view, project)
-                view["memory"] = memory_view(store.db, r["id"])
-                p = out_dir / f"run-{r['id']}{suffix}.md"
-                p.write_text(render_run(view, lang, out_dir / "img", project))
-                written.append(p)
-            for c in comparisons:
-                p = cmp_dir / f"run-{c['b']['id']}-vs-{c['a']['id']}{suffix}.md"
-                p.write_text(render_compare(c, lang, cmp_dir / "img"))
-                written.append(p)
+        _remove_stale(out_dir, cmp_dir, keys)
+        manifest_path.write_text(json.dumps(keys, indent=1, sort_keys=True))
         return written
     finally:
         store.close()
 
 
-def _headline_ratio_range(db, view: dict) -> dict | None:
-    h = view["headline"]
-    if not h or not h.get("other"):
-        return None
-    rr = ratio_range(db, view["run"]["campaign_name"], h["best"]["name"], h["other"]["name"], h["cls"])
-    return rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
+def _remove_stale(out_dir: Path, cmp_dir: Path, keys: dict) -> None:
+    """Articles (and their charts) of runs no longer in the database go away."""
+    for d in (out_dir, cmp_dir):
+        for f in d.glob("run-*.md"):
+            if f.name.split(".")[0] not in keys:
+                f.unlink()
+        for f in (d / "img").glob("*.svg") if (d / "img").is_dir() else []:
+            stem = f.stem.rsplit("-", 1)[0]
+            base = "-".join(stem.split("-")[:2]) if d == out_dir else stem.replace("compare-", "run-")
+            if base not in keys:
+                f.unlink()
 
 
 def mkdocs_build(project: Path) -> Path:

@@ -18,9 +18,14 @@ def _cells(view: dict) -> dict[tuple, dict]:
     return {(c["model"], c["prompt_class"], bool(c["reasoning"])): c for c in view["cells"]}
 
 
-def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int) -> dict:
-    """Per-cell deviation of B against A, with the summary the article needs."""
-    va, vb = queries.run_view(db, run_a), queries.run_view(db, run_b)
+def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict | None = None) -> dict:
+    """Per-cell deviation of B against A, with the summary the article needs.
+
+    ``views`` (run id -> run_view) saves recomputing views a caller already has.
+    """
+    views = views if views is not None else {}
+    va = views.get(run_a) or queries.run_view(db, run_a)
+    vb = views.get(run_b) or queries.run_view(db, run_b)
     ca, cb = _cells(va), _cells(vb)
     rows, only_a, only_b = [], [], []
     for key in sorted(set(ca) | set(cb), key=lambda k: (k[0], k[2], k[1])):
@@ -66,13 +71,14 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int) -> dict:
 
 
 def ratio_range(db: sqlite_utils.Database, campaign_name: str, model_a: str, model_b: str,
-                prompt_class: str = "short") -> dict | None:
+                prompt_class: str = "short", views: dict | None = None) -> dict | None:
     """Decode ratio A/B over every run of the same campaign that measured both: a range, not a point."""
     ratios = []
+    views = views if views is not None else {}
     for r in queries.runs(db):
         if r["campaign_name"] != campaign_name:
             continue
-        v = queries.run_view(db, r["id"])
+        v = views.get(r["id"]) or queries.run_view(db, r["id"])
         cells = _cells(v)
         a, b = cells.get((model_a, prompt_class, False)), cells.get((model_b, prompt_class, False))
         if a and b and a["decode"] and b["decode"]:

@@ -61,7 +61,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     loads = list(
         db.query(
             """select loads.*, models.name as model from loads join models on models.id = loads.model_id
-               where loads.run_id = ? order by loads.id""",
+               where loads.run_id = ? and loads.merged_into is null order by loads.id""",
             [run_id],
         )
     )

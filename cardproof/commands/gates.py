@@ -40,5 +40,7 @@ def register(cli: click.Group) -> None:
             excl = "excludes" if g["exclude"] else "counts only"
             click.echo(
                 f"{g['gate']:<17} fired {g['fired_samples']:>4}/{g['judged_samples']:<4} "
-                f"canary {g['canary']:<9} threshold {g['threshold']:g} {g['threshold_unit']} ({excl}){flag}"
+                f"canary {g['canary']:<9} threshold "
+                + (f"{g['threshold']:g} {g['threshold_unit']}" if g["threshold_unit"] else "—")
+                + f" ({excl}){flag}"
             )

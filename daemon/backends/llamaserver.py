@@ -274,14 +274,15 @@ def _port_of(entry: dict | None) -> int | None:
 class LoadWatcher:
     """Notices and times a load that happens inside a measured request.
 
-    Started together with every request in router mode. Its first poll of the
-    router decides: ``loaded`` means no load was needed and the watcher ends;
-    ``unloaded`` or ``loading`` means this request is loading the model, and
-    the watcher polls until the router reports it loaded. Polling runs beside
-    the request instead of before it, so a measured request waits for nothing.
-    The router flips its status a little after the child can already serve,
-    so ``stop`` gives it a moment, and the runner bounds the duration by the
-    request's own time to first token (no token can come before the load).
+    Started right before every request in router mode. Its first poll of the
+    router runs before the request is sent (about a millisecond on loopback):
+    ``loaded`` means no load is needed and the watcher ends at once;
+    ``unloaded`` or ``loading`` means this request will load the model, and a
+    thread polls beside the request until the router reports it loaded.
+    (Polling only beside the request lost the race when the machine was busy
+    and the load was quick.) The router flips its status a little after the
+    child can already serve, so ``stop`` gives it a moment, and the runner
+    bounds the duration by the request's own time to first token.
     """
 
     def __init__(self, backend: LlamaServerBackend, name: str, poll_s: float = 0.02):
@@ -295,8 +296,11 @@ class LoadWatcher:
         self._stop = threading.Event()
         self._client = backend.side_client()
         self._t0 = time.perf_counter()
+        status, _ = self._status()
+        self.load_seen = status not in ("loaded", None)
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        if self.load_seen:
+            self._thread.start()
 
     def _status(self) -> tuple[str | None, dict | None]:
         try:
@@ -309,10 +313,6 @@ class LoadWatcher:
         return None, None
 
     def _run(self) -> None:
-        status, _ = self._status()
-        if status == "loaded" or status is None:
-            return
-        self.load_seen = True
         while not self._stop.is_set():
             status, entry = self._status()
             if status == "loaded":
@@ -323,6 +323,8 @@ class LoadWatcher:
             self._stop.wait(self.poll_s)
 
     def stop(self, settle_s: float = 2.0) -> None:
-        self._thread.join(timeout=settle_s if self.load_seen else 5.0)
+        if not self.load_seen:
+            return
+        self._thread.join(timeout=settle_s)
         self._stop.set()
         self._thread.join(timeout=2.0)
