@@ -313,3 +313,37 @@ def test_run_via_daemon_queues_the_campaign(tmp_path):
     bad.write_text('[server]\nurl = "nope"\n[[models]]\nname = "m"\n')
     result = CliRunner().invoke(cli, ["run", str(bad), "--db", str(db), "--via-daemon"])
     assert result.exit_code == 2 and store.db["daemon_queue"].count == 1
+
+
+def test_daemon_collectors_tail_a_log_and_say_there_is_no_driver(tmp_path):
+    """The log collector captures lines appended while the daemon runs; without an
+    NVIDIA driver the NVML collector says so (and writes the one 'not measured' row)."""
+    db = tmp_path / "d.db"
+    log = tmp_path / "server.log"
+    log.write_text("0.00.000.001 I srv  load: first line\n")
+    cfgfile = tmp_path / "daemon.toml"
+    cfgfile.write_text(f'[daemon]\ndb = "{db}"\ndata_dir = "{tmp_path}"\ntick_s = 0.05\nheartbeat_s = 0.2\n'
+                       f'queue_poll_s = 0.05\n[collectors]\nnvml = true\nlog_files = ["{log}"]\n')
+    cfg = parse_config(cfgfile.read_text(), str(cfgfile), **DEFAULTS)
+    store = open_store(db)  # migrated before the daemon opens it
+    daemon = Daemon(cfg, log=lambda line: None)
+    t = threading.Thread(target=daemon.run)
+    t.start()
+    try:
+        with log.open("a") as f:
+            f.write("0.00.000.002 I srv  load: second line <script>\n")
+        for _ in range(200):
+            raws = [r["raw"] for r in store.db.query("select raw from log_lines order by id")] \
+                if "log_lines" in store.db.table_names() else []
+            if len(raws) == 2:
+                break
+            threading.Event().wait(0.05)
+    finally:
+        daemon.request_stop()
+        t.join(10)
+    assert raws == ["0.00.000.001 I srv  load: first line", "0.00.000.002 I srv  load: second line <script>"]
+    s = daemon_status(store)
+    nvml = s["daemon"]["collectors"]["nvml"]
+    assert nvml["state"] == "unavailable" and "NVML" in nvml["reason"]
+    notes = [r["note"] for r in store.db.query("select note from memory_samples")]
+    assert any("not measured (no NVIDIA driver)" in (n or "") for n in notes)

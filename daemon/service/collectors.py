@@ -142,13 +142,17 @@ class HeartbeatCollector:
 
 def _want_logs(config: DaemonConfig):
     if config.collectors.log_files or config.collectors.journal_units:
-        return Unavailable("logs", "no log collector registered in collectors.FACTORIES")
+        from .capture_collectors import LogTailCollector
+
+        return LogTailCollector(config.collectors.log_files, config.collectors.journal_units)
     return None
 
 
 def _want_nvml(config: DaemonConfig):
     if config.collectors.nvml:
-        return Unavailable("nvml", "no NVML collector registered in collectors.FACTORIES")
+        from .capture_collectors import NvmlCollector
+
+        return NvmlCollector(config.collectors.sampler_interval_s)
     return None
 
 
@@ -164,8 +168,7 @@ def _retention(config: DaemonConfig):
     return RetentionCollector(config.retention)
 
 
-#: name -> factory(config) -> collector or None. The log tailer (issue 4) and the
-#: NVML sampler (issue 5) replace the two placeholders with real factories.
+#: name -> factory(config) -> collector or None.
 FACTORIES: dict[str, Callable[[DaemonConfig], object | None]] = {
     "logs": _want_logs,
     "nvml": _want_nvml,
