@@ -97,13 +97,15 @@ def report() -> None:
     help="Folder with mkdocs.yml and site/ (scaffolded when missing).",
 )
 @click.option("--no-mkdocs", is_flag=True, help="Write the Markdown only, skip mkdocs build.")
-def report_build(db: Path | None, project: Path, no_mkdocs: bool) -> None:
+@click.option("--show-client-addresses", is_flag=True,
+              help="Publish client IP addresses from access logs unmasked (masked by default).")
+def report_build(db: Path | None, project: Path, no_mkdocs: bool, show_client_addresses: bool) -> None:
     """Write run articles (English and German) into site/ and run mkdocs build --strict."""
     from cardproof.daemon.store import StoreError
     from cardproof.report.build import ReportError, build
 
     try:
-        result = build(resolve_db(db), project, run_mkdocs=not no_mkdocs)
+        result = build(resolve_db(db), project, run_mkdocs=not no_mkdocs, show_addresses=show_client_addresses)
     except (StoreError, ReportError) as exc:
         fail(str(exc))
     click.echo(f"{len(result['articles'])} articles written under {project / 'site'}")

@@ -24,6 +24,7 @@ from .compare import compare_runs, previous_run, ratio_range
 from .gates import gate_summary
 from .evidence import run_evidence
 from .memory import memory_view
+from .privacy import requests_by_client
 from .i18n import LANGUAGES, Lang
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!])")
@@ -243,7 +244,7 @@ def _run_fingerprint(db, run: dict, project: Path, code: str) -> str:
     return h.hexdigest()
 
 
-def write_articles(db_path: Path, project: Path, *, progress=None) -> list[Path]:
+def write_articles(db_path: Path, project: Path, *, progress=None, show_addresses: bool = False) -> list[Path]:
     """Write every run article in both languages; returns the files (re)written.
 
     Incremental: a run whose data, notes and comparison partner are unchanged
@@ -267,7 +268,7 @@ def write_articles(db_path: Path, project: Path, *, progress=None) -> list[Path]
             old = json.loads(manifest_path.read_text())
         except (OSError, ValueError):
             old = {}
-        code = _code_fingerprint()
+        code = _code_fingerprint() + ("+addresses" if show_addresses else "")
         prints = {r["id"]: _run_fingerprint(db, r, project, code) for r in all_runs}
         prev = {r["id"]: previous_run(db, r) for r in all_runs}
         # a run article also shows its comparison and the campaign-wide ratio range
@@ -312,6 +313,7 @@ def write_articles(db_path: Path, project: Path, *, progress=None) -> list[Path]
             view["contradictions"] = contradictions_for(db, view, project)
             view["memory"] = memory_view(db, r["id"])
             view["evidence"] = run_evidence(db, r["id"])
+            view["clients"] = requests_by_client(db, r["id"], show_addresses=show_addresses)
             for lang, path in zip(LANGUAGES, files):
                 path.write_text(render_run(view, lang, out_dir / "img", project))
                 written.append(path)
@@ -382,11 +384,11 @@ def mkdocs_build(project: Path) -> Path:
     return out
 
 
-def build(db_path: Path, project: Path, *, run_mkdocs: bool = True) -> dict:
+def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_addresses: bool = False) -> dict:
     """Scaffold if needed, write articles, build. Returns paths for the CLI to print."""
     scaffold(project)
     try:
-        written = write_articles(db_path, project)
+        written = write_articles(db_path, project, show_addresses=show_addresses)
     except AuthoredError as exc:
         raise ReportError(str(exc)) from exc
     out = mkdocs_build(project) if run_mkdocs else None

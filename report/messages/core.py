@@ -66,6 +66,9 @@ MESSAGES: dict[str, str] = {
     "Every sample of this run, as stored. The medians above link here.":
     "Jede Messung dieses Laufs, wie gespeichert. Die Mediane oben verweisen hierher.",
     "sample": "Messung",
+    "One table, cell by cell; `*` marks a gate that excluded the sample from the medians.":
+    "Eine Tabelle, Zelle für Zelle; `*` markiert ein Gate, das die Messung aus den Medianen ausgeschlossen hat.",
+    "no sample": "keine Messung",
     "rep": "Wdh.",
     "nonce": "Nonce",
     "prompt tok": "Prompt-Tok.",

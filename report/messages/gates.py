@@ -3,6 +3,16 @@
 MESSAGES: dict[str, str] = {
     "Gates": "Gates",
     "gates fired": "ausgelöste Gates",
+    "Requests from other clients": "Anfragen anderer Clients",
+    "client": "Client",
+    "requests": "Anfragen",
+    "first": "erste",
+    "last": "letzte",
+    "what": "was",
+    "Addresses are masked in the published site unless the author opted out.":
+    "Adressen sind in der veröffentlichten Seite maskiert, sofern der Autor nicht widersprochen hat.",
+    "No access log entries were captured for this run, so requests are known only from the server's token counters (see foreign_load).":
+    "Für diesen Lauf wurden keine Zugriffslog-Einträge erfasst; Anfragen sind nur aus den Token-Zählern des Servers bekannt (siehe foreign_load).",
     "Gate": "Gate",
     "checks": "prüft",
     "fired": "ausgelöst",
