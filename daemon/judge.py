@@ -42,8 +42,25 @@ def _foreign(store: Store, cell_id: int) -> dict | None:
     if delta < 0 or any(r["error_kind"] for r in rows):
         return None  # counters reset (reload) or a request broke off mid-way: not comparable
     ours = sum(r["generated_tokens"] or 0 for r in rows)
-    return {"tokens": max(0, int(delta - ours)), "requests": 0, "clients": [],
-            "source": f"/metrics tokens_predicted_total: {int(delta)} generated, {ours} ours"}
+    procs = _foreign_gpu_processes(store, cell_id, before["at"], after["at"])
+    return {"tokens": max(0, int(delta - ours)), "requests": len(procs), "clients": procs,
+            "source": f"/metrics tokens_predicted_total: {int(delta)} generated, {ours} ours"
+                      + ("; NVML: other GPU processes" if procs else "")}
+
+
+def _foreign_gpu_processes(store: Store, cell_id: int, ts_from: str, ts_to: str) -> list[str]:
+    """Processes NVML saw on the cards during the cell that are no load of this run."""
+    if "memory_load_pids" not in store.db.table_names():
+        return []
+    run_id = store.db["cells"].get(cell_id)["run_id"]
+    rows = store.db.query(
+        """select distinct pid, process_name from memory_samples
+           where scope = 'process' and ts >= ? and ts <= ? and pid is not null
+             and pid not in (select pid from memory_load_pids where load_id in
+                             (select id from loads where run_id = ?))""",
+        [ts_from, ts_to, run_id],
+    )
+    return [f"pid {r['pid']} ({r['process_name'] or '?'})" for r in rows]
 
 
 def _contexts(store: Store, run: dict, campaign_text: str):

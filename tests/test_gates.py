@@ -164,3 +164,31 @@ def test_exception_samples_get_no_gate_results(fresh_server, tmp_path):
         "left join gate_results on gate_results.sample_id = samples.id group by samples.id order by samples.id"))
     assert [(r["error_kind"], r["n"]) for r in rows] == [(None, len(GATES)), ("connection", 0), ("connection", 0)]
     assert GateConfig(1.0, True) == default_config()["load_time"]
+
+
+def test_foreign_gpu_process_during_a_cell_fires_foreign_load(canary_run, tmp_path):
+    """Recorded NVML reading (same rows the sampler writes): a process that is no
+    load of this run held memory on the card during a cell."""
+    import sqlite3
+
+    from cardproof.daemon.judge import judge_run
+    from cardproof.report.gates import run_gate_config
+
+    store, run_id, _ = canary_run
+    copy = tmp_path / "copy.db"
+    with sqlite3.connect(copy) as dst:  # the backup API also takes what is still in the WAL
+        store.db.conn.backup(dst)
+    other = open_store(copy)
+    cell = next(other.db.query(
+        "select cells.id, min(cell_checks.at) as t0, max(cell_checks.at) as t1 from cells join cell_checks on "
+        "cell_checks.cell_id = cells.id where cells.run_id = ? and cells.kind = 'measure' group by cells.id "
+        "order by cells.id limit 1", [run_id]))
+    other.insert("memory_samples", {"run_id": run_id, "ts": cell["t0"], "scope": "process", "device_index": 0,
+                                    "pid": 424242, "process_name": "python3", "used_mib": 2048.0,
+                                    "source": "recorded"})
+    judge_run(other, run_id, run_gate_config(other.db, run_id))
+    fired = {r["sample_id"]: r for r in other.db.query(
+        "select sample_id, fired, observed_text from gate_results join samples on samples.id = sample_id "
+        "where gate = 'foreign_load' and samples.cell_id = ?", [cell["id"]])}
+    assert fired and all(r["fired"] == 1 for r in fired.values())
+    assert all("pid 424242 (python3)" in r["observed_text"] for r in fired.values())
