@@ -129,6 +129,13 @@ def _charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
         if img_dir is not None:
             charts.write_svg(img_dir / name, charts.decode_chart(rows, L))
         out["decode"].append({"reasoning": reasoning, "file": f"img/{name}", "rows": rows})
+    out["memory"] = None
+    rows = charts.memory_rows(view.get("memory") or {}, L)
+    if rows:
+        name = f"run-{rid}-memory-{L.code}.svg"
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, charts.memory_chart(rows, L))
+        out["memory"] = {"file": f"img/{name}", "rows": rows}
     rows = charts.reasoning_rows(view, L)
     if rows:
         name = f"run-{rid}-reasoning-{L.code}.svg"

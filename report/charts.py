@@ -92,3 +92,34 @@ def deviation_chart(rows: list[dict], L: Lang) -> str:
         color=alt.Color("beyond:N", title=L.gettext("beyond spread"), scale=alt.Scale(range=["#9ecae1", "#08519c"])),
     ).properties(width=_WIDTH, height=max(80, 18 * len(data)))
     return _svg(chart, L)
+
+
+def memory_rows(memory: dict, L: Lang) -> list[dict]:
+    """Stack segments per model (GiB): weights, KV, compute per device, draft, projector, unexplained."""
+    rows = []
+    for r in memory.get("loads", []):
+        if r.get("card_mib") is None:
+            continue
+        parts = [("weights", r.get("weights_mib")), ("KV cache", r.get("kv_mib"))]
+        parts += [(f"compute {d}", v) for d, v in sorted((r.get("compute_by_device") or {}).items())]
+        parts += [("draft/MTP", r.get("draft_mib")), ("projector", r.get("projector_mib")),
+                  ("unexplained", r.get("unexplained_mib"))]
+        for order, (item, mib) in enumerate(parts):
+            if mib:
+                rows.append({"model": r["model"], "item": L.gettext(item), "gib": round(mib / 1024, 3),
+                             "order": order, "selfreport": round((r.get("selfreport_mib") or 0) / 1024, 3)})
+    return rows
+
+
+def memory_chart(rows: list[dict], L: Lang) -> str:
+    """Memory from the card stacked by item, with the runtime's self-report as a black tick."""
+    base = alt.Chart(alt.Data(values=rows))
+    bars = base.mark_bar().encode(
+        x=alt.X("sum(gib):Q", title=L.gettext("GiB on the card (stacked by item); tick: self-report")),
+        y=alt.Y("model:N", title=None, sort=None),
+        color=alt.Color("item:N", title=None, sort=None),
+        order=alt.Order("order:Q"),
+    )
+    ticks = base.mark_tick(color="black", thickness=3, size=24).encode(
+        x="max(selfreport):Q", y=alt.Y("model:N", sort=None))
+    return _svg((bars + ticks).properties(width=_WIDTH, height=max(60, 40 * len({r["model"] for r in rows}))), L)

@@ -130,3 +130,18 @@ def test_vram_text_recorded(tmp_path):
     assert res.exit_code == 0, res.output
     assert "GPU1 NVIDIA GeForce RTX 3090" in res.output and "x8/16" in res.output
     assert "not a PID of this namespace" in res.output
+
+
+def test_recorded_reading_memory_chart_stacks_items_against_the_self_report(seed_run, tmp_path):  # noqa: F811
+    """The seed's recorded readings as a stacked SVG chart, labels in the page's language."""
+    from cardproof.report.build import _charts
+
+    view = memory_view(seed_run["store"].db, seed_run["run_id"])
+    fake_run = {"run": {"id": 99}, "models": [], "classes": [], "reasoning_modes": [], "memory": view}
+    out = _charts(fake_run, Lang("de"), tmp_path)
+    assert out["memory"] is not None
+    svg = (tmp_path / "run-99-memory-de.svg").read_text()
+    assert "<svg" in svg and "Gewichte" in svg and "ungekl" in svg
+    segments = {r["item"]: r["gib"] for r in out["memory"]["rows"]}
+    assert segments["Gewichte"] == pytest.approx(16.11, abs=0.01)
+    assert all(r["selfreport"] == pytest.approx(24.52, abs=0.01) for r in out["memory"]["rows"])

@@ -134,3 +134,36 @@ def test_demo_end_to_end(tmp_path):
     assert drafted and drafted > 0
     # demo leaves no server behind
     assert "llama-server at http://127.0.0.1:" in proc.stderr
+
+
+def test_message_catalogues_never_disagree():
+    """Two feature catalogues giving the same English text different German would
+    make the German site depend on module order."""
+    import importlib
+    import pkgutil
+
+    from cardproof.report import messages
+
+    seen: dict[str, tuple[str, str]] = {}
+    for info in pkgutil.iter_modules(messages.__path__):
+        for en, de in importlib.import_module(f"{messages.__name__}.{info.name}").MESSAGES.items():
+            if en in seen:
+                assert seen[en][1] == de, (en, seen[en][0], info.name)
+            seen[en] = (info.name, de)
+
+
+def test_every_template_message_has_german():
+    """Every literal _('...') in the templates has a German entry."""
+    import re
+    from pathlib import Path
+
+    from cardproof.report.i18n import CATALOGUE
+
+    root = Path(__file__).resolve().parent.parent / "report" / "templates"
+    missing = set()
+    for tpl in root.rglob("*.j2"):
+        for m in re.finditer(r"_\('((?:[^'\\]|\\.)*)'\)", tpl.read_text()):
+            msg = m.group(1).replace("\\'", "'")
+            if msg not in CATALOGUE and msg not in ("", "n"):
+                missing.add((tpl.name, msg))
+    assert not missing, sorted(missing)[:20]

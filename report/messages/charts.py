@@ -7,6 +7,14 @@ MESSAGES: dict[str, str] = {
     "Decode tokens per second by model and prompt class, median with min–max":
     "Decode-Token pro Sekunde nach Modell und Prompt-Klasse, Median mit Min–Max",
     "Chart data": "Daten des Diagramms",
+    "GiB on the card (stacked by item); tick: self-report": "GiB auf der Karte (nach Posten gestapelt); Strich: Selbstauskunft",
+    "Memory on the card stacked by item, with the self-report as a tick":
+    "Speicher auf der Karte nach Posten gestapelt, mit der Selbstauskunft als Strich",
+    "KV cache": "KV-Cache",
+    "compute CUDA0": "Compute CUDA0",
+    "compute CUDA1": "Compute CUDA1",
+    "draft/MTP": "Draft/MTP",
+    "projector": "Projektor",
     "median": "Median",
     "min": "Min",
     "max": "Max",

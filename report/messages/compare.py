@@ -18,8 +18,6 @@ MESSAGES: dict[str, str] = {
     "date": "Datum",
     "Deviation of run B against run A per cell": "Abweichung von Lauf B gegenüber Lauf A je Zelle",
     "reasoning": "Reasoning",
-    "on": "an",
-    "off": "aus",
     "own spread": "eigene Streuung",
     "beyond spread": "jenseits der Streuung",
     "Cells in only one run": "Zellen in nur einem Lauf",
