@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import json
@@ -43,7 +44,9 @@ def esc(value) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+@functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
+    """One environment for the process: it caches compiled templates."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("cardproof.report", "templates"),
         autoescape=False,  # Markdown, not HTML: foreign text goes through |esc
@@ -260,6 +263,17 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     """
     store = open_store(db_path, create=False)
     try:
+        with charts.deferred():
+            written, keys, manifest_path = _write_articles(store, project, progress, show_addresses)
+        # only once every chart exists may the manifest call these articles fresh
+        manifest_path.write_text(json.dumps(keys, indent=1, sort_keys=True))
+        return written
+    finally:
+        store.close()
+
+
+def _write_articles(store, project: Path, progress, show_addresses: bool) -> list[Path]:
+    if True:
         db = store.db
         all_runs = queries.runs(db)
         for r in all_runs:
@@ -346,10 +360,7 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
             p.write_text(render_index(all_runs, lang, comparisons, models))
             written.append(p)
         _remove_stale(out_dir, cmp_dir, keys)
-        manifest_path.write_text(json.dumps(keys, indent=1, sort_keys=True))
-        return written
-    finally:
-        store.close()
+        return written, keys, manifest_path
 
 
 def _remove_stale(out_dir: Path, cmp_dir: Path, keys: dict) -> None:

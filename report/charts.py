@@ -7,6 +7,9 @@ screen reader gets the same numbers.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import os
 from pathlib import Path
 
 import altair as alt
@@ -20,9 +23,52 @@ _WIDTH = 560
 _LOCALES = {"en": "en-US", "de": "de-DE"}
 
 
-def _svg(chart: alt.Chart, L: Lang) -> str:
+class _Deferred:
+    """A chart spec waiting to be rendered (see ``deferred``)."""
+
+    def __init__(self, spec: str, locale: str):
+        self.spec, self.locale = spec, locale
+
+
+_pending: list[tuple[Path, _Deferred]] | None = None
+
+
+def _render(spec: str, locale: str) -> str:
     # axis numbers in the page's locale too (1.000,5 in German)
-    return vl_convert.vegalite_to_svg(chart.to_json(), vl_version="5.20", format_locale=_LOCALES[L.code])
+    return vl_convert.vegalite_to_svg(spec, vl_version="5.20", format_locale=locale)
+
+
+def _svg(chart: alt.Chart, L: Lang):
+    spec = chart.to_json()
+    if _pending is not None:
+        return _Deferred(spec, _LOCALES[L.code])
+    return _render(spec, _LOCALES[L.code])
+
+
+def _render_to(job: tuple[str, str, str]) -> str:
+    path, spec, locale = job
+    Path(path).write_text(_render(spec, locale))
+    return path
+
+
+@contextlib.contextmanager
+def deferred(workers: int | None = None):
+    """Collect every chart written inside the block and render them at its end,
+    on all cores: rendering is most of the report step's time."""
+    global _pending
+    _pending = []
+    try:
+        yield
+        jobs = [(str(p), d.spec, d.locale) for p, d in _pending]
+    finally:
+        _pending = None
+    workers = workers or os.cpu_count() or 1
+    if len(jobs) < 8 or workers < 2:
+        for job in jobs:
+            _render_to(job)
+        return
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(_render_to, jobs, chunksize=max(1, len(jobs) // (workers * 4))))
 
 
 def decode_rows(view: dict, L: Lang, reasoning: bool) -> list[dict]:
@@ -76,9 +122,12 @@ def reasoning_chart(rows: list[dict], L: Lang) -> str:
     return _svg(chart, L)
 
 
-def write_svg(path: Path, svg: str) -> Path:
+def write_svg(path: Path, svg) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(svg)
+    if isinstance(svg, _Deferred):
+        _pending.append((path, svg))
+    else:
+        path.write_text(svg)
     return path
 
 
