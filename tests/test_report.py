@@ -65,7 +65,7 @@ def test_report_builds_strict_and_table_holds_stored_medians(real_run_db, tmp_pa
             expected = f"[{L.num(med)}](#cell-{cell_id}) ({L.num(lo)}–{L.num(hi)}, n={n})"
             assert expected in text, (lang, name, cls, expected)
             # every linked cell has its evidence anchor in the same article
-            assert f"{{#cell-{cell_id}}}" in text
+            assert f'<span id="cell-{cell_id}"></span>' in text
     # the built HTML has the anchors the links point to, in both languages
     html_en = (project / "build" / "site" / "runs" / f"run-{run_id}" / "index.html").read_text()
     html_de = (project / "build" / "site" / "de" / "runs" / f"run-{run_id}" / "index.html").read_text()
