@@ -7,12 +7,13 @@ Nothing here resolves a contradiction: only an author's resolution does.
 
 from __future__ import annotations
 
-from . import authored, counters_vs_clock, spec_facts_vs_samples
+from . import authored, counters_vs_clock, spec_facts_vs_samples, thinking_probe_vs_samples
 from .base import Contradiction, Side
 
 DETECTORS = {
     "counters_vs_clock": counters_vs_clock.detect,
     "spec_facts_vs_samples": spec_facts_vs_samples.detect,
+    "thinking_probe_vs_samples": thinking_probe_vs_samples.detect,
 }
 
 

@@ -1,0 +1,84 @@
+"""Evaluate a run's pre-registered rules and store the outcome per model and per arm.
+
+The rules are always read from the campaign text frozen when the run was
+registered (principle 7), never from a file that may have changed since: a
+model "passes" only by the rule that stood before the run. Re-evaluating a
+run replaces its earlier outcomes but can only ever use that same text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Callable
+
+from ..store import Store, dumps, utcnow
+from . import lang
+from .facts import model_values
+
+OUTCOME = {True: "pass", False: "fail"}
+
+
+def rule_sha256(text: str) -> str:
+    """SHA-256 of a rule's text exactly as registered."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _value(v):
+    return None if v is lang.MISSING else v
+
+
+def judge_rule(text: str, values: dict) -> dict:
+    """Outcome of one rule over one model's values: overall and per arm, with the values read."""
+    tree = lang.parse(text)
+    arms = []
+    for arm in lang.arms(tree):
+        read = {n: values.get(n) for n in lang.names(arm)}
+        entry = {"text": text[arm.pos:arm.end], "values": read}
+        try:
+            v = lang.evaluate(arm, values)
+            entry["outcome"] = "undecided" if v is lang.MISSING else OUTCOME[bool(v)]
+            if v is lang.MISSING:
+                entry["missing"] = [n for n, x in read.items() if x is None]
+        except lang.RuleError as exc:
+            entry["outcome"], entry["error"] = "error", str(exc)
+        arms.append(entry)
+    try:
+        v = lang.evaluate(tree, values)
+        outcome, error = ("undecided" if v is lang.MISSING else OUTCOME[bool(v)]), None
+    except lang.RuleError as exc:
+        outcome, error = "error", str(exc)
+    return {"outcome": outcome, "arms": arms, "error": error}
+
+
+def evaluate_rules(store: Store, run_id: int, echo: Callable[[str], None] = print) -> list[dict]:
+    """Evaluate the frozen rules of ``run_id`` for every model in it; store and return the rows."""
+    from ..campaign import parse_campaign  # the campaign module imports this package
+
+    db = store.db
+    run = db["runs"].get(run_id)
+    camp = db["campaigns"].get(run["campaign_id"])
+    frozen = parse_campaign(camp["toml_text"], f"campaign frozen at {camp['registered_at']}")
+    models = list(db.query(
+        """select distinct models.id, models.name, max(cells.pinned) as pinned from cells
+           join models on models.id = cells.model_id where cells.run_id = ? group by models.id order by min(cells.position)""",
+        [run_id]))
+    values = {m["id"]: model_values(db, run_id, m["id"], frozen.gates) for m in models}
+    pinned = next((m["id"] for m in models if m["pinned"]), None)
+    incumbent = {f"incumbent.{k}": v for k, v in values.get(pinned, {}).items()}
+    rows = []
+    for rule_name, text in frozen.rules.items():
+        for m in models:
+            res = judge_rule(text, values[m["id"]] | incumbent)
+            rows.append({
+                "run_id": run_id, "model_id": m["id"], "rule_name": rule_name, "rule_text": text,
+                "rule_sha256": rule_sha256(text), "campaign_sha256": camp["sha256"],
+                "registered_at": camp["registered_at"], "evaluated_at": utcnow(), "outcome": res["outcome"],
+                "arms_json": dumps(res["arms"]), "error_text": res["error"],
+            })
+            arms = ", ".join(a["outcome"] for a in res["arms"])
+            echo(f"rule {rule_name} on {m['name']}: {res['outcome']} (arms: {arms})")
+    with db.conn:
+        db.execute("delete from rule_results where run_id = ?", [run_id])
+        if rows:
+            db["rule_results"].insert_all(rows)
+    return rows

@@ -1,0 +1,275 @@
+"""Read-only queries for probe verdicts, pass rules and the decision section.
+
+``decision_view(db, run_id)`` is what ``sections/decision.md.j2`` needs
+(variable ``decision``). Verdicts come with their probe's known defects;
+rule outcomes only count as "pass" when the rule text is the one frozen
+with the campaign before the run started (principle 7).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.probes import PROBES
+from cardproof.daemon.probes.base import message, summarise
+from cardproof.daemon.probes.defects import load_defects
+from cardproof.daemon.rules.outcome import rule_sha256
+
+
+NO_GRADE = ("INCONCLUSIVE", "ERROR", "SKIP")
+
+
+def _has(db, table: str) -> bool:
+    return table in db.table_names()
+
+
+def capabilities(db, run_id: int) -> dict[str, dict]:
+    """model name -> {"declared": {...}, "evidence": {...}, "source": ...} as read in this run."""
+    if not _has(db, "capabilities"):
+        return {}
+    out = {}
+    for r in db.query("""select models.name, capabilities.json from capabilities join models on models.id = model_id
+                         where run_id = ? order by capabilities.id""", [run_id]):
+        out[r["name"]] = json.loads(r["json"])
+    return out
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _clean(text: str, limit: int) -> str:
+    """A model's raw output, cut to ``limit`` and without control characters (they break pages)."""
+    return _CONTROL.sub("\ufffd", text[:limit])
+
+
+def _evidence(row: dict) -> dict:
+    """The parts of a stored exchange a reader needs first: the last answer, its trace, its calls."""
+    ex = json.loads(row["exchange_json"] or "{}")
+    responses = [r for r in ex.get("responses") or [] if r]
+    msg = message(responses[-1]) if responses else message(None)
+    detail = json.loads(row["detail_json"] or "{}")
+    return {
+        "id": row["id"], "variant": row["variant"], "attempt": row["attempt"], "verdict": row["verdict"],
+        "raw_verdict": row["raw_verdict"], "arm": row["arm"], "graded": bool(row["graded"]),
+        "duration_ms": row["duration_ms"], "requests": len(ex.get("requests") or []),
+        "answer": _clean(msg["content"], 400), "reasoning": _clean(msg["reasoning"], 300),
+        "tool_calls": _clean(json.dumps(msg["tool_calls"], ensure_ascii=False), 300) if msg["tool_calls"] else "",
+        "error": _clean(ex.get("error") or ex.get("note") or "", 300),
+        "code": _clean(detail.get("code") or "", 600),
+    }
+
+
+def _dedupe(results: list[dict]) -> list[dict]:
+    """A repeat that came back exactly like an earlier attempt is shown as that, not printed twice."""
+    first: dict[tuple, int] = {}
+    for e in results:
+        key = (e["variant"], e["verdict"], e["arm"], e["answer"], e["reasoning"], e["tool_calls"], e["code"], e["error"])
+        e["repeat_of"] = first.get(key)
+        first.setdefault(key, e["attempt"])
+    return results
+
+
+def probe_summaries(db, run_id: int, defects: dict | None = None) -> list[dict]:
+    """Per model (campaign order): each probe's summary, defects, declaration and evidence rows."""
+    if not _has(db, "probe_results"):
+        return []
+    defects = load_defects() if defects is None else defects
+    caps = capabilities(db, run_id)
+    models: dict[str, dict] = {}
+    for r in db.query("""select probe_results.*, models.name as model,
+                                (select max(pinned) from cells where cells.run_id = probe_results.run_id
+                                 and cells.model_id = probe_results.model_id) as pinned
+                         from probe_results join models on models.id = model_id
+                         where run_id = ? order by probe_results.id""", [run_id]):
+        m = models.setdefault(r["model"], {"model": r["model"], "pinned": bool(r["pinned"]), "probes": {},
+                                           "capabilities": caps.get(r["model"])})
+        m["probes"].setdefault(r["probe"], []).append(r)
+    out = []
+    for m in models.values():
+        probes = []
+        for name, rows in m["probes"].items():
+            s = summarise(rows)
+            cap = PROBES[name].capability if name in PROBES else None
+            declared = ((m["capabilities"] or {}).get("declared") or {}).get(cap) if cap else None
+            probes.append(s | {
+                "probe": name, "capability": cap, "declared": declared,
+                "defects": defects.get(name, []),
+                "results": _dedupe([_evidence(r) for r in rows]),
+            })
+        out.append(m | {"probes": probes})
+    return out
+
+
+def rule_outcomes(db, run_id: int) -> list[dict]:
+    """Each frozen rule with its registration, the checks that it stood before the run, outcomes per model."""
+    if not _has(db, "rule_results"):
+        return []
+    run = db["runs"].get(run_id)
+    camp = db["campaigns"].get(run["campaign_id"])
+    try:
+        frozen = parse_campaign(camp["toml_text"], "frozen campaign").rules
+    except CampaignError:
+        frozen = {}
+    rules: dict[str, dict] = {}
+    for r in db.query("""select rule_results.*, models.name as model,
+                                (select max(pinned) from cells where cells.run_id = rule_results.run_id
+                                 and cells.model_id = rule_results.model_id) as pinned
+                         from rule_results join models on models.id = model_id
+                         where run_id = ? order by rule_results.id""", [run_id]):
+        checks = {
+            "text_frozen": frozen.get(r["rule_name"]) == r["rule_text"],
+            "hash_matches": rule_sha256(r["rule_text"]) == r["rule_sha256"],
+            "campaign_matches": r["campaign_sha256"] == camp["sha256"],
+            "before_run": bool(r["registered_at"] and run["started_at"] and r["registered_at"] <= run["started_at"]),
+        }
+        rule = rules.setdefault(r["rule_name"], {
+            "name": r["rule_name"], "text": r["rule_text"], "sha256": r["rule_sha256"],
+            "registered_at": r["registered_at"], "run_started_at": run["started_at"],
+            "evaluated_at": r["evaluated_at"], "checks": checks, "pre_registered": all(checks.values()),
+            "models": [],
+        })
+        arms = json.loads(r["arms_json"] or "[]")
+        # an outcome is a "pass" only by a rule that provably stood before the run
+        shown = r["outcome"] if rule["pre_registered"] or r["outcome"] != "pass" else "unverified"
+        rule["models"].append({"model": r["model"], "pinned": bool(r["pinned"]), "outcome": shown,
+                               "arms": arms, "error": r["error_text"]})
+    return list(rules.values())
+
+
+def _difference(probe: str, cand: dict | None, inc: dict | None, cand_name: str, inc_name: str) -> dict:
+    """Does a probe difference between candidate and incumbent count, and if not, why."""
+    d = {"probe": probe, "cand": cand, "inc": inc, "kind": "does_not_count", "reason": None, "model": None,
+         "capability": PROBES[probe].capability if probe in PROBES else None, "defect": None}
+    if cand is None or inc is None:
+        return d | {"reason": "not_on_both"}
+    if cand["verdict"] == inc["verdict"] and cand["passed"] == inc["passed"]:
+        return d | {"kind": "same"}
+    for s, name in ((cand, cand_name), (inc, inc_name)):
+        if s["verdict"] == "NOT_CAPABLE":
+            return d | {"reason": "not_capable", "model": name}
+    for s, name in ((cand, cand_name), (inc, inc_name)):
+        if s["unstable"]:
+            return d | {"reason": "unstable", "model": name}
+    for s, name in ((cand, cand_name), (inc, inc_name)):
+        if s["verdict"] in NO_GRADE:
+            return d | {"reason": "no_grade", "model": name}
+    voiding = [x for x in cand["defects"] if not x["counts"]]
+    if voiding:
+        return d | {"reason": "defect", "defect": voiding[0]}
+    return d | {"kind": "counts", "tasks": abs(cand["passed"] - inc["passed"])}
+
+
+def _speed(view: dict, cand: str, inc: str) -> list[dict]:
+    models = {m["name"]: m for m in view["models"]}
+    out = []
+    for (cls, reasoning), c in sorted(models[cand]["cells"].items(), key=lambda kv: (kv[0][1], view["classes"].index(kv[0][0]))):
+        i = models[inc]["cells"].get((cls, reasoning))
+        a, b = c.get("decode"), (i or {}).get("decode")
+        if not a or not b or not b.median or not b.low:
+            continue
+        out.append({"cls": cls, "reasoning": reasoning, "cand": a, "inc": b, "ratio": a.median / b.median,
+                    "low": a.low / b.high, "high": a.high / b.low})
+    return out
+
+
+def _card_mib(memory: dict | None, model: str):
+    rows = [r for r in (memory or {}).get("loads", []) if r["model"] == model and r.get("card_mib") is not None]
+    return rows[-1]["card_mib"] if rows else None
+
+
+def decision_view(db, run_id: int, view: dict | None = None, memory: dict | None = None,
+                  defects: dict | None = None) -> dict:
+    """Per candidate against the pinned (incumbent) model: rules, speed, memory, probe differences, limits.
+
+    ``view`` (report.queries.run_view) and ``memory`` (report.memory.memory_view)
+    are taken when the caller has them, else computed here.
+    """
+    if view is None:
+        from .queries import run_view
+
+        view = run_view(db, run_id)
+    if memory is None:
+        from .memory import memory_view
+
+        memory = memory_view(db, run_id)
+    run = view["run"]
+    probes = probe_summaries(db, run_id, defects)
+    rules = rule_outcomes(db, run_id)
+    by_model = {m["model"]: {p["probe"]: p for p in m["probes"]} for m in probes}
+    caps = capabilities(db, run_id)
+    names = [m["name"] for m in view["models"]]
+    incumbent = next((m["name"] for m in view["models"] if m["pinned"]), None)
+    candidates = []
+    for name in names:
+        if name == incumbent:
+            continue
+        c = {"model": name, "rules": [{"name": r["name"], **next((x for x in r["models"] if x["model"] == name), {})}
+                                      for r in rules],
+             "speed": [], "card_mib": _card_mib(memory, name), "differences": [], "capability_gaps": []}
+        if incumbent:
+            c["speed"] = _speed(view, name, incumbent)
+            c["inc_card_mib"] = _card_mib(memory, incumbent)
+            c["memory_ratio"] = (c["card_mib"] / c["inc_card_mib"]
+                                 if c["card_mib"] is not None and c["inc_card_mib"] else None)
+            for p in dict.fromkeys(list(by_model.get(name, {})) + list(by_model.get(incumbent, {}))):
+                c["differences"].append(_difference(p, by_model.get(name, {}).get(p), by_model.get(incumbent, {}).get(p),
+                                                    name, incumbent))
+            ci = (caps.get(incumbent) or {}).get("declared") or {}
+            cc = (caps.get(name) or {}).get("declared") or {}
+            c["capability_gaps"] = [k for k, v in ci.items() if v and cc.get(k) is False]
+        else:
+            c["inc_card_mib"], c["memory_ratio"] = None, None
+        candidates.append(c)
+    return {
+        "incumbent": incumbent,
+        "candidates": candidates,
+        "rules": rules,
+        "probes": probes,
+        "limits": _limits(run, probes, rules, incumbent, memory),
+        "any": bool(probes or rules),
+    }
+
+
+def _limits(run: dict, probes: list[dict], rules: list[dict], incumbent, memory) -> list[dict]:
+    """What this run does not show, as codes with parameters (the template words them)."""
+    out = []
+    if run.get("started_at") and run.get("ended_at"):
+        from datetime import datetime
+
+        secs = (datetime.fromisoformat(run["ended_at"]) - datetime.fromisoformat(run["started_at"])).total_seconds()
+        out.append({"code": "duration", "minutes": secs / 60.0})
+    out.append({"code": "one_run"})
+    if not incumbent:
+        out.append({"code": "no_incumbent"})
+    tasks = {}
+    attempts = set()
+    for m in probes:
+        for p in m["probes"]:
+            tasks[p["probe"]] = max(tasks.get(p["probe"], 0), p["total"])
+            attempts.add(p["attempts"])
+    for probe, n in tasks.items():
+        out.append({"code": "tasks", "probe": probe, "n": n})
+    if attempts and min(attempts) < 2:
+        out.append({"code": "repeat_one"})
+    defect_n = sum({p["probe"]: len(p["defects"]) for m in probes for p in m["probes"]}.values())
+    if defect_n:
+        out.append({"code": "defects", "n": defect_n})
+    for r in rules:
+        for m in r["models"]:
+            missing = sorted({n for a in m["arms"] for n in a.get("missing", [])})
+            if m["outcome"] == "undecided":
+                out.append({"code": "undecided", "rule": r["name"], "model": m["model"], "missing": missing})
+    if (memory or {}).get("status") != "measured":
+        out.append({"code": "no_card_memory"})
+    return out
+
+
+def probes_json(db, run_id: int) -> str:
+    """Probe summaries and rule outcomes as JSON (for ``cardproof probes --json``)."""
+    def plain(o):
+        return o.__dict__ if hasattr(o, "__dict__") else str(o)
+
+    data = {"run_id": run_id, "probes": probe_summaries(db, run_id), "rules": rule_outcomes(db, run_id)}
+    return json.dumps(data, default=plain, indent=1, ensure_ascii=False)
