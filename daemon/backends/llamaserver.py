@@ -259,6 +259,30 @@ class LlamaServerBackend:
             response=final,
         )
 
+    def chat_raw(self, model: str, body: dict, *, timeout_s: float | None = None) -> dict:
+        """One non-streamed /v1/chat/completions with a caller-built body; the server's JSON as it came.
+
+        For probes: tool definitions, tool results, images. Not a
+        measurement (no counters are read); errors keep the server's text.
+        """
+        full = body | {"model": model, "stream": False}
+        try:
+            r = self.client.post("/v1/chat/completions", json=full, headers={"Connection": "close"},
+                                 timeout=timeout_s or self.timeout_s)
+        except httpx.TimeoutException as exc:
+            raise BackendError("timeout", f"no answer within {timeout_s or self.timeout_s:.0f} s: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
+        if r.status_code >= 400:
+            raise BackendError("http", f"HTTP {r.status_code}: {r.text[:500]}", status=r.status_code)
+        try:
+            data = r.json()
+        except ValueError as exc:
+            raise BackendError("protocol", f"not JSON: {r.text[:200]!r}") from exc
+        if not isinstance(data, dict) or "error" in data:
+            raise BackendError("http", f"error in answer: {str(data)[:500]}")
+        return data
+
 
 def _port_of(entry: dict | None) -> int | None:
     if not entry:

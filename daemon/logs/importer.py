@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..store import Store, utcnow
+from .access import record_requests
 from .attribution import Attributor, scope_facts
 from .lines import clean
 from .parsers import parse_line, trigger_search
@@ -154,7 +155,7 @@ def run_import(store: Store, reader, source: dict, *, run_id: int | None = None,
             known = {r[0] for r in conn.execute("select cursor from log_lines where source_id = ? and cursor is not null",
                                                 [source["id"]])}
         n = dup = 0
-        lid = w.next_line
+        lid = first_line = w.next_line
         fid = w.next_fact
         sid = source["id"]
         draft = attr.draft
@@ -192,6 +193,7 @@ def run_import(store: Store, reader, source: dict, *, run_id: int | None = None,
                 progress(f"{reader.name}: {n:,} lines imported ({rate:,.0f} lines/s)")
                 next_report += PROGRESS_EVERY
         w.flush()
+        requests = record_requests(conn, sid, first_line) if n else 0  # access lines -> requests_seen
         for reason, skipped in reader.gaps:
             conn.execute("insert into capture_gaps (source_id, at, reason, lines_skipped) values (?, ?, ?, ?)",
                          [sid, utcnow(), reason, skipped])
@@ -221,6 +223,7 @@ def run_import(store: Store, reader, source: dict, *, run_id: int | None = None,
         "loads": w.stats["loads"],
         "gaps": len(reader.gaps),
         "duplicates_skipped": dup,
+        "requests": requests,
         "warnings": dict(reader.warnings),
         "seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - started_cpu,

@@ -1,0 +1,46 @@
+"""``cardproof import``: results measured elsewhere, stored beside our own (llama-bench)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    @cli.group("import")
+    def import_group() -> None:
+        """Import results produced by other tools."""
+
+    @import_group.command("llama-bench")
+    @click.argument("file", type=click.Path(path_type=Path))
+    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                  help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")
+    def import_llama_bench(file: Path, db: Path | None) -> None:
+        """Import FILE, llama-bench output written with -o json or -o jsonl.
+
+        Every pp/tg result keeps its whole configuration and raw samples_ts.
+        These are in-process measurements: the report shows them in a table
+        of their own, not mixed with server counters. Importing the same
+        file again changes nothing.
+        """
+        from cardproof.cli import fail
+        from cardproof.daemon.llamabench import LlamaBenchError, import_file
+        from cardproof.daemon.store import StoreError, open_store
+        from cardproof.paths import resolve_db
+
+        try:
+            store = open_store(resolve_db(db))
+        except StoreError as exc:
+            fail(str(exc))
+        try:
+            result = import_file(store, file)
+        except (LlamaBenchError, StoreError) as exc:
+            fail(str(exc))
+        finally:
+            store.close()
+        if result["already"]:
+            click.echo(f"{file}: already imported (import {result['import_id']}, {result['rows']} results)")
+        else:
+            click.echo(f"{file}: {result['rows']} llama-bench results imported ({result['format']}), "
+                       f"import {result['import_id']}, db {resolve_db(db)}")

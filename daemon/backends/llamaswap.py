@@ -1,0 +1,210 @@
+"""llama-swap: a proxy that starts and stops one llama-server (or other upstream) per model.
+
+Requests go through its OpenAI-compatible ``/v1/chat/completions``; the
+upstream's ``timings`` pass through unchanged, so the counters are
+llama-server's own (``counter_source = timings``). What llama-swap adds:
+
+* ``GET /running`` -- ``{"running": [{"model", "state", ...}]}``; a
+  process is listed from ``starting`` to ``stopping`` (states ``stopped``,
+  ``starting``, ``ready``, ``stopping``, ``shutdown``);
+* ``/upstream/{model}/...`` -- straight through to the model's own server
+  (its ``/metrics``, ``/props``, ``/tokenize``); a request there starts the
+  model if it is not running, so we only use it for a running model;
+* ``GET /unload`` -- stops every model; newer versions also take
+  ``POST /api/models/unload/{model}`` for one.
+
+Endpoints and shapes follow github.com/mostlygeek/llama-swap
+(proxy/proxymanager.go, proxy/process.go).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+
+from ..store import utcnow
+from .base import BackendError, LoadResult
+from .http import make_client, not_supported, request_json
+from .openai import OpenAICompatBackend
+
+_STATUS = {"ready": "loaded", "starting": "loading", "stopping": "unloading"}
+
+
+class LlamaSwapBackend(OpenAICompatBackend):
+    kind = "llama-swap"
+
+    def __init__(self, url: str, *, timeout_s: float = 300.0, api_key: str | None = None):
+        super().__init__(url, timeout_s=timeout_s, use_counters=True, api_key=api_key)
+        self._side: httpx.Client | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self._side is not None:
+            self._side.close()
+
+    def side_client(self) -> httpx.Client:
+        if self._side is None:
+            self._side = make_client(self.url, 5.0)
+            self._side.headers.update({k: v for k, v in self.client.headers.items() if k == "authorization"})
+        return self._side
+
+    def is_router(self) -> bool:
+        return True
+
+    def running(self, client: httpx.Client | None = None) -> list[dict]:
+        data = request_json(client or self.client, "GET", "/running")
+        return list(data.get("running") or []) if isinstance(data, dict) else []
+
+    def model_status(self, name: str) -> str | None:
+        for p in self.running():
+            if p.get("model") == name:
+                return _STATUS.get(p.get("state"), p.get("state"))
+        return "unloaded"
+
+    def _require_running(self, model: str, what: str) -> None:
+        if self.model_status(model) != "loaded":
+            # an /upstream request would start the model: never load one just to read it
+            raise BackendError("http", f"{what}: {model} is not running in llama-swap", status=409)
+
+    def server_info(self, model: str | None = None) -> dict:
+        """llama-swap's version (where it has ``/api/version``), what runs, and the upstream's /props."""
+        info: dict = {"backend": self.kind, "running": self.running()}
+        try:
+            v = request_json(self.client, "GET", "/api/version", timeout=5.0)
+        except BackendError:
+            v = None
+        if isinstance(v, dict):
+            info["version"] = str(v.get("version") or "")
+            info["llama_swap"] = v
+        if model:
+            self._require_running(model, "server_info")
+            info["upstream"] = request_json(self.client, "GET", f"/upstream/{model}/props")
+            info.update({k: v for k, v in info["upstream"].items() if k in ("build_info", "eos_token")})
+        return info
+
+    def metrics(self, model: str | None = None) -> dict:
+        """The upstream llama-server's Prometheus counters (it needs ``--metrics``)."""
+        if not model:
+            raise not_supported(self.kind, "metrics are per upstream model")
+        self._require_running(model, "metrics")
+        text = request_json(self.client, "GET", f"/upstream/{model}/metrics", allow_text=True)
+        if not isinstance(text, str):
+            raise BackendError("protocol", f"/upstream/{model}/metrics: not Prometheus text")
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("#") or " " not in line:
+                continue
+            key, _, value = line.rpartition(" ")
+            try:
+                out[key.split(":", 1)[-1]] = float(value)
+            except ValueError:
+                continue
+        return out
+
+    def token_id(self, model: str, text: str) -> int | None:
+        try:
+            self._require_running(model, "tokenize")
+            data = request_json(self.client, "POST", f"/upstream/{model}/tokenize",
+                                json_body={"content": text, "parse_special": True})
+        except BackendError:
+            return None
+        tokens = data.get("tokens") or [] if isinstance(data, dict) else []
+        return tokens[0] if len(tokens) == 1 and isinstance(tokens[0], int) else None
+
+    def request_body(self, model, prompt, max_tokens, reasoning, extra):
+        body = super().request_body(model, prompt, max_tokens, reasoning, extra)
+        body.setdefault("cache_prompt", False)  # llama-server upstream: no prompt cache reuse
+        return body
+
+    # -- loads ---------------------------------------------------------------
+    def load(self, name: str, *, poll_s: float = 0.05, limit_s: float | None = None, **_) -> LoadResult:
+        """Start ``name`` through ``/upstream/{name}/health`` and wait for ``/running`` to say ready."""
+        requested = utcnow()
+        if self.model_status(name) == "loaded":
+            return LoadResult(name, requested, None, None, "already_loaded")
+        t0 = time.perf_counter()
+        limit = limit_s or self.timeout_s
+        try:
+            request_json(self.client, "GET", f"/upstream/{name}/health", timeout=limit, allow_text=True)
+        except BackendError as exc:
+            if exc.kind == "connection":
+                raise
+            return LoadResult(name, requested, None, None, "failed", exc.text)
+        while time.perf_counter() - t0 < limit:
+            if self.model_status(name) == "loaded":
+                return LoadResult(name, requested, utcnow(), time.perf_counter() - t0, "loaded")
+            time.sleep(poll_s)
+        return LoadResult(name, requested, None, None, "failed", f"not ready after {limit:.0f} s")
+
+    def unload(self, name: str) -> None:
+        """Stop ``name`` only. ``GET /unload`` stops every model, so it is used only when ``name`` runs alone."""
+        try:
+            request_json(self.client, "POST", f"/api/models/unload/{name}", allow_text=True, timeout=60.0)
+        except BackendError as exc:
+            if exc.status not in (404, 405):
+                raise
+            others = [p.get("model") for p in self.running() if p.get("model") != name]
+            if others:
+                raise BackendError("http", f"this llama-swap can only unload all models, and {', '.join(others)} "
+                                           f"also run; not unloading them", status=501) from exc
+            request_json(self.client, "GET", "/unload", allow_text=True, timeout=60.0)
+        deadline = time.perf_counter() + 60.0
+        while time.perf_counter() < deadline:
+            if self.model_status(name) == "unloaded":
+                return
+            time.sleep(0.05)
+        raise BackendError("protocol", f"{name} still listed by /running after unload")
+
+    def watch_load(self, name: str) -> "SwapLoadWatcher":
+        return SwapLoadWatcher(self, name)
+
+
+class SwapLoadWatcher:
+    """Times a swap that happens inside a measured request by polling ``/running``.
+
+    Like the llama-server router's watcher: one poll before the request
+    decides whether a load will happen; if so, a thread polls beside the
+    request until llama-swap reports the model ``ready``.
+    """
+
+    def __init__(self, backend: LlamaSwapBackend, name: str, poll_s: float = 0.02):
+        self.name = name
+        self.poll_s = poll_s
+        self.requested_at = utcnow()
+        self.ready_at: str | None = None
+        self.load_seconds: float | None = None
+        self.port: int | None = None
+        self._client = backend.side_client()
+        self._backend = backend
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        self.load_seen = self._state() not in ("ready", None)  # None: /running unreadable
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        if self.load_seen:
+            self._thread.start()
+
+    def _state(self) -> str | None:
+        try:
+            for p in self._backend.running(client=self._client):
+                if p.get("model") == self.name:
+                    return p.get("state")
+        except BackendError:
+            return None
+        return "stopped"
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self._state() == "ready":
+                self.load_seconds = time.perf_counter() - self._t0
+                self.ready_at = utcnow()
+                return
+            self._stop.wait(self.poll_s)
+
+    def stop(self, settle_s: float = 2.0) -> None:
+        if not self.load_seen:
+            return
+        self._thread.join(timeout=settle_s)
+        self._stop.set()
+        self._thread.join(timeout=2.0)

@@ -1,0 +1,157 @@
+"""Import llama-bench results (``-o json`` or ``-o jsonl``) with their whole configuration.
+
+llama-bench measures inside one process: no HTTP, no chat template, no
+sampling server. Its figures sit beside the server's counters in the
+report, labelled as in-process measurements, never merged into them.
+
+Each row keeps every configuration field llama-bench wrote (build commit,
+backends, GPU layers, cache types, threads, batch sizes, test time) and the
+raw ``samples_ts``/``samples_ns``; the full row is stored as JSON as well, so
+fields of newer builds survive. Importing the same file twice is a no-op
+(identified by its SHA-256).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from . import hostinfo
+from .store import Store, StoreError, dumps, utcnow
+
+REQUIRED = ("n_prompt", "n_gen", "avg_ts", "samples_ts")
+_INT = ("build_number", "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "poll",
+        "n_gpu_layers", "n_cpu_moe", "main_gpu", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns")
+_BOOL = ("cpu_strict", "no_kv_offload", "use_mmap", "embeddings")
+_TEXT = ("build_commit", "cpu_info", "gpu_info", "backends", "model_filename", "model_type", "cpu_mask",
+         "type_k", "type_v", "split_mode", "flash_attn", "devices", "tensor_split", "tensor_buft_overrides",
+         "test_time")
+
+
+class LlamaBenchError(Exception):
+    """A file that cannot be imported; str() names the file and the line or record."""
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def parse(text: str, name: str = "<llama-bench>") -> tuple[str, list[dict]]:
+    """``(format, rows)`` from llama-bench's json (an array) or jsonl (one object per line)."""
+    stripped = text.lstrip()
+    if not stripped:
+        raise LlamaBenchError(f"{name}: empty file")
+    rows: list[tuple[int, object]] = []
+    if stripped.startswith("["):
+        fmt = "json"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise LlamaBenchError(f"{name}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
+        if not isinstance(data, list):
+            raise LlamaBenchError(f"{name}: expected a JSON array of results")
+        # the line each record starts on, for messages
+        starts, pos = [], 0
+        for _ in data:
+            pos = text.find("{", pos)
+            starts.append(_line_of(text, pos) if pos >= 0 else 0)
+            pos = _record_end(text, pos) if pos >= 0 else pos
+        rows = list(zip(starts, data))
+    else:
+        fmt = "jsonl"
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((n, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise LlamaBenchError(f"{name}: line {n}: not valid JSON: {exc.msg}") from exc
+    out = []
+    for line_no, row in rows:
+        if not isinstance(row, dict):
+            raise LlamaBenchError(f"{name}: line {line_no}: expected a JSON object, got {type(row).__name__}")
+        missing = [k for k in REQUIRED if k not in row]
+        if missing:
+            raise LlamaBenchError(f"{name}: line {line_no}: not a llama-bench result (missing {', '.join(missing)})")
+        if not isinstance(row["samples_ts"], list):
+            raise LlamaBenchError(f"{name}: line {line_no}: samples_ts is not a list")
+        out.append(row)
+    if not out:
+        raise LlamaBenchError(f"{name}: no results")
+    return fmt, out
+
+
+def _record_end(text: str, start: int) -> int:
+    """Index after the object that opens at ``start`` (braces inside strings ignored)."""
+    depth, i, in_str = 0, start, False
+    while i < len(text):
+        ch = text[i]
+        if in_str:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(text)
+
+
+def label_for(row: dict) -> str:
+    """llama-bench's own label: ``pp512``, ``tg128``, ``pp512+tg128``, with ``@ d4096`` for a depth."""
+    p, g, d = int(row.get("n_prompt") or 0), int(row.get("n_gen") or 0), int(row.get("n_depth") or 0)
+    name = "+".join(x for x in (f"pp{p}" if p else "", f"tg{g}" if g else "") if x) or "none"
+    return f"{name} @ d{d}" if d else name
+
+
+def to_row(row: dict, import_id: int, index: int) -> dict:
+    out = {"import_id": import_id, "row_index": index, "test": label_for(row),
+           "avg_ts": row.get("avg_ts"), "stddev_ts": row.get("stddev_ts"),
+           "samples_ns_json": dumps(row.get("samples_ns")), "samples_ts_json": dumps(row.get("samples_ts")),
+           "row_json": dumps(row)}
+    for k in _INT:
+        v = row.get(k)
+        out[k] = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    for k in _BOOL:
+        v = row.get(k)
+        out[k] = int(bool(v)) if v is not None else None
+    for k in _TEXT:
+        v = row.get(k)
+        out[k] = None if v is None else str(v)
+    return out
+
+
+def import_file(store: Store, path: Path | str) -> dict:
+    """Store one llama-bench output file; ``{"import_id", "rows", "format", "already": bool}``."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LlamaBenchError(f"{path}: cannot read file: {exc.strerror}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LlamaBenchError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    fmt, rows = parse(text, str(path))
+    sha = hashlib.sha256(raw).hexdigest()
+    existing = store.db.execute("select id, rows from llama_bench_imports where sha256 = ?", [sha]).fetchone()
+    if existing:
+        return {"import_id": existing[0], "rows": existing[1], "format": fmt, "already": True}
+    conn = store.db.conn
+    try:
+        with conn:
+            cur = conn.execute(
+                "insert into llama_bench_imports (path, sha256, format, imported_at, host, rows) values (?,?,?,?,?,?)",
+                [str(path.resolve()), sha, fmt, utcnow(), hostinfo.host_name(), len(rows)])
+            import_id = cur.lastrowid
+            store.db["llama_bench_results"].insert_all([to_row(r, import_id, i) for i, r in enumerate(rows)])
+    except Exception as exc:  # sqlite3 errors, named with the database
+        raise StoreError(f"{store.path}: cannot store llama-bench results: {exc}") from exc
+    return {"import_id": import_id, "rows": len(rows), "format": fmt, "already": False}

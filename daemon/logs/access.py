@@ -1,0 +1,83 @@
+"""Access-log lines -> ``requests_seen``: who asked the server for what (principle 11).
+
+Formats, each from the server's own source:
+
+* Ollama (gin's logger): ``[GIN] 2025/08/07 - 18:27:18 | 200 | 1m16s |
+  192.168.1.5 | POST "/api/chat"`` -- the time is the server's local time;
+* llama-swap (proxy/proxymanager.go): ``[INFO] Request 127.0.0.1 "POST
+  /v1/chat/completions HTTP/1.1" 200 1234 "python-httpx/0.28.1" 2.1s``;
+* llama-server (``log_server_r``, printed at ``-lv 4``): ``srv
+  log_server_r: request: POST /v1/chat/completions 127.0.0.1 200``.
+
+Rows are written in the import's own transaction, so a line is counted
+exactly once. Parsing is a pure function of the text; tests use real lines.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from .lines import clean
+
+_GIN = re.compile(
+    r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}):(\d{2}):(\d{2}) \|\s*(\d{3}) \|\s*(\S+) \|\s*(\S+) \|\s*"
+    r"([A-Z]+)\s+\"([^\"]*)\""
+)
+_SWAP = re.compile(r"\bRequest (\S+) \"([A-Z]+) (\S+) [^\"]*\" (\d{3})\b")
+_LLAMA = re.compile(r"log_server_r: (?:done )?request: ([A-Z]+) (\S+) (\S+) (\d{3})\b")
+# LIKE patterns that preselect candidate lines in SQL (the regexes decide)
+_LIKE = ("%[GIN]%", "%Request %", "%log_server_r%")
+
+
+class Access(NamedTuple):
+    client: str
+    method: str
+    path: str
+    status: int
+    source: str
+    logged_time: str | None = None  # the line's own clock, where it has one (no time zone)
+    duration: str | None = None
+
+
+def parse_access(text: str) -> Access | None:
+    """The request one clean log line records, or None."""
+    if "[GIN]" in text:
+        m = _GIN.search(text)
+        if m:
+            y, mo, d, h, mi, s = m.groups()[:6]
+            return Access(m[9], m[10], m[11], int(m[7]), "ollama-gin", f"{y}-{mo}-{d}T{h}:{mi}:{s}", m[8])
+    if "Request " in text:
+        m = _SWAP.search(text)
+        if m:
+            return Access(m[1], m[2], m[3], int(m[4]), "llama-swap")
+    if "log_server_r" in text:
+        m = _LLAMA.search(text)
+        if m:
+            return Access(m[3], m[1], m[2], int(m[4]), "llama-server")
+    return None
+
+
+def record_requests(conn, source_id: int, first_line_id: int) -> int:
+    """Write ``requests_seen`` for the access lines of one import (lines from ``first_line_id`` on).
+
+    ``ts`` is the line's timestamp from the journal (UTC, the store's format)
+    when there is one; otherwise the time the line itself prints, which has
+    no time zone and is kept as printed rather than converted by a guess.
+    """
+    where = " or ".join("raw like ?" for _ in _LIKE)
+    rows = conn.execute(
+        f"select id, ts, raw, run_id from log_lines where source_id = ? and id >= ? and ({where})",
+        [source_id, first_line_id, *_LIKE],
+    ).fetchall()
+    out = []
+    for line_id, ts, raw, run_id in rows:
+        a = parse_access(clean(raw)[2])
+        if a is None:
+            continue
+        out.append((run_id, ts or a.logged_time, a.client, a.method, a.path, a.status, line_id, a.source))
+    if out:
+        conn.executemany(
+            "insert into requests_seen (run_id, ts, client, method, path, status, line_id, source) "
+            "values (?, ?, ?, ?, ?, ?, ?, ?)", out)
+    return len(out)

@@ -1,0 +1,164 @@
+"""Ollama backend against RECORDED responses from Ollama's API docs, over a real loopback socket.
+
+No Ollama binary can be installed here; tests/fixtures/ollama/README.md
+names the source of every recorded response (docs/api.md,
+docs/openapi.yaml, docs/capabilities/thinking.mdx in ollama/ollama).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cardproof.daemon.backends import BackendError, backend_for, make_backend
+from cardproof.daemon.backends.evidence import gpu_share, load_duration_seconds, record_runtime_selfreports
+from cardproof.daemon.backends.ollama import OllamaBackend
+from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.judge import judge_run
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from recorded_servers import RecordedOllama
+
+
+def _campaign(url: str, extra: str = "") -> str:
+    return f"""
+[campaign]
+name = "ollama-recorded"
+prompt_classes = ["short"]
+repetitions = 2
+max_tokens = 8
+
+[server]
+backend = "ollama"
+url = "{url}"
+request_timeout_s = 30
+{extra}
+
+[[models]]
+name = "gemma4"
+"""
+
+
+def test_recorded_chat_counters_are_nanoseconds_turned_into_rates():
+    with RecordedOllama() as srv:
+        b = OllamaBackend(srv.url, timeout_s=10)
+        b.load("gemma4")
+        res = b.chat("gemma4", "Request abc. Hello", max_tokens=8, reasoning=False)
+        b.close()
+    # docs/openapi.yaml /api/chat example: eval_count 18 in 52479709 ns, prompt 11 in 13074791 ns
+    assert res.counter_source == "ollama_counters"
+    assert res.generated_tokens == 18 and res.prompt_tokens == 11
+    assert res.decode_tps == pytest.approx(18 / 0.052479709)
+    assert res.prefill_tps == pytest.approx(11 / 0.013074791)
+    assert res.predicted_ms == pytest.approx(52.479709)
+    assert res.stop_reason == "stop" and res.response["answer"] == "TheThe"
+    assert res.ttft_ms is not None and res.wall_ms >= res.ttft_ms
+    # /api/ps right after the answer: the runtime's own GPU share and effective context
+    assert res.response["ps"]["context_length"] == 4096
+    assert gpu_share(res.response) == pytest.approx(5333539264 / 6591830464)
+    assert load_duration_seconds(res.response) == pytest.approx(0.101397084)
+    assert res.response["client_addr"] == "127.0.0.1"
+
+
+def test_recorded_request_sends_num_ctx_only_when_the_campaign_sets_it():
+    with RecordedOllama() as srv:
+        plain = OllamaBackend(srv.url, timeout_s=10)
+        plain.chat("gemma4", "x", max_tokens=4, reasoning=False)
+        sized = backend_for(parse_campaign(_campaign(srv.url, "num_ctx = 8192")))
+        sized.chat("gemma4", "x", max_tokens=4, reasoning=False)
+        chats = [b for m, p, b, _ in srv.requests if p == "/api/chat"]
+        plain.close(), sized.close()
+    assert chats[0]["options"] == {"num_predict": 4}
+    assert chats[1]["options"] == {"num_predict": 4, "num_ctx": 8192}
+    assert "think" not in chats[0]  # gemma4 declares no thinking capability (recorded /api/show)
+
+
+def test_campaign_num_ctx_belongs_to_ollama_only():
+    camp = parse_campaign(_campaign("http://127.0.0.1:11434", "num_ctx = 4096"))
+    assert camp.backend == "ollama" and camp.num_ctx == 4096 and parse_campaign(_campaign("http://x")).num_ctx is None
+    other = _campaign("http://127.0.0.1:8080", "num_ctx = 4096").replace('backend = "ollama"', 'backend = "openai"')
+    with pytest.raises(CampaignError, match="server.num_ctx"):
+        parse_campaign(other)
+
+
+def test_recorded_thinking_model_gets_think_and_its_thinking_field_is_kept():
+    with RecordedOllama(thinking_models={"gpt-oss"}) as srv:
+        b = OllamaBackend(srv.url, timeout_s=10)
+        on = b.chat("gpt-oss", "What is 17 x 23?", max_tokens=8, reasoning=True)
+        off = b.chat("gpt-oss", "What is 17 x 23? again", max_tokens=8, reasoning=False)
+        bodies = [body for m, p, body, _ in srv.requests if p == "/api/chat"]
+        b.close()
+    assert bodies[0]["think"] is True and bodies[1]["think"] is False
+    assert on.response["reasoning"] == "17 times 23" and on.reasoning_chars == len("17 times 23")
+    assert off.reasoning_chars == 0
+
+
+def test_recorded_load_inside_request_is_timed_by_ollamas_load_duration():
+    with RecordedOllama() as srv:
+        b = OllamaBackend(srv.url, timeout_s=10)
+        watcher = b.watch_load("gemma4")
+        assert watcher.load_seen  # /api/ps did not list it before the request
+        res = b.chat("gemma4", "x", max_tokens=4, reasoning=False)
+        watcher.stop()
+        b.close()
+    # docs/api.md: load_duration 6338219291 ns
+    assert watcher.load_seconds == pytest.approx(6.338219291)
+    assert res.stop_reason == "length"
+
+
+def test_recorded_unload_with_keep_alive_zero_is_verified_by_ps():
+    with RecordedOllama() as srv:
+        b = OllamaBackend(srv.url, timeout_s=10)
+        first = b.load("gemma4")
+        again = b.load("gemma4")
+        assert first.status == "loaded" and again.status == "already_loaded"
+        assert b.model_status("gemma4") == "loaded"
+        b.unload("gemma4")
+        assert b.model_status("gemma4") == "unloaded"
+        sent = [body for m, p, body, _ in srv.requests if p == "/api/generate"]
+        b.close()
+    assert sent[-1] == {"model": "gemma4", "keep_alive": 0}
+
+
+def test_recorded_show_version_and_metrics_not_supported():
+    with RecordedOllama() as srv:
+        b = OllamaBackend(srv.url, timeout_s=10)
+        info = b.server_info("gemma4")
+        row = b.describe_model("gemma4")
+        with pytest.raises(BackendError) as exc:
+            b.metrics("gemma4")
+        b.close()
+    assert info["version"] == "0.12.6" and info["capabilities"] == ["completion", "vision"]
+    assert row["quantisation"] == "Q4_K_M" and row["architecture"] == "gemma4"
+    assert row["digest_kind"] == "ollama-manifest" and row["file_bytes"] == 9608350245
+    assert json.loads(row["capabilities_json"])["capabilities"] == ["completion", "vision"]
+    assert exc.value.status == 501
+
+
+def test_recorded_error_in_stream_is_an_exception_not_a_sample():
+    with RecordedOllama() as srv:
+        b = make_backend("ollama", srv.url, 10)
+        with pytest.raises(BackendError) as exc:
+            b.chat("gemma4", "x", max_tokens=4, reasoning=False, extra={"think": True})
+        b.close()
+    assert exc.value.kind == "http" and "does not support thinking" in exc.value.text
+
+
+def test_recorded_campaign_runs_end_to_end_with_gates_fed_by_ollama_figures(tmp_path):
+    """A whole campaign against the recorded server: loads, samples, /api/ps share, gates."""
+    with RecordedOllama(vram_share=0.81) as srv:
+        store = open_store(tmp_path / "o.db")
+        out = run_campaign(store, parse_campaign(_campaign(srv.url)), echo=lambda s: None)
+    assert out.status == "completed" and out.measured == 2
+    samples = list(store.db.query("select * from samples where run_id = ?", [out.run_id]))
+    assert {s["counter_source"] for s in samples} == {"ollama_counters"}
+    fired = {(g["gate"], g["fired"]) for g in store.db.query("select gate, fired from gate_results")}
+    assert ("not_on_card", 1) in fired  # runtime reports 81 % on the GPU
+    model = store.db.execute("select quantisation, digest_kind from models where name = 'gemma4'").fetchone()
+    assert model == ("Q4_K_M", "ollama-manifest")
+    rep = store.db.execute("select kind, source, gpu_mib from memory_selfreports").fetchall()
+    assert rep and rep[0][:2] == ("ps", "ollama /api/ps")
+    assert record_runtime_selfreports(store, out.run_id) == 0  # once per load
+    judge_run(store, out.run_id, parse_campaign(_campaign(srv.url)).gates)  # re-judging stays possible
+    store.close()
