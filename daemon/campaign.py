@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .gates import GATES, GateConfig, default_config
+from .probes import PROBES, VERDICTS
 from .prompts import PROMPT_CLASSES
+from .rules import RuleError, validate_rule
 
-BACKENDS = ("llama-server",)
+BACKENDS = ("llama-server", "ollama", "llama-swap", "openai")
 
 
 class CampaignError(Exception):
@@ -33,6 +35,17 @@ class ModelSpec:
     name: str
     file: str | None = None
     pinned: bool = False
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """``[probes]``: which probes run on every model, how often, within which limits."""
+
+    run: tuple[str, ...] = tuple(PROBES)
+    repeat: int = 2  # attempts on identical input; 1 leaves stability unchecked
+    max_tokens: int = 1024
+    reasoning: bool = False  # thinking switch for all probes but `thinking` (always on)
+    code_timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -57,12 +70,17 @@ class Campaign:
     embedding_url: str | None = None
     embedding_model: str | None = None
     gates: dict[str, GateConfig] = field(default_factory=default_config)
+    probes: ProbeSettings | None = None
+    rules: dict[str, str] = field(default_factory=dict)  # name -> rule text, frozen with the campaign
+    num_ctx: int | None = None  # Ollama only; unset: the server's default, recorded from /api/ps
+    api_key_env: str | None = None  # the variable holding an API key; the key never enters the store
 
     def repetitions_for(self, reasoning: bool) -> int:
         return self.repetitions_reasoning if reasoning else self.repetitions
 
 
-_TOP_KEYS = {"campaign", "server", "models", "prompts", "gates", "embedding"}
+_PROBE_KEYS = {"run", "repeat", "max_tokens", "reasoning", "code_timeout_s"}
+_TOP_KEYS = {"probes", "rules", "campaign", "server", "models", "prompts", "gates", "embedding"}
 _CAMPAIGN_KEYS = {
     "name",
     "prompt_classes",
@@ -72,7 +90,7 @@ _CAMPAIGN_KEYS = {
     "max_tokens",
     "canaries",
 }
-_SERVER_KEYS = {"backend", "url", "request_timeout_s", "log_file", "journal_unit"}
+_SERVER_KEYS = {"backend", "url", "request_timeout_s", "log_file", "journal_unit", "num_ctx", "api_key_env"}
 _MODEL_KEYS = {"name", "file", "pinned"}
 
 
@@ -168,6 +186,10 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
     timeout = c.number(server, "request_timeout_s", "server.", 300.0)
     if timeout <= 0:
         c.fail("server.request_timeout_s", "expected a number above 0")
+    num_ctx = c.positive_int(server, "num_ctx", "server.", 0) or None
+    if num_ctx and backend != "ollama":
+        c.fail("server.num_ctx", f"only the ollama backend takes num_ctx (backend is {backend!r})")
+    api_key_env = c.string(server, "api_key_env", "server.", required=False)
 
     models_raw = data.get("models")
     if not isinstance(models_raw, list) or not models_raw:
@@ -244,6 +266,9 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
             c.fail(f"gates.{gname}.exclude", f"expected true or false, got {_type_name(exclude)}")
         gates[gname] = GateConfig(threshold, exclude)
 
+    probes = _probes(c, data)
+    rules = _rules(c, data, probes, classes)
+
     return Campaign(
         name=cname,
         path=path,
@@ -265,4 +290,49 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         embedding_url=emb_url.rstrip("/") if emb_url else None,
         embedding_model=emb_model,
         gates=gates,
+        probes=probes,
+        rules=rules,
+        num_ctx=num_ctx,
+        api_key_env=api_key_env,
     )
+
+
+def _probes(c: _Checker, data: dict) -> ProbeSettings | None:
+    if "probes" not in data:
+        return None
+    tab = c.table(data["probes"], "probes")
+    c.unknown(tab, _PROBE_KEYS, "probes.")
+    run = tab.get("run", list(PROBES))
+    if not isinstance(run, list) or not run or not all(isinstance(p, str) for p in run):
+        c.fail("probes.run", f"expected a non-empty list of probe names, got {_type_name(run)}")
+    for p in run:
+        if p not in PROBES:
+            c.fail("probes.run", f"unknown probe {p!r} (known: {', '.join(PROBES)})")
+    reasoning = tab.get("reasoning", False)
+    if not isinstance(reasoning, bool):
+        c.fail("probes.reasoning", f"expected true or false, got {_type_name(reasoning)}")
+    timeout = c.number(tab, "code_timeout_s", "probes.", 10.0)
+    if timeout <= 0:
+        c.fail("probes.code_timeout_s", "expected a number above 0")
+    return ProbeSettings(
+        run=tuple(dict.fromkeys(run)),
+        repeat=c.positive_int(tab, "repeat", "probes.", 2),
+        max_tokens=c.positive_int(tab, "max_tokens", "probes.", 1024),
+        reasoning=reasoning,
+        code_timeout_s=timeout,
+    )
+
+
+def _rules(c: _Checker, data: dict, probes: ProbeSettings | None, classes: list) -> dict[str, str]:
+    """Each rule parsed and type-checked now, so a typo fails before the run, naming the rule."""
+    tab = c.table(data.get("rules", {}), "rules")
+    out = {}
+    for name, text in tab.items():
+        if not isinstance(text, str) or not text.strip():
+            c.fail(f"rules.{name}", f"expected a rule as a non-empty string, got {_type_name(text)}")
+        try:
+            validate_rule(text, probes=probes.run if probes else (), classes=classes, verdicts=VERDICTS)
+        except RuleError as exc:
+            c.fail(f"rules.{name}", str(exc))
+        out[name] = text
+    return out

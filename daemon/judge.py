@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from .backends import evidence
 from .gates import GATES, GateConfig, SampleContext, evaluate
 from .store import Store
 
@@ -80,10 +81,15 @@ def _contexts(store: Store, run: dict, campaign_text: str):
     for s in store.db.query("select * from samples where run_id = ? and error_kind is null order by id", [run["id"]]):
         cell = cells[s["cell_id"]]
         if s["cell_id"] not in foreign_cache:
-            foreign_cache[s["cell_id"]] = _foreign(store, s["cell_id"])
+            # no /metrics (Ollama, generic servers): the access log, where it was captured
+            foreign_cache[s["cell_id"]] = _foreign(store, s["cell_id"]) or evidence.foreign_from_access_log(
+                store, s["cell_id"])
+        response = json.loads(s["response_json"] or "{}")
         yield s, SampleContext(
             sample=s,
-            response=json.loads(s["response_json"] or "{}"),
+            response=response,
+            load_duration_seconds=evidence.load_duration_seconds(response),
+            gpu_share=evidence.gpu_share(response),
             max_tokens=cell["max_tokens"],
             load_inside_seconds=inside.get(s["id"]),
             facts=_facts(store, s["load_id"]),

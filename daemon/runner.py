@@ -13,14 +13,16 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from . import cellchecks, hostinfo, modelfile
-from .backends import BackendError, make_backend
+from .backends import BackendError, backend_for, evidence
 from .campaign import Campaign
 from .canaries import run_canaries
 from .judge import judge_run
 from .logs import LogSourceError, attribute_run, capture_file, capture_journal
 from .memory.capture import MemoryCapture
 from .memory.procinfo import children, listening_pids, pids_with_arg
+from .probes.run import run_model_probes
 from .prompts import build_prompt
+from .rules.outcome import evaluate_rules
 from .sampling import take_sample
 from .store import Store, StoreError, dumps, utcnow
 
@@ -95,7 +97,7 @@ def run_campaign(
 ) -> RunOutcome:
     """Run ``campaign`` against its server, storing every sample as it is taken."""
     own_backend = backend is None
-    backend = backend or make_backend(campaign.backend, campaign.url, campaign.request_timeout_s)
+    backend = backend or backend_for(campaign)
     try:
         return _run(store, campaign, backend, echo)
     finally:
@@ -191,8 +193,11 @@ def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
     capture_once()  # before judging: gates read the load facts from the log
+    evidence.record_runtime_selfreports(store, run_id)  # Ollama's /api/ps figure per load
     fired = judge_run(store, run_id, campaign.gates)
     echo("gates: " + (", ".join(f"{g} fired on {n}" for g, n in sorted(fired.items())) or "none fired"))
+    if campaign.rules:  # after judging: rules read medians of the samples the gates let through
+        evaluate_rules(store, run_id, echo)
     code = EXIT_OK if state["measured"] == planned else EXIT_PARTIAL
     outcome = finish("completed", code)
     echo(
@@ -232,6 +237,11 @@ def _register_models(store: Store, campaign: Campaign, backend) -> dict[str, int
     for spec in campaign.models:
         path = spec.file or _model_path_from_args(listed.get(spec.name))
         row = modelfile.describe(spec.name, path)
+        if hasattr(backend, "describe_model"):  # Ollama: digest, quantisation, capabilities from its API
+            try:
+                row = {**backend.describe_model(spec.name), **{k: v for k, v in row.items() if v is not None}}
+            except BackendError:
+                pass
         ids[spec.name] = store.upsert_model(row)
     return ids
 
@@ -255,6 +265,9 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
     done = 0
     canaries_done = not campaign.canaries
     for position, cell in enumerate(cells):
+        if campaign.probes and current_model is not None and cell.model != current_model:
+            # probes run on the model being left, while it is loaded: no load of their own
+            run_model_probes(store, backend, campaign, run_id, current_model, model_ids[current_model], echo)
         if cell.pinned and not canaries_done and current_model is not None:
             # canaries run before the pin is touched: they may evict a model
             run_canaries(store, backend, campaign, run_id, current_model, model_ids[current_model],
@@ -306,6 +319,8 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
             echo(f"{label}: {taken.text}")
         cellchecks.snapshot(store, backend, cell_id, cell.model, "after", **checks)
         mem.end_cell(cell_id, load_id)
+    if campaign.probes and current_model is not None:
+        run_model_probes(store, backend, campaign, run_id, current_model, model_ids[current_model], echo)
     if not canaries_done and current_model is not None:
         pinned = any(c.pinned and c.model == current_model for c in cells)
         run_canaries(store, backend, campaign, run_id, current_model, model_ids[current_model],

@@ -479,6 +479,44 @@ def m006_daemon_service(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations(name="m008_backends_imports")
+def m008_backends_imports(db: sqlite_utils.Database) -> None:
+    # llama-bench results (issue 9): one row per test with its whole configuration;
+    # the raw row is kept as JSON so fields of newer llama-bench builds are not lost
+    db["llama_bench_imports"].create(
+        {"id": int, "path": str, "sha256": str, "format": str, "imported_at": str, "host": str, "rows": int},
+        pk="id",
+    )
+    db["llama_bench_imports"].create_index(["sha256"], unique=True)
+    db["llama_bench_results"].create(
+        {
+            "id": int, "import_id": int, "row_index": int, "test": str,
+            "build_commit": str, "build_number": int, "cpu_info": str, "gpu_info": str, "backends": str,
+            "model_filename": str, "model_type": str, "model_size": int, "model_n_params": int,
+            "n_batch": int, "n_ubatch": int, "n_threads": int, "cpu_mask": str, "cpu_strict": int,
+            "poll": int, "type_k": str, "type_v": str, "n_gpu_layers": int, "n_cpu_moe": int,
+            "split_mode": str, "main_gpu": int, "no_kv_offload": int, "flash_attn": str,
+            "devices": str, "tensor_split": str, "tensor_buft_overrides": str, "use_mmap": int,
+            "embeddings": int, "n_prompt": int, "n_gen": int, "n_depth": int, "test_time": str,
+            "avg_ns": int, "stddev_ns": int, "avg_ts": float, "stddev_ts": float,
+            "samples_ns_json": str, "samples_ts_json": str, "row_json": str,
+        },
+        pk="id",
+        foreign_keys=[("import_id", "llama_bench_imports", "id")],
+    )
+    db["llama_bench_results"].create_index(["import_id", "row_index"], unique=True)
+    # several hosts (issue 9): where a merged run came from; each merge and what it did
+    for col in ("merged_from", "merged_at"):
+        if col not in db["runs"].columns_dict:
+            db["runs"].add_column(col, str)
+    db["merges"].create(
+        {"id": int, "source_path": str, "at": str, "runs_merged": int, "runs_present": int,
+         "conflicts": int, "report_json": str},
+        pk="id",
+    )
+    db["requests_seen"].create_index(["run_id", "ts"], if_not_exists=True)
+
+
 class Store:
     """Thin wrapper over a migrated sqlite-utils Database."""
 
@@ -543,3 +581,55 @@ def open_store(path: Path | str, *, create: bool = True) -> Store:
 def dumps(obj) -> str:
     """Compact JSON for columns that keep raw evidence."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+@migrations(name="m007_probes_rules")
+def m007_probes_rules(db: sqlite_utils.Database) -> None:
+    # issue 8: probe verdicts with their evidence, declared capabilities, pass-rule outcomes
+    db["probe_results"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "model_id": int,
+            "probe": str,  # tools | thinking | reasoning | coding | vision
+            "variant": str,  # the task (reasoning: task/known or task/changed)
+            "attempt": int,  # 1.. : repeats on identical input find unstable probes
+            "verdict": str,  # DESIGN.md vocabulary, after declared-vs-delivered
+            "raw_verdict": str,  # before the declaration was applied
+            "arm": str,  # the branch of the probe's logic that decided
+            "declared": int,  # 1 declared, 0 not declared, NULL unknown / not a capability
+            "graded": int,  # 0: a detector shown beside the scored tasks
+            "duration_ms": float,
+            "request_sha256": str,  # of the first request: identical input <=> equal hashes
+            "exchange_json": str,  # requests and responses as sent and received
+            "detail_json": str,
+            "at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+    db["probe_results"].create_index(["run_id", "model_id", "probe"])
+    db["capabilities"].create(
+        {"id": int, "run_id": int, "model_id": int, "source": str, "json": str, "at": str},
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+    db["rule_results"].create(
+        {
+            "id": int,
+            "run_id": int,
+            "model_id": int,
+            "rule_name": str,
+            "rule_text": str,
+            "rule_sha256": str,
+            "campaign_sha256": str,
+            "registered_at": str,  # the campaign's freeze time: before runs.started_at
+            "evaluated_at": str,
+            "outcome": str,  # pass | fail | undecided | error
+            "arms_json": str,  # per arm (top-level 'and' part): text, outcome, values read
+            "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+    db["rule_results"].create_index(["run_id"])

@@ -26,6 +26,9 @@ from .gates import gate_summary
 from .evidence import run_evidence
 from .memory import memory_view
 from .privacy import requests_by_client
+from .probes import decision_view
+from .provenance import counter_provenance
+from .llama_bench import llama_bench_view
 from .i18n import LANGUAGES, Lang
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!])")
@@ -177,10 +180,11 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
 
 
 def render_index(runs: list[dict], lang: str, comparisons: list[dict] | None = None,
-                 models: list[dict] | None = None) -> str:
+                 models: list[dict] | None = None, llama_bench: dict | None = None) -> str:
     L = Lang(lang)
     return _env().get_template("runs_index.md.j2").render(
-        _=L.gettext, L=L, runs=runs, comparisons=comparisons or [], models=models or [])
+        _=L.gettext, L=L, runs=runs, comparisons=comparisons or [], models=models or [],
+        llama_bench=llama_bench or {"available": False})
 
 
 def render_compare(cmp: dict, lang: str, img_dir: Path | None = None) -> str:
@@ -228,8 +232,10 @@ def _code_fingerprint() -> str:
     """Templates, catalogues and the package version: a change re-renders everything."""
     h = hashlib.sha256()
     root = Path(__file__).parent
+    defects = Path(str(resources.files("cardproof.daemon.probes") / "defects.toml"))
     for p in sorted([*root.glob("templates/**/*.j2"), *root.glob("messages/*.py"), *root.glob("*.py"),
-                     *root.glob("caveats/*.py"), *root.glob("contradictions/*.py")]):
+                     *root.glob("caveats/*.py"), *root.glob("contradictions/*.py"),
+                     *([defects] if defects.exists() else [])]):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()
@@ -240,7 +246,8 @@ def _run_fingerprint(db, run: dict, project: Path, code: str) -> str:
     h = hashlib.sha256(code.encode())
     h.update(json.dumps(run, sort_keys=True, default=str).encode())
     for table, col in (("samples", "run_id"), ("loads", "run_id"), ("cells", "run_id"), ("canaries", "run_id"),
-                       ("memory_samples", "run_id"), ("log_lines", "run_id")):
+                       ("memory_samples", "run_id"), ("log_lines", "run_id"), ("probe_results", "run_id"),
+                       ("rule_results", "run_id")):
         if table in db.table_names():
             h.update(str(db.execute(f"select count(*), max(id) from {table} where {col} = ?", [run["id"]]).fetchone()).encode())
     h.update(str(db.execute("select count(*), max(gate_results.id), sum(fired) from gate_results join samples on "
@@ -334,7 +341,9 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             view["contradictions"] = contradictions_for(db, view, project)
             view["memory"] = memory_view(db, r["id"])
             view["evidence"] = run_evidence(db, r["id"])
+            view["decision"] = decision_view(db, r["id"], view=view, memory=view["memory"])
             view["clients"] = requests_by_client(db, r["id"], show_addresses=show_addresses)
+            view["provenance"] = [p for p in counter_provenance(db, r["id"]) if p["source"] != "none"]
             for lang, path in zip(LANGUAGES, files):
                 path.write_text(render_run(view, lang, out_dir / "img", project))
                 written.append(path)
@@ -355,9 +364,10 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
                     written.append(path)
             comparisons.append(cmp or compare_runs(db, p_id, r["id"], views))
         models = _models_across(db, all_runs, view_of)
+        bench = llama_bench_view(db)
         for lang in LANGUAGES:
             p = out_dir / f"index{'' if lang == 'en' else '.' + lang}.md"
-            p.write_text(render_index(all_runs, lang, comparisons, models))
+            p.write_text(render_index(all_runs, lang, comparisons, models, bench))
             written.append(p)
         _remove_stale(out_dir, cmp_dir, keys)
         return written, keys, manifest_path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -67,7 +68,10 @@ def deferred(workers: int | None = None):
         for job in jobs:
             _render_to(job)
         return
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+    # spawn, not fork: the caller may have threads (samplers, servers, test
+    # harnesses) whose locks a forked child would inherit held, and hang on
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         list(pool.map(_render_to, jobs, chunksize=max(1, len(jobs) // (workers * 4))))
 
 

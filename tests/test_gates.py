@@ -64,17 +64,18 @@ def test_canary_samples_never_reach_medians(canary_run, tmp_path):
         "select decode_tps from samples join cells on cells.id = cell_id join models on models.id = model_id "
         "where samples.run_id = ? and samples.kind = 'measure' and models.name = 'tiny-b'", [run_id])]
     assert len(measured) == 3
-    # length_limit excludes by default: the median is over the samples it did not fire on
-    fired = {r["sample_id"] for r in store.db.query(
-        "select sample_id from gate_results where gate = 'length_limit' and fired = 1")}
+    # every gate excludes by default here: the median is over the samples no gate fired on
+    from cardproof.report.gates import excluded_samples
+
+    excluded = excluded_samples(store.db, run_id)
     kept = [r["decode_tps"] for r in store.db.query(
         "select samples.id, decode_tps from samples join cells on cells.id = cell_id join models on models.id = model_id "
         "where samples.run_id = ? and samples.kind = 'measure' and models.name = 'tiny-b'", [run_id])
-        if r["id"] not in fired]
+        if r["id"] not in excluded]
     if kept:
         assert f"{statistics.median(kept):,.1f}" in table
     else:
-        assert "excluded" in table and "length_limit" in table
+        assert "excluded" in table and "not_on_card" in table
 
 
 def test_quiet_gates_stay_quiet_on_real_measurements(canary_run):
