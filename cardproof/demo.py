@@ -31,6 +31,15 @@ exclude = false
 [gates.not_on_card]
 exclude = false
 
+# Random weights fail every probe: the verdicts must say so honestly.
+[probes]
+run = ["tools", "thinking", "reasoning", "coding"]
+repeat = 2
+max_tokens = 64
+
+[rules]
+candidate = 'probe.reasoning == "PASS" and decode.short >= 100'
+
 [server]
 backend = "llama-server"
 url = "{url}"

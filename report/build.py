@@ -47,6 +47,20 @@ def esc(value) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+def code_span(value) -> str:
+    """Foreign text as a Markdown code span: shown verbatim, never as HTML.
+
+    Markdown escapes ``<`` and ``&`` inside code spans itself, so the text is
+    not HTML-escaped here (that would show ``&gt;``); the fence is longer
+    than any run of backticks in the text, so it cannot close early.
+    """
+    text = "" if value is None else str(value).replace("\r", " ").replace("\n", " ")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 @functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     """One environment for the process: it caches compiled templates."""
@@ -62,6 +76,7 @@ def _env() -> jinja2.Environment:
         comment_end_string="#%}",
     )
     env.filters["esc"] = esc
+    env.filters["code"] = code_span
     return env
 
 

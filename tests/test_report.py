@@ -167,3 +167,12 @@ def test_every_template_message_has_german():
             if msg not in CATALOGUE and msg not in ("", "n"):
                 missing.add((tpl.name, msg))
     assert not missing, sorted(missing)[:20]
+
+
+def test_code_span_shows_foreign_text_verbatim_and_safely():
+    from cardproof.report.build import code_span
+
+    assert code_span('decode.short >= 100 and x < 3') == "`decode.short >= 100 and x < 3`"
+    assert code_span("a`b") == "``a`b``"
+    assert code_span("`edge`") == "`` `edge` ``"
+    assert "\n" not in code_span("two\nlines")
