@@ -353,8 +353,8 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
                 view["ratio"] = rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
             else:
                 view["ratio"] = None
-            view["contradictions"] = contradictions_for(db, view, project)
             view["memory"] = memory_view(db, r["id"])
+            view["contradictions"] = contradictions_for(db, view, project)
             view["evidence"] = run_evidence(db, r["id"])
             view["decision"] = decision_view(db, r["id"], view=view, memory=view["memory"])
             view["clients"] = requests_by_client(db, r["id"], show_addresses=show_addresses)

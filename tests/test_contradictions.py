@@ -107,3 +107,17 @@ def test_counters_vs_clock_detector(run_db, tmp_path):
     store.db.conn.commit()
     (c,) = DETECTORS["counters_vs_clock"](store.db, queries.run_view(store.db, run_id))
     assert c.status == "open" and f"sample-{ids[0]}" in c.a.evidence
+
+
+def test_card_below_self_report_is_a_contradiction():
+    """Recorded-reading shape of the memory view: the card holding less than the runtime claims."""
+    from cardproof.report.contradictions import DETECTORS
+
+    detect = DETECTORS["card_vs_selfreport"]
+    view = {"memory": {"loads": [{"load_id": 7, "model": "m", "card_mib": 20000.0, "selfreport_mib": 25107.0,
+                                  "selfreport_source": "ollama /api/ps"}]}}
+    (c,) = detect(None, view)
+    assert "less memory" in c.title["en"] and c.a.evidence == ("memory-load-7",)
+    view["memory"]["loads"][0]["card_mib"] = 33167.0  # the usual direction: itemised, not contradictory
+    assert detect(None, view) == []
+    assert detect(None, {"memory": {"status": "not_measured", "loads": []}}) == []

@@ -7,10 +7,11 @@ Nothing here resolves a contradiction: only an author's resolution does.
 
 from __future__ import annotations
 
-from . import authored, counters_vs_clock, spec_facts_vs_samples, thinking_probe_vs_samples
+from . import authored, card_vs_selfreport, counters_vs_clock, spec_facts_vs_samples, thinking_probe_vs_samples
 from .base import Contradiction, Side
 
 DETECTORS = {
+    "card_vs_selfreport": card_vs_selfreport.detect,
     "counters_vs_clock": counters_vs_clock.detect,
     "spec_facts_vs_samples": spec_facts_vs_samples.detect,
     "thinking_probe_vs_samples": thinking_probe_vs_samples.detect,

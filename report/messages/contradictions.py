@@ -9,4 +9,5 @@ MESSAGES: dict[str, str] = {
     "None: no detector found two measurements that disagree, and no author recorded one.":
     "Keine: kein Detektor fand zwei Messungen, die sich widersprechen, und kein Autor hat einen eingetragen.",
     "Resolved contradictions": "Aufgelöste Widersprüche",
+    "memory": "Speicher",
 }

@@ -32,6 +32,10 @@ MESSAGES: dict[str, str] = {
     "Median (Min–Max, n) über die gültigen Messungen jeder Zelle. "
     "Prefill in Token pro Sekunde beim langen Prompt. Laden: Sekunden, bis der Server das Modell als bereit meldete.",
     "crash": "Absturz",
+    "load": "Ladevorgang",
+    "context": "Kontext",
+    "layers on GPU": "Schichten auf der GPU",
+    "speculative decoding": "spekulatives Decoding",
     "Decode and prefill in tokens per second: median (min–max, n) over the valid samples of each cell. Load: seconds until the server reported the model ready.":
     "Decode und Prefill in Token pro Sekunde: Median (Min–Max, n) über die gültigen Messungen jeder Zelle. Laden: Sekunden, bis der Server das Modell als bereit meldete.",
     "Where the rates come from:": "Woher die Raten stammen:",
