@@ -121,7 +121,8 @@ def test_demo_end_to_end(tmp_path):
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "step 4/4" in proc.stderr and "[30/30]" in proc.stderr
+    assert "step 4/4" in proc.stderr, proc.stderr[-2000:]
+    assert "[30/30]" in proc.stderr, proc.stderr[-2000:]
     assert (tmp_path / "proj" / "build" / "site" / "index.html").exists()
     assert (tmp_path / "proj" / "build" / "site" / "de" / "runs" / "run-1" / "index.html").exists()
     store = open_store(tmp_path / "demo" / "cardproof.db")
