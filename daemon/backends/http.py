@@ -7,6 +7,9 @@ path (principle 4) without knowing which backend it talked to.
 
 from __future__ import annotations
 
+import json
+from typing import Iterator
+
 import httpx
 
 from .base import BackendError
@@ -35,6 +38,34 @@ def request_json(client: httpx.Client, method: str, path: str, *, json_body=None
         if allow_text:
             return r.text
         raise BackendError("protocol", f"{where}: not JSON: {r.text[:200]!r}") from exc
+
+
+def check_stream_status(response: httpx.Response) -> None:
+    """An error status on a streamed request, with the server's own words."""
+    if response.status_code >= 400:
+        text = response.read().decode("utf-8", "replace")
+        raise BackendError("http", f"HTTP {response.status_code}: {text[:500]}", status=response.status_code)
+
+
+def sse_chunks(response: httpx.Response) -> Iterator[dict]:
+    """The JSON chunks of an OpenAI-style event stream, up to ``[DONE]``.
+
+    An unreadable chunk is a protocol error and an ``error`` chunk an HTTP
+    error, both with the server's text: never a silently shorter answer.
+    """
+    for line in response.iter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        try:
+            chunk = json.loads(payload)
+        except ValueError as exc:
+            raise BackendError("protocol", f"unreadable stream chunk: {payload[:200]!r}") from exc
+        if "error" in chunk:
+            raise BackendError("http", f"error in stream: {json.dumps(chunk['error'])[:500]}")
+        yield chunk
 
 
 def not_supported(kind: str, what: str) -> BackendError:

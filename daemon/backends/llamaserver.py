@@ -14,6 +14,7 @@ import httpx
 
 from ..store import utcnow
 from .base import BackendError, LoadResult, SampleResult
+from .http import check_stream_status, sse_chunks
 
 
 def _model_status(entry: dict) -> str | None:
@@ -196,21 +197,8 @@ class LlamaServerBackend:
             with (client or self.client).stream(
                 "POST", "/v1/chat/completions", json=body, headers={"Connection": "close"}
             ) as r:
-                if r.status_code >= 400:
-                    text = r.read().decode("utf-8", "replace")
-                    raise BackendError("http", f"HTTP {r.status_code}: {text[:500]}", status=r.status_code)
-                for line in r.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(payload)
-                    except ValueError as exc:
-                        raise BackendError("protocol", f"unreadable stream chunk: {payload[:200]!r}") from exc
-                    if "error" in chunk:
-                        raise BackendError("http", f"error in stream: {json.dumps(chunk['error'])[:500]}")
+                check_stream_status(r)
+                for chunk in sse_chunks(r):
                     for choice in chunk.get("choices") or []:
                         delta = choice.get("delta") or {}
                         content = delta.get("content") or ""

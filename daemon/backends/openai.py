@@ -11,14 +11,13 @@ batching and our own reading (principle 1). The report labels it.
 
 from __future__ import annotations
 
-import json
 import time
 
 import httpx
 
 from ..store import utcnow
 from .base import BackendError, LoadResult, SampleResult
-from .http import chat_raw, client_address, make_client, not_supported, request_json
+from .http import check_stream_status, chat_raw, client_address, make_client, not_supported, request_json, sse_chunks
 
 COUNTERS = "timings"
 WALL_CLOCK = "wall_clock_stream"
@@ -121,21 +120,8 @@ def stream_chat(client: httpx.Client, path: str, body: dict, *, prompt_chars: in
         # a fresh connection per measured request (see the llama-server backend)
         with client.stream("POST", path, json=body, headers={"Connection": "close"}) as r:
             final["client_addr"] = client_address(r)
-            if r.status_code >= 400:
-                text = r.read().decode("utf-8", "replace")
-                raise BackendError("http", f"HTTP {r.status_code}: {text[:500]}", status=r.status_code)
-            for line in r.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(payload)
-                except ValueError as exc:
-                    raise BackendError("protocol", f"unreadable stream chunk: {payload[:200]!r}") from exc
-                if "error" in chunk:
-                    raise BackendError("http", f"error in stream: {json.dumps(chunk['error'])[:500]}")
+            check_stream_status(r)
+            for chunk in sse_chunks(r):
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     content = delta.get("content") or ""
