@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 
 
@@ -52,3 +54,56 @@ class LoadResult:
     error_text: str | None = None
     pid: int | None = None
     port: int | None = None
+
+
+class PollingLoadWatcher:
+    """Notices and times a load that happens inside a measured request.
+
+    Subclasses say how to ask the server about one model (``_poll``: state
+    ``ready``, ``loading`` or None when unreadable, and the port if known).
+    The first poll runs before the request is sent: ``ready`` means no load
+    is needed and the watcher ends at once; otherwise a thread polls beside
+    the request until the server reports the model ready. (Polling only
+    beside the request lost the race when the machine was busy and the load
+    was quick.) Servers flip their status a little after the model can
+    already serve, so ``stop`` gives it a moment, and the runner bounds the
+    duration by the request's own time to first token.
+    """
+
+    def __init__(self, name: str, poll_s: float = 0.02):
+        from ..store import utcnow
+
+        self._utcnow = utcnow
+        self.name = name
+        self.poll_s = poll_s
+        self.requested_at = utcnow()
+        self.ready_at: str | None = None
+        self.load_seconds: float | None = None
+        self.port: int | None = None
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        state, _ = self._poll()
+        self.load_seen = state not in ("ready", None)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        if self.load_seen:
+            self._thread.start()
+
+    def _poll(self) -> tuple[str | None, int | None]:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            state, port = self._poll()
+            if state == "ready":
+                self.load_seconds = time.perf_counter() - self._t0
+                self.ready_at = self._utcnow()
+                self.port = port
+                return
+            self._stop.wait(self.poll_s)
+
+    def stop(self, settle_s: float = 2.0) -> None:
+        if not self.load_seen:
+            return
+        self._thread.join(timeout=settle_s)
+        self._stop.set()
+        self._thread.join(timeout=2.0)

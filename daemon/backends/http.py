@@ -23,7 +23,7 @@ def make_client(url: str, timeout_s: float) -> httpx.Client:
 def request_json(client: httpx.Client, method: str, path: str, *, json_body=None, params=None,
                  timeout: float = 15.0, allow_text: bool = False):
     """Send one request and return parsed JSON (or the text, when ``allow_text``)."""
-    where = f"{method} {client.base_url}{path}"
+    where = f"{method} {str(client.base_url).rstrip('/')}{path}"
     try:
         r = client.request(method, path, json=json_body, params=params, timeout=timeout)
     except httpx.TimeoutException as exc:
@@ -66,6 +66,20 @@ def sse_chunks(response: httpx.Response) -> Iterator[dict]:
         if "error" in chunk:
             raise BackendError("http", f"error in stream: {json.dumps(chunk['error'])[:500]}")
         yield chunk
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> ``{name without prefix: value}`` (labels kept in the name)."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        key, _, value = line.rpartition(" ")
+        try:
+            out[key.split(":", 1)[-1]] = float(value)
+        except ValueError:
+            continue
+    return out
 
 
 def not_supported(kind: str, what: str) -> BackendError:

@@ -7,14 +7,13 @@ the wall clock is kept beside them, never substituted for them.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import httpx
 
 from ..store import utcnow
-from .base import BackendError, LoadResult, SampleResult
-from .http import check_stream_status, sse_chunks
+from .base import BackendError, LoadResult, PollingLoadWatcher, SampleResult
+from .http import check_stream_status, parse_prometheus, request_json, sse_chunks
 
 
 def _model_status(entry: dict) -> str | None:
@@ -47,18 +46,7 @@ class LlamaServerBackend:
 
     # -- plain GETs ------------------------------------------------------
     def _get_json(self, path: str, **params) -> dict:
-        try:
-            r = self.client.get(path, params=params or None, timeout=15.0)
-        except httpx.TimeoutException as exc:
-            raise BackendError("timeout", f"GET {self.url}{path}: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise BackendError("connection", f"GET {self.url}{path}: {exc}") from exc
-        if r.status_code >= 400:
-            raise BackendError("http", f"GET {self.url}{path}: HTTP {r.status_code}: {r.text[:300]}", status=r.status_code)
-        try:
-            return r.json()
-        except ValueError as exc:
-            raise BackendError("protocol", f"GET {self.url}{path}: not JSON: {r.text[:200]!r}") from exc
+        return request_json(self.client, "GET", path, params=params or None)
 
     def models(self) -> list[dict]:
         """The server's model list (router: with per-model status)."""
@@ -96,16 +84,7 @@ class LlamaServerBackend:
             raise BackendError("connection", f"GET {self.url}/metrics: {exc}") from exc
         if r.status_code >= 400:
             raise BackendError("http", f"GET /metrics: HTTP {r.status_code}: {r.text[:200]}", status=r.status_code)
-        out = {}
-        for line in r.text.splitlines():
-            if line.startswith("#") or " " not in line:
-                continue
-            key, _, value = line.rpartition(" ")
-            try:
-                out[key.split(":", 1)[-1]] = float(value)
-            except ValueError:
-                continue
-        return out
+        return parse_prometheus(r.text)
 
     def token_id(self, model: str, text: str) -> int | None:
         """The id of a special token such as the end-of-sequence marker."""
@@ -283,60 +262,20 @@ def _port_of(entry: dict | None) -> int | None:
         return None
 
 
-class LoadWatcher:
-    """Notices and times a load that happens inside a measured request.
-
-    Started right before every request in router mode. Its first poll of the
-    router runs before the request is sent (about a millisecond on loopback):
-    ``loaded`` means no load is needed and the watcher ends at once;
-    ``unloaded`` or ``loading`` means this request will load the model, and a
-    thread polls beside the request until the router reports it loaded.
-    (Polling only beside the request lost the race when the machine was busy
-    and the load was quick.) The router flips its status a little after the
-    child can already serve, so ``stop`` gives it a moment, and the runner
-    bounds the duration by the request's own time to first token.
-    """
+class LoadWatcher(PollingLoadWatcher):
+    """The router's per-model status (``GET /models``), polled around a request."""
 
     def __init__(self, backend: LlamaServerBackend, name: str, poll_s: float = 0.02):
-        self.name = name
-        self.poll_s = poll_s
-        self.requested_at = utcnow()
-        self.load_seen = False
-        self.ready_at: str | None = None
-        self.load_seconds: float | None = None
-        self.port: int | None = None
-        self._stop = threading.Event()
         self._client = backend.side_client()
-        self._t0 = time.perf_counter()
-        status, _ = self._status()
-        self.load_seen = status not in ("loaded", None)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        if self.load_seen:
-            self._thread.start()
+        super().__init__(name, poll_s)
 
-    def _status(self) -> tuple[str | None, dict | None]:
+    def _poll(self) -> tuple[str | None, int | None]:
         try:
             data = self._client.get("/models").json().get("data", [])
         except Exception:
             return None, None
         for m in data:
             if m.get("id") == self.name:
-                return _model_status(m), m
+                status = _model_status(m)
+                return ("ready" if status == "loaded" else "loading"), _port_of(m)
         return None, None
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            status, entry = self._status()
-            if status == "loaded":
-                self.load_seconds = time.perf_counter() - self._t0
-                self.ready_at = utcnow()
-                self.port = _port_of(entry)
-                return
-            self._stop.wait(self.poll_s)
-
-    def stop(self, settle_s: float = 2.0) -> None:
-        if not self.load_seen:
-            return
-        self._thread.join(timeout=settle_s)
-        self._stop.set()
-        self._thread.join(timeout=2.0)

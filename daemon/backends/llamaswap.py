@@ -19,14 +19,13 @@ Endpoints and shapes follow github.com/mostlygeek/llama-swap
 
 from __future__ import annotations
 
-import threading
 import time
 
 import httpx
 
 from ..store import utcnow
-from .base import BackendError, LoadResult
-from .http import make_client, not_supported, request_json
+from .base import BackendError, LoadResult, PollingLoadWatcher
+from .http import make_client, not_supported, parse_prometheus, request_json
 from .openai import OpenAICompatBackend
 
 _STATUS = {"ready": "loaded", "starting": "loading", "stopping": "unloading"}
@@ -92,16 +91,7 @@ class LlamaSwapBackend(OpenAICompatBackend):
         text = request_json(self.client, "GET", f"/upstream/{model}/metrics", allow_text=True)
         if not isinstance(text, str):
             raise BackendError("protocol", f"/upstream/{model}/metrics: not Prometheus text")
-        out = {}
-        for line in text.splitlines():
-            if line.startswith("#") or " " not in line:
-                continue
-            key, _, value = line.rpartition(" ")
-            try:
-                out[key.split(":", 1)[-1]] = float(value)
-            except ValueError:
-                continue
-        return out
+        return parse_prometheus(text)
 
     def token_id(self, model: str, text: str) -> int | None:
         try:
@@ -161,50 +151,19 @@ class LlamaSwapBackend(OpenAICompatBackend):
         return SwapLoadWatcher(self, name)
 
 
-class SwapLoadWatcher:
-    """Times a swap that happens inside a measured request by polling ``/running``.
-
-    Like the llama-server router's watcher: one poll before the request
-    decides whether a load will happen; if so, a thread polls beside the
-    request until llama-swap reports the model ``ready``.
-    """
+class SwapLoadWatcher(PollingLoadWatcher):
+    """Times a swap that happens inside a measured request by polling ``/running``."""
 
     def __init__(self, backend: LlamaSwapBackend, name: str, poll_s: float = 0.02):
-        self.name = name
-        self.poll_s = poll_s
-        self.requested_at = utcnow()
-        self.ready_at: str | None = None
-        self.load_seconds: float | None = None
-        self.port: int | None = None
         self._client = backend.side_client()
         self._backend = backend
-        self._stop = threading.Event()
-        self._t0 = time.perf_counter()
-        self.load_seen = self._state() not in ("ready", None)  # None: /running unreadable
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        if self.load_seen:
-            self._thread.start()
+        super().__init__(name, poll_s)
 
-    def _state(self) -> str | None:
+    def _poll(self) -> tuple[str | None, int | None]:
         try:
             for p in self._backend.running(client=self._client):
                 if p.get("model") == self.name:
-                    return p.get("state")
+                    return ("ready" if p.get("state") == "ready" else "loading"), None
         except BackendError:
-            return None
-        return "stopped"
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            if self._state() == "ready":
-                self.load_seconds = time.perf_counter() - self._t0
-                self.ready_at = utcnow()
-                return
-            self._stop.wait(self.poll_s)
-
-    def stop(self, settle_s: float = 2.0) -> None:
-        if not self.load_seen:
-            return
-        self._thread.join(timeout=settle_s)
-        self._stop.set()
-        self._thread.join(timeout=2.0)
+            return None, None  # /running unreadable
+        return "loading", None  # not running: this request starts it
