@@ -24,6 +24,28 @@ def fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
+def open_db(db: Path | None, *, create: bool = True):
+    """The store at ``--db`` (else its default), or a one-line error and exit 1."""
+    from cardproof.daemon.store import StoreError, open_store
+
+    try:
+        return open_store(resolve_db(db), create=create)
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def open_run(db: Path | None, run_id: int | None):
+    """An existing store and a run in it (default: the latest), or a one-line error."""
+    store = open_db(db, create=False)
+    if run_id is None:
+        run_id = store.db.execute("select max(id) from runs").fetchone()[0]
+        if run_id is None:
+            fail(f"{store.path}: no run in the database")
+    elif store.db["runs"].count_where("id = ?", [run_id]) == 0:
+        fail(f"{store.path}: no run {run_id}")
+    return store, run_id
+
+
 def _progress(line: str) -> None:
     click.echo(line, err=True)
 
@@ -68,10 +90,7 @@ def run(campaign: Path, db: Path | None, via_daemon: bool, config_path: Path | N
             fail(str(exc))
         click.echo(f"queued as {queue_id} in {path}; see: cardproof status")
         return
-    try:
-        store = open_store(resolve_db(db))
-    except StoreError as exc:
-        fail(str(exc))
+    store = open_db(db)
     try:
         outcome = run_campaign(store, camp, echo=_progress)
     except StoreError as exc:
@@ -136,13 +155,9 @@ def models_make_tiny(directory: Path) -> None:
 @db_option
 def runs_cmd(db: Path | None) -> None:
     """List runs with status and coverage."""
-    from cardproof.daemon.store import StoreError, open_store
     from cardproof.report.queries import runs as q_runs
 
-    try:
-        store = open_store(resolve_db(db), create=False)
-    except StoreError as exc:
-        fail(str(exc))
+    store = open_db(db, create=False)
     for r in q_runs(store.db):
         cov = f"{(r['coverage'] or 0):.0%}"
         click.echo(

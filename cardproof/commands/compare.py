@@ -17,18 +17,12 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
     def compare_cmd(run_a: int, run_b: int, db: Path | None, as_json: bool) -> None:
         """Compare RUN_B against RUN_A: per-cell deviation, median and range, cells in one run only."""
-        from cardproof.cli import fail
-        from cardproof.daemon.store import StoreError, open_store
-        from cardproof.paths import resolve_db
+        from cardproof.cli import fail, open_run
         from cardproof.report.compare import compare_runs
 
-        try:
-            store = open_store(resolve_db(db), create=False)
-        except StoreError as exc:
-            fail(str(exc))
-        for rid in (run_a, run_b):
-            if store.db["runs"].count_where("id = ?", [rid]) == 0:
-                fail(f"{store.path}: no run {rid}")
+        store, _ = open_run(db, run_a)
+        if store.db["runs"].count_where("id = ?", [run_b]) == 0:
+            fail(f"{store.path}: no run {run_b}")
         cmp = compare_runs(store.db, run_a, run_b)
         if as_json:
             click.echo(json.dumps({k: v for k, v in cmp.items() if k not in ("a", "b")} | {

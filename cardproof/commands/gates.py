@@ -15,22 +15,10 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of gates.")
     def gates_cmd(db: Path | None, run_id: int | None, as_json: bool) -> None:
         """List each gate: firings in measurement samples, canary result, threshold."""
-        from cardproof.cli import fail
-        from cardproof.daemon.store import StoreError, open_store
-        from cardproof.paths import resolve_db
+        from cardproof.cli import open_run
         from cardproof.report.gates import gate_summary, summary_json
 
-        try:
-            store = open_store(resolve_db(db), create=False)
-        except StoreError as exc:
-            fail(str(exc))
-        if run_id is None:
-            row = store.db.execute("select max(id) from runs").fetchone()
-            run_id = row[0] if row else None
-            if run_id is None:
-                fail(f"{store.path}: no run in the database")
-        elif store.db["runs"].count_where("id = ?", [run_id]) == 0:
-            fail(f"{store.path}: no run {run_id}")
+        store, run_id = open_run(db, run_id)
         if as_json:
             click.echo(summary_json(store.db, run_id))
             return

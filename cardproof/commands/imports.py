@@ -24,15 +24,11 @@ def register(cli: click.Group) -> None:
         of their own, not mixed with server counters. Importing the same
         file again changes nothing.
         """
-        from cardproof.cli import fail
+        from cardproof.cli import fail, open_db
         from cardproof.daemon.llamabench import LlamaBenchError, import_file
-        from cardproof.daemon.store import StoreError, open_store
-        from cardproof.paths import resolve_db
+        from cardproof.daemon.store import StoreError
 
-        try:
-            store = open_store(resolve_db(db))
-        except StoreError as exc:
-            fail(str(exc))
+        store = open_db(db)
         try:
             result = import_file(store, file)
         except (LlamaBenchError, StoreError) as exc:
@@ -43,4 +39,4 @@ def register(cli: click.Group) -> None:
             click.echo(f"{file}: already imported (import {result['import_id']}, {result['rows']} results)")
         else:
             click.echo(f"{file}: {result['rows']} llama-bench results imported ({result['format']}), "
-                       f"import {result['import_id']}, db {resolve_db(db)}")
+                       f"import {result['import_id']}, db {store.path}")

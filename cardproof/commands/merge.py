@@ -22,15 +22,11 @@ def register(cli: click.Group) -> None:
         is reported as a conflict and left as it is here. OTHER is only read.
         Exit code 3 when conflicts were found.
         """
-        from cardproof.cli import fail
+        from cardproof.cli import fail, open_db
         from cardproof.daemon.merge import MergeError, merge_database
-        from cardproof.daemon.store import StoreError, open_store
-        from cardproof.paths import resolve_db
+        from cardproof.daemon.store import StoreError
 
-        try:
-            store = open_store(resolve_db(db))
-        except StoreError as exc:
-            fail(str(exc))
+        store = open_db(db)
         try:
             report = merge_database(store, other)
         except (MergeError, StoreError) as exc:

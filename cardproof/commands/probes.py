@@ -11,21 +11,9 @@ _DB_HELP = "SQLite database (default: $CARDPROOF_DB, else the user data dir)."
 
 
 def _open_run(db: Path | None, run_id: int | None):
-    from cardproof.cli import fail
-    from cardproof.daemon.store import StoreError, open_store
-    from cardproof.paths import resolve_db
+    from cardproof.cli import open_run
 
-    try:
-        store = open_store(resolve_db(db), create=False)
-    except StoreError as exc:
-        fail(str(exc))
-    if run_id is None:
-        run_id = store.db.execute("select max(id) from runs").fetchone()[0]
-        if run_id is None:
-            fail(f"{store.path}: no run in the database")
-    elif store.db["runs"].count_where("id = ?", [run_id]) == 0:
-        fail(f"{store.path}: no run {run_id}")
-    return store, run_id
+    return open_run(db, run_id)
 
 
 def register(cli: click.Group) -> None:
