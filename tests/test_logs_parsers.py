@@ -177,3 +177,20 @@ def test_clean_splits_prefixes_and_colours():
         40201, None, "0.00.001.791 I srv  llama_server: initializing ...")
     assert clean("Jun 06 11:17:05 mygpu ollama[243665]: time=x level=INFO msg=y") == (None, 243665, "time=x level=INFO msg=y")
     assert clean("\x1b[34m0.00.1\x1b[0m x") == (None, None, "0.00.1 x")
+
+
+def test_factored_trigger_scan_finds_what_a_flat_alternation_finds():
+    """The prefix-factored trigger regex must select exactly the lines (and triggers) a flat one would."""
+    import re
+
+    from cardproof.daemon.logs.parsers import _dispatch, _trie_pattern
+
+    factored, by_trigger = _dispatch()
+    flat = re.compile("|".join(re.escape(t) for t in sorted(by_trigger, key=len, reverse=True)))
+    lines = [clean(raw)[2] for raw in FIXTURE.read_text().splitlines()] + [
+        "abc -ctk q8_0 -ctv q8_0 -c 4096", "n_ctx n_ctx_seq", "[GIN] x", "K (q8_0): 12.00 MiB", "", "-c",
+    ]
+    for text in lines:
+        assert factored.findall(text) == flat.findall(text), text
+    # where one trigger starts another, the longer wins, as in the flat alternation sorted longest first
+    assert re.compile(_trie_pattern(["ab", "abc", "b"])).findall("abcab") == ["abc", "ab"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .lines import clean
+from .parsers import marker
 
 _GIN = re.compile(
     r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}):(\d{2}):(\d{2}) \|\s*(\d{3}) \|\s*(\S+) \|\s*(\S+) \|\s*"
@@ -26,8 +26,8 @@ _GIN = re.compile(
 )
 _SWAP = re.compile(r"\bRequest (\S+) \"([A-Z]+) (\S+) [^\"]*\" (\d{3})\b")
 _LLAMA = re.compile(r"log_server_r: (?:done )?request: ([A-Z]+) (\S+) (\S+) (\d{3})\b")
-# LIKE patterns that preselect candidate lines in SQL (the regexes decide)
-_LIKE = ("%[GIN]%", "%Request %", "%log_server_r%")
+# the importer's one trigger scan per line passes these lines to parse_access
+marker("[GIN]", "Request ", "log_server_r")
 
 
 class Access(NamedTuple):
@@ -58,24 +58,15 @@ def parse_access(text: str) -> Access | None:
     return None
 
 
-def record_requests(conn, source_id: int, first_line_id: int) -> int:
-    """Write ``requests_seen`` for the access lines of one import (lines from ``first_line_id`` on).
+def record_requests(conn, run_id: int | None, found: list[tuple[int, str | None, Access]]) -> int:
+    """Write ``requests_seen`` for the access lines an import found: ``(line_id, ts, access)``.
 
     ``ts`` is the line's timestamp from the journal (UTC, the store's format)
     when there is one; otherwise the time the line itself prints, which has
     no time zone and is kept as printed rather than converted by a guess.
     """
-    where = " or ".join("raw like ?" for _ in _LIKE)
-    rows = conn.execute(
-        f"select id, ts, raw, run_id from log_lines where source_id = ? and id >= ? and ({where})",
-        [source_id, first_line_id, *_LIKE],
-    ).fetchall()
-    out = []
-    for line_id, ts, raw, run_id in rows:
-        a = parse_access(clean(raw)[2])
-        if a is None:
-            continue
-        out.append((run_id, ts or a.logged_time, a.client, a.method, a.path, a.status, line_id, a.source))
+    out = [(run_id, ts or a.logged_time, a.client, a.method, a.path, a.status, line_id, a.source)
+           for line_id, ts, a in found]
     if out:
         conn.executemany(
             "insert into requests_seen (run_id, ts, client, method, path, status, line_id, source) "

@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import json
 import time
+import gc
+from itertools import chain
 from pathlib import Path
 from typing import Callable
 
 from ..store import Store, utcnow
-from .access import record_requests
+from .access import parse_access, record_requests
 from .attribution import Attributor, scope_facts
 from .lines import clean
 from .parsers import parse_line, trigger_search
 from .sources import FileReader, JournalReader, LogSourceError, detect_format, file_identity
 
-_LINE_COLS = ("id", "source_id", "run_id", "ts", "unit", "pid", "port", "cursor", "offset", "raw", "raw_bytes",
-              "load_id", "attribution")
+# per line; source_id and run_id are the same for a whole import and go into the statement
+_LINE_COLS = ("id", "ts", "unit", "pid", "port", "cursor", "offset", "raw", "raw_bytes", "load_id", "attribution")
 _FACT_COLS = ("id", "load_id", "line_id", "name", "device", "value_num", "value_text", "unit")
-_INSERT_LINE = f"insert into log_lines ({', '.join(map(repr, _LINE_COLS))}) values ({', '.join('?' * len(_LINE_COLS))})"
 _ROWS_PER_INSERT = 1000
-_INSERT_LINES_BULK = _INSERT_LINE.split(" values ")[0] + " values " + ", ".join(
-    ["(" + ", ".join("?" * len(_LINE_COLS)) + ")"] * _ROWS_PER_INSERT)
 _INSERT_FACT = f"insert into facts ({', '.join(_FACT_COLS)}) values ({', '.join('?' * len(_FACT_COLS))})"
 _LOAD_COLS = {"model_name", "model_file", "port", "pid", "start_line_id", "ready_line_id", "end_line_id",
               "exit_status", "requested_at", "ready_at", "ended_at", "end_reason", "status"}
@@ -37,9 +36,12 @@ _FLUSH_ROWS = 20_000
 class _Writer:
     """Buffers rows, assigns ids, and is the Attributor's hook into the store.
 
-    Rows go in with ``executemany`` rather than sqlite-utils' ``insert_all``:
-    on these machines insert_all took 10 s for 200,000 lines where
-    executemany took 1.8 s, and the import must keep pace with journalctl.
+    Rows go in with multi-row ``insert`` statements rather than sqlite-utils'
+    ``insert_all``: on these machines insert_all took 10 s for 200,000 lines
+    where executemany took 1.8 s, and the import must keep pace with
+    journalctl. (Inserting on a second thread was tried and measured: the
+    parsing thread holds Python's lock nearly all the time, so the writer
+    waited for it and the import got slower, not faster.)
     """
 
     def __init__(self, store: Store, source_id: int, run_id: int | None):
@@ -48,7 +50,13 @@ class _Writer:
         self.run_id = run_id
         self.next_line = (self.conn.execute("select max(id) from log_lines").fetchone()[0] or 0) + 1
         self.next_fact = (self.conn.execute("select max(id) from facts").fetchone()[0] or 0) + 1
-        self.lines: list[list] = []
+        self.lines: list[tuple] = []
+        # the constant columns as literals (ints or NULL), the rest bound
+        consts = f"{int(source_id)}, {'NULL' if run_id is None else int(run_id)}, "
+        cols = ", ".join(("source_id", "run_id") + _LINE_COLS)
+        one = "(" + consts + ", ".join("?" * len(_LINE_COLS)) + ")"
+        self.insert_one = f"insert into log_lines ({cols}) values {one}"
+        self.insert_bulk = f"insert into log_lines ({cols}) values " + ", ".join([one] * _ROWS_PER_INSERT)
         self.facts: list[tuple] = []
         self.first_buffered = self.next_line
         self.stats = {"loads": 0, "facts": 0}
@@ -84,8 +92,7 @@ class _Writer:
         for lid in line_ids:
             i = lid - self.first_buffered
             if 0 <= i < len(self.lines):
-                row = self.lines[i]
-                row[11], row[12] = load_id, attribution
+                self.lines[i] = self.lines[i][:-2] + (load_id, attribution)
             else:
                 old.append((load_id, attribution, lid))
         if self.facts:
@@ -107,20 +114,20 @@ class _Writer:
         return self._models[name]
 
     def flush(self) -> None:
-        lines = self.lines
-        if lines:
-            # one statement per 1000 rows: binding is the same, statement overhead a thousandth
-            k = _ROWS_PER_INSERT
-            full = len(lines) - len(lines) % k
-            for i in range(0, full, k):
-                self.conn.execute(_INSERT_LINES_BULK, [v for row in lines[i:i + k] for v in row])
-            if full < len(lines):
-                self.conn.executemany(_INSERT_LINE, lines[full:])
-        if self.facts:
-            self.conn.executemany(_INSERT_FACT, self.facts)
-            self.stats["facts"] += len(self.facts)
-        self.lines = []
-        self.facts = []
+        """Store the buffered lines and facts."""
+        lines, facts = self.lines, self.facts
+        conn = self.conn
+        # one statement per 1000 rows: binding is the same, statement overhead a thousandth
+        k = _ROWS_PER_INSERT
+        full = len(lines) - len(lines) % k
+        for i in range(0, full, k):
+            conn.execute(self.insert_bulk, list(chain.from_iterable(lines[i:i + k])))
+        if full < len(lines):
+            conn.executemany(self.insert_one, lines[full:])
+        if facts:
+            conn.executemany(_INSERT_FACT, facts)
+            self.stats["facts"] += len(facts)
+        self.lines, self.facts = [], []
         self.first_buffered = self.next_line
 
 
@@ -141,64 +148,86 @@ def _redirects(conn) -> dict[int, int]:
     return {a: b for a, b in rows}
 
 
+def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progress):
+    """The loop over every line: clean, attribute, parse, buffer; inserts overlap on the writer thread."""
+    attr = Attributor(source["state"], w)
+    attr.redirect(_redirects(conn))
+    known = None
+    if reader.dedupe:
+        known = {r[0] for r in conn.execute("select cursor from log_lines where source_id = ? and cursor is not null",
+                                            [source["id"]])}
+    n = dup = 0
+    lid = w.next_line
+    fid = w.next_fact
+    sid = source["id"]
+    draft = attr.draft
+    lines, facts = w.lines, w.facts
+    feed = attr.feed
+    has_trigger = trigger_search()  # most lines carry no fact: one C-level scan decides
+    next_report = PROGRESS_EVERY
+    accesses: list = []
+    for batch in reader.batches():
+        for ts, unit, pid, cursor, offset, raw, raw_bytes in batch:
+            if known is not None and cursor in known:
+                dup += 1
+                continue
+            port, spid, text = clean(raw)
+            if pid is None:
+                pid = spid
+            load, how, extra = feed(lid, pid, port, text, ts)
+            if has_trigger(text):
+                found = parse_line(text)
+                access = parse_access(text)
+                if access is not None:
+                    accesses.append((lid, ts, access))
+            else:
+                found = None
+            if extra:
+                found = (found or []) + extra
+            if found:
+                if load is not None and load in draft:
+                    found = scope_facts(found, True)
+                for f in found:
+                    facts.append((fid, load, lid, f.name, f.device, f.value_num, f.value_text, f.unit))
+                    fid += 1
+            lines.append((lid, ts, unit, pid, port, cursor, offset, raw, raw_bytes, load, how))
+            lid += 1
+            n += 1
+        w.next_line, w.next_fact = lid, fid
+        if len(lines) >= _FLUSH_ROWS:
+            w.flush()
+            lines, facts = w.lines, w.facts
+        if progress and n >= next_report:
+            rate = n / max(time.perf_counter() - started, 1e-9)
+            progress(f"{reader.name}: {n:,} lines imported ({rate:,.0f} lines/s)")
+            next_report += PROGRESS_EVERY
+    w.flush()
+    requests = record_requests(conn, run_id, accesses)  # access lines -> requests_seen
+    for reason, skipped in reader.gaps:
+        conn.execute("insert into capture_gaps (source_id, at, reason, lines_skipped) values (?, ?, ?, ?)",
+                     [sid, utcnow(), reason, skipped])
+    if hasattr(reader, "finish"):
+        reader.finish()
+    return n, dup, lid, requests, attr
+
+
 def run_import(store: Store, reader, source: dict, *, run_id: int | None = None,
                progress: Callable[[str], None] | None = None) -> dict:
     """Read all of ``reader`` into the store; returns counts (see :func:`capture_file`)."""
     conn = store.db.conn
+    sid = source["id"]
     started, started_cpu = time.perf_counter(), time.process_time()
     with conn:
-        w = _Writer(store, source["id"], run_id)
-        attr = Attributor(source["state"], w)
-        attr.redirect(_redirects(conn))
-        known = None
-        if reader.dedupe:
-            known = {r[0] for r in conn.execute("select cursor from log_lines where source_id = ? and cursor is not null",
-                                                [source["id"]])}
-        n = dup = 0
-        lid = first_line = w.next_line
-        fid = w.next_fact
-        sid = source["id"]
-        draft = attr.draft
-        lines, facts = w.lines, w.facts
-        feed = attr.feed
-        has_trigger = trigger_search()  # most lines carry no fact: one C-level scan decides
-        next_report = PROGRESS_EVERY
-        for batch in reader.batches():
-            for ts, unit, pid, cursor, offset, raw, raw_bytes in batch:
-                if known is not None and cursor in known:
-                    dup += 1
-                    continue
-                port, spid, text = clean(raw)
-                if pid is None:
-                    pid = spid
-                load, how, extra = feed(lid, pid, port, text, ts)
-                found = parse_line(text) if has_trigger(text) else None
-                if extra:
-                    found = (found or []) + extra
-                if found:
-                    if load is not None and load in draft:
-                        found = scope_facts(found, True)
-                    for f in found:
-                        facts.append((fid, load, lid, f.name, f.device, f.value_num, f.value_text, f.unit))
-                        fid += 1
-                lines.append([lid, sid, run_id, ts, unit, pid, port, cursor, offset, raw, raw_bytes, load, how])
-                lid += 1
-                n += 1
-            w.next_line, w.next_fact = lid, fid
-            if len(lines) >= _FLUSH_ROWS:
-                w.flush()
-                lines, facts = w.lines, w.facts
-            if progress and n >= next_report:
-                rate = n / max(time.perf_counter() - started, 1e-9)
-                progress(f"{reader.name}: {n:,} lines imported ({rate:,.0f} lines/s)")
-                next_report += PROGRESS_EVERY
-        w.flush()
-        requests = record_requests(conn, sid, first_line) if n else 0  # access lines -> requests_seen
-        for reason, skipped in reader.gaps:
-            conn.execute("insert into capture_gaps (source_id, at, reason, lines_skipped) values (?, ?, ?, ?)",
-                         [sid, utcnow(), reason, skipped])
-        if hasattr(reader, "finish"):
-            reader.finish()
+        w = _Writer(store, sid, run_id)
+        # the import makes millions of small objects and frees none of them before it ends:
+        # the cyclic collector would rescan the growing buffers again and again for nothing
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            n, dup, lid, requests, attr = _import_lines(conn, w, reader, source, run_id, started, progress)
+        finally:
+            if collecting:
+                gc.enable()
         pos = reader.position
         state = attr.state()
         if pos.get("head") is not None:
