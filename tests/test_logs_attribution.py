@@ -211,3 +211,66 @@ def test_attribute_run_links_log_loads_to_runner_loads(store):
     # a later capture of the same source follows the merge
     assert capture_file(store, FIXTURE)["lines"] == 0
 
+
+
+# Ollama 0.12 and later, in the formats of published server logs (github.com/ollama/ollama issues,
+# server.go / sched.go / device.go / llama_server.go lines): GPU discovery runners without a model,
+# a runner started with --model whose count line comes only after its whole load, and Ollama
+# running llama.cpp's own llama-server as the runner. Values and paths are made up for the test.
+OLLAMA_NEW = [
+    'time=2026-05-20T19:18:00.100Z level=INFO source=runner.go:67 msg="discovering available GPUs..."',
+    'time=2026-05-20T19:18:00.101Z level=INFO source=server.go:430 msg="starting runner" '
+    'cmd="/usr/local/bin/ollama runner --ollama-engine --port 40001"',
+    "ggml_cuda_init: found 1 CUDA devices:",  # the discovery runner's own output: no load's line
+    'time=2026-05-20T19:18:01.984Z level=INFO source=server.go:430 msg="starting runner" '
+    'cmd="/usr/local/bin/ollama runner --model /var/lib/ollama/blobs/sha256-c0ffee --port 46001"',
+    'time=2026-05-20T19:18:01.985Z level=INFO source=sched.go:484 msg="system memory" total="13.5 GiB" free="7.3 GiB"',
+    'time=2026-05-20T19:18:01.985Z level=INFO source=device.go:240 msg="model weights" device=CUDA0 size="1.5 GiB"',
+    'time=2026-05-20T19:18:01.985Z level=INFO source=device.go:262 msg="compute graph" device=CUDA0 size="252.2 MiB"',
+    "load_tensors: offloaded 27/27 layers to GPU",
+    "llama_context:      CUDA0 compute buffer size =   252.25 MiB",
+    'time=2026-05-20T19:18:03.063Z level=INFO source=server.go:1388 msg="llama runner started in 1.08 seconds"',
+    'time=2026-05-20T19:18:03.063Z level=INFO source=sched.go:561 msg="loaded runners" count=1',
+    '[GIN] 2026/05/20 - 19:18:29 | 200 | 28.431007734s |       127.0.0.1 | POST     "/api/chat"',
+    'time=2026-05-20T19:18:29.816Z level=INFO source=server.go:430 msg="starting runner" '
+    'cmd="/usr/local/bin/ollama runner --ollama-engine --port 38613"',
+    "ggml_cuda_init: found 1 CUDA devices:",  # discovery again: the stream is no longer one runner's
+    'time=2026-06-28T20:51:02.166Z level=INFO source=server.go:109 msg="using llama-server for model" '
+    'model=/var/lib/ollama/blobs/sha256-beef',
+    'time=2026-06-28T20:51:02.167Z level=INFO source=llama_server.go:406 msg="starting llama-server" '
+    'cmd="/usr/lib/ollama/llama-server --model /var/lib/ollama/blobs/sha256-beef --port 42103 --host 127.0.0.1 '
+    '-c 32768 -np 1 --no-log-prefix --flash-attn auto"',
+    "load_tensors: offloaded 15/33 layers to GPU",
+    "llama_kv_cache:      CUDA0 KV buffer size =  1792.00 MiB",
+    "common_speculative_init: no implementations specified for speculative decoding",
+    'time=2026-06-28T20:51:17.534Z level=INFO source=llama_server.go:1201 msg="llama-server started in 15.37 seconds"',
+    'time=2026-06-28T20:51:17.595Z level=INFO source=sched.go:739 msg="loaded runners" count=1',
+    'time=2026-06-28T20:51:17.595Z level=INFO source=llama_server.go:1201 msg="llama-server started in 15.43 seconds"',
+    "slot print_timing: id  0 | task 0 |        eval time =   20840.36 ms /    64 tokens",
+]
+
+
+def test_ollama_runner_and_llama_server_starts_are_load_boundaries_discovery_runners_are_not(store, tmp_path):
+    """Recorded line formats (Ollama 0.12+ and its llama-server runner); no Ollama binary exists here."""
+    log = tmp_path / "ollama-new.log"
+    log.write_text("\n".join(OLLAMA_NEW) + "\n")
+    import_path(store, log)
+    got = [r["model"] for r in rows(store)]
+    assert got == [
+        None, None, None,  # discovery: no load, its output unattributed
+        *["sha256-c0ffee"] * 8,  # start, held plan and load lines bound by count=1, the ready line, the count
+        "sha256-c0ffee",  # served while the runner was alone
+        None, None,  # a discovery runner writes into the stream: nothing is provable now
+        "sha256-beef",  # the "using llama-server" line is the plan of the next start
+        *["sha256-beef"] * 8,
+    ]
+    loads = {ld["model"]: ld for ld in load_summaries(store.db)}
+    assert set(loads) == {"sha256-c0ffee", "sha256-beef"}  # discovery runners are no loads
+    first, second = loads["sha256-c0ffee"]["facts"], loads["sha256-beef"]["facts"]
+    assert first["plan_weights_mib"] == {"CUDA0": 1536.0} and first["plan_compute_mib"] == {"CUDA0": 252.2}
+    assert first["compute_buffer_mib"] == {"CUDA0": 252.25} and first["load_seconds"] == 1.08
+    assert second["ctx_size"] == 32768 and second["spec_type"] == "none" and second["offloaded_layers"] == 15
+    assert second["kv_buffer_mib"] == {"CUDA0": 1792.0}
+    ready = store.db.execute("select l.raw from loads d join log_lines l on l.id = d.ready_line_id "
+                             "where d.model_name = 'sha256-beef'").fetchone()[0]
+    assert "15.37 seconds" in ready  # Ollama prints the started-in line twice; the first is the load's

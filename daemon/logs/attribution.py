@@ -40,7 +40,13 @@ _BY_NAME = re.compile(r"(?:stopping model instance|removing LRU) name=(\S+)")
 _EXITED = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
 _ARG = re.compile(r"\bload:   (\S.*)$")
 _LOADING_MODEL = re.compile(r"loading model '([^']+)'")
-_OLLAMA_CMD = re.compile(r"--model (\S+).*?--port (\d+)")
+_OLLAMA_STARTS = ('msg="starting llama server"', 'msg="starting runner"', 'msg="starting llama-server"')
+_OLLAMA_MODEL = re.compile(r"--model (\S+?)\"?(?:\s|$)")
+_OLLAMA_PORT = re.compile(r"--port (\d+)")
+# the scheduler's plan for the next runner, printed before it starts
+_OLLAMA_PLAN = ("msg=offload", 'msg="offload', "source=memory.go", 'msg="system memory"',
+                'msg="using llama-server for model"')
+_OLLAMA_READY = re.compile(r"(?:llama runner|llama-server) started in [\d.]+ seconds")
 _OLLAMA_COUNT = re.compile(r'msg="loaded runners" count=(\d+)')
 _PROCESS_START = ("llama_server: initializing", "main: build = ", "main: server is listening")
 
@@ -212,26 +218,54 @@ class Attributor:
 
     # -- Ollama -----------------------------------------------------------
     def _ollama_line(self, key, line_id, text, ts):
-        st = self.ollama.setdefault(key, {"load": None, "exclusive": False, "pending": []})
-        if 'msg="starting llama server"' in text:
-            m = _OLLAMA_CMD.search(text)
-            path = m[1] if m else None
-            load = self.hooks.new_load(model_name=os.path.basename(path) if path else None, model_file=path,
-                                       port=int(m[2]) if m else None, start_line_id=line_id, requested_at=ts)
+        """Ollama's server log: the scheduler's lines and its runners' output in one stream.
+
+        A load starts at ``starting llama server`` (up to 0.11), ``starting
+        runner`` (0.12 on) or ``starting llama-server`` (runs llama.cpp's own
+        server), each with ``--model`` and the blob path. A ``starting
+        runner`` without ``--model`` is the GPU discovery Ollama runs at
+        start-up and before scheduling: no model, no load. The lines after a
+        start are held until ``loaded runners count=N``: with 1 no other
+        runner writes into the stream and they join the load; with more they
+        stay unattributed, and so does everything until the next start. A
+        discovery runner also writes into the stream, so after one nothing
+        is attributed until the next load is proven alone.
+        """
+        st = self.ollama.setdefault(key, {"load": None, "exclusive": False, "pending": [], "held": None})
+        if 'msg="starting ' in text and any(s in text for s in _OLLAMA_STARTS):
+            m = _OLLAMA_MODEL.search(text)
+            if m is None:  # a discovery runner: nothing is loaded by it, but it writes into the stream
+                st["exclusive"] = False
+                return None, "unattributed", None
+            path = m[1]
+            port = _OLLAMA_PORT.search(text)
+            load = self.hooks.new_load(model_name=os.path.basename(path), model_file=path,
+                                       port=int(port[1]) if port else None, start_line_id=line_id, requested_at=ts)
             # the scheduler's plan for this load was printed just before it started
             self.hooks.bind(st["pending"], load, "boundary")
-            self.ollama[key] = {"load": load, "exclusive": False, "pending": []}
+            self.ollama[key] = {"load": load, "exclusive": False, "pending": [], "held": []}
             return load, "boundary", None
-        if "msg=offload" in text or 'msg="offload' in text or "source=memory.go" in text or 'msg="system memory"' in text:
+        load = st.get("load")
+        held = st.get("held")
+        if held is not None and 'msg="loaded runners"' not in text and not _OLLAMA_READY.search(text):
+            # between a start and the runner count (0.12 on: memory plan, the runner's whole load)
+            if len(held) < _MAX_PENDING:
+                held.append(line_id)
+            return None, "unattributed", None
+        if any(s in text for s in _OLLAMA_PLAN):
             st["pending"].append(line_id)
             return None, "unattributed", None
-        load = st.get("load")
         if 'msg="loaded runners"' in text:
             m = _OLLAMA_COUNT.search(text)
             st["exclusive"] = bool(m and m[1] == "1")
-        elif "llama runner started in" in text and load is not None:
+            st["held"] = None
+            if held and load is not None and st["exclusive"]:
+                self.hooks.bind(held, load, "boundary")
+        elif load is not None and _OLLAMA_READY.search(text):
             # loads are started one at a time: the ready line is the latest start's
-            self.hooks.update_load(load, ready_line_id=line_id, ready_at=ts)
+            if not st.get("ready"):
+                self.hooks.update_load(load, ready_line_id=line_id, ready_at=ts)
+                st["ready"] = True
             return load, "boundary", None
         if load is not None and st["exclusive"]:
             return load, "boundary", None

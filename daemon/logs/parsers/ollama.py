@@ -30,11 +30,40 @@ def parse_offload_plan(text: str) -> list[Fact]:
     return facts
 
 
-# msg="llama runner started in 8.62 seconds"
-_RUNNER_STARTED = re.compile(r"llama runner started in ([\d.]+) seconds")
+# msg="llama runner started in 8.62 seconds"; with llama.cpp's server as the runner (2026):
+# msg="llama-server started in 15.37 seconds"
+_RUNNER_STARTED = re.compile(r"(?:llama runner|llama-server) started in ([\d.]+) seconds")
 
 
-@parser("runner started in")
+@parser("runner started in", "llama-server started in")
 def parse_runner_started(text: str) -> list[Fact]:
     m = _RUNNER_STARTED.search(text)
     return [Fact("load_seconds", float(m[1]), unit="s")] if m else []
+
+
+# The scheduler's memory plan for a runner, one line per item (device.go, Ollama 0.12 on):
+#   msg="model weights" device=CUDA0 size="1.5 GiB"
+#   msg="kv cache" device=CUDA0 size="1.6 GiB"
+#   msg="compute graph" device=CUDA0 size="252.2 MiB"
+#   msg="total memory" size="3.4 GiB"
+# and before 0.12 one offload line with memory.required.full="11.4 GiB". These are Ollama's
+# own estimates (its self-report), kept under plan_* names: never the card's figure.
+_PLAN_ITEM = re.compile(r'msg="(model weights|kv cache|compute graph|total memory)"(?: device=(\S+))? '
+                        r'size="([\d.]+) ([KMG]?i?B)"')
+_PLAN_NAMES = {"model weights": "plan_weights_mib", "kv cache": "plan_kv_mib",
+               "compute graph": "plan_compute_mib", "total memory": "plan_total_mib"}
+_REQUIRED_FULL = re.compile(r'memory\.required\.full="([\d.]+) ([KMG]?i?B)"')
+
+
+@parser('msg="model weights"', 'msg="kv cache"', 'msg="compute graph"', 'msg="total memory"')
+def parse_memory_plan(text: str) -> list[Fact]:
+    m = _PLAN_ITEM.search(text)
+    if not m:
+        return []
+    return [Fact(_PLAN_NAMES[m[1]], round(mib(m[3], m[4]), 2), unit="MiB", device=m[2])]
+
+
+@parser("memory.required.full=")
+def parse_required_full(text: str) -> list[Fact]:
+    m = _REQUIRED_FULL.search(text)
+    return [Fact("plan_total_mib", round(mib(m[1], m[2]), 2), unit="MiB")] if m else []
