@@ -311,7 +311,7 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
                 child = router_child_pid(backend.url, cell.model) if backend.is_router() else None
                 if child:
                     store.update("loads", load_id, {"pid": child})
-                mem.after_load(load_id, pid=child)
+                mem.after_load(load_id, pid=child, arg=runner_arg(backend, cell.model))
             if taken.ok:
                 state["measured"] += 1
             else:
@@ -368,8 +368,14 @@ def _explicit_load(store, backend, run_id, model_id, name, echo, mem=None) -> in
         pid = res.pid or router_child_pid(backend.url, name) if backend.is_router() else res.pid
         if pid and not res.pid:
             store.update("loads", load_id, {"pid": pid})
-        mem.after_load(load_id, pid=pid)
+        mem.after_load(load_id, pid=pid, arg=runner_arg(backend, name))
     return load_id
+
+
+def runner_arg(backend, name: str) -> str | None:
+    """An argument on the command line of the process serving ``name`` (Ollama: its blob), if the backend knows one."""
+    find = getattr(backend, "runner_arg", None)
+    return find(name) if find is not None else None
 
 
 def router_child_pid(url: str, name: str) -> int | None:

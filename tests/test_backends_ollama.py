@@ -162,3 +162,31 @@ def test_recorded_campaign_runs_end_to_end_with_gates_fed_by_ollama_figures(tmp_
     assert record_runtime_selfreports(store, out.run_id) == 0  # once per load
     judge_run(store, out.run_id, parse_campaign(_campaign(srv.url)).gates)  # re-judging stays possible
     store.close()
+
+
+def test_recorded_show_names_the_runner_whose_process_the_memory_capture_takes(tmp_path):
+    """/api/show's modelfile (recorded, docs/api.md) names the blob; a real process with that blob on its
+    command line stands in for the runner, and the load's memory is attributed to it by that argument."""
+    import subprocess
+    import sys
+
+    digest = "200765e1283640ffbd013184bf496e261032fa75b99498a9613be4e94d63ad52"  # the FROM line of show.json
+    blob = tmp_path / "blobs" / f"sha256-{digest}"
+    runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "runner", "--model", str(blob),
+                               "--port", "0"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "runner", "--model",
+                              str(tmp_path / "blobs" / ("sha256-" + "0" * 64))])  # a neighbour's runner
+    try:
+        with RecordedOllama() as srv:
+            b = OllamaBackend(srv.url, timeout_s=10)
+            assert b.model_blob("gemma4").endswith(f"sha256:{digest}")
+            assert b.runner_arg("gemma4") == f"sha256-{digest}"
+            store = open_store(tmp_path / "o.db")
+            out = run_campaign(store, parse_campaign(_campaign(srv.url)), echo=lambda s: None)
+        rows = store.db.execute("select p.pid, p.how from memory_load_pids p join loads l on l.id = p.load_id "
+                                "where l.run_id = ?", [out.run_id]).fetchall()
+        assert rows and {pid for pid, _ in rows} == {runner.pid} and {how for _, how in rows} == {"arg"}
+        store.close()
+    finally:
+        runner.kill()
+        other.kill()

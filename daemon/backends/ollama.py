@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 
 import httpx
@@ -29,6 +30,8 @@ NS = 1e9
 
 # llama-server request fields the canaries use; Ollama has no equivalent, so
 # they are dropped and the request records that they were.
+_FROM_BLOB = re.compile(r"(?m)^FROM (\S*blobs[/\\]sha256[:-][0-9a-f]{64})")
+_BLOB_DIGEST = re.compile(r"sha256[:-]([0-9a-f]{64})")
 _NO_EQUIVALENT = {"ignore_eos", "cache_prompt", "logit_bias", "chat_template_kwargs", "stream_options"}
 
 
@@ -88,6 +91,26 @@ class OllamaBackend:
         if model not in self._shows:
             self._shows[model] = request_json(self.client, "POST", "/api/show", json_body={"model": model})
         return self._shows[model]
+
+    def model_blob(self, model: str) -> str | None:
+        """The model's weights file as ``/api/show``'s ``modelfile`` names it (``FROM .../blobs/sha256-…``)."""
+        try:
+            modelfile = self.show(model).get("modelfile") or ""
+        except BackendError:
+            return None
+        m = _FROM_BLOB.search(modelfile)
+        return m[0].split(None, 1)[1] if m else None
+
+    def runner_arg(self, model: str) -> str | None:
+        """What the model's runner has on its command line: ``sha256-<hex>`` of the blob after ``--model``.
+
+        The memory capture finds the runner process by it (``/proc/PID/cmdline``).
+        Older API docs print the blob as ``sha256:<hex>``; on disk and on the
+        runner's command line it is ``sha256-<hex>``.
+        """
+        blob = self.model_blob(model)
+        m = _BLOB_DIGEST.search(blob or "")
+        return f"sha256-{m[1]}" if m else None
 
     def capabilities(self, model: str) -> list[str]:
         try:
