@@ -96,6 +96,7 @@ class RecordedOllama(RecordedServer):
         self.thinking_models = set(thinking_models)
         self.chunk_delay_s = chunk_delay_s
         self.vram_share = vram_share
+        self.v1_requests: list[dict] = []
 
     def _ps(self):
         template = recorded("ollama", "ps.json")["models"][0]
@@ -124,6 +125,15 @@ class RecordedOllama(RecordedServer):
                 return h._send(200, recorded("ollama", "generate_unload.json") | {"model": model})
             self.loaded.add(model)
             return h._send(200, recorded("ollama", "generate_load.json") | {"model": model})
+        if path == "/v1/chat/completions":
+            # probes speak OpenAI to Ollama: a get_weather offer gets the recorded call, the tool's
+            # result gets the recorded answer, anything else a plain answer without a call
+            msgs = body.get("messages") or []
+            offered = {t["function"]["name"] for t in body.get("tools") or []}
+            name = "v1_chat_tool_call.json" if "get_weather" in offered and msgs[-1]["role"] == "user" \
+                else "v1_chat_answer.json"
+            self.v1_requests.append(body)
+            return h._send(200, recorded("ollama", name) | {"model": body["model"]})
         if path == "/api/chat":
             model = body["model"]
             if body.get("think") and model not in self.thinking_models:

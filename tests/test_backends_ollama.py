@@ -190,3 +190,23 @@ def test_recorded_show_names_the_runner_whose_process_the_memory_capture_takes(t
     finally:
         runner.kill()
         other.kill()
+
+
+def test_recorded_tools_probe_runs_through_ollamas_openai_endpoint(tmp_path):
+    """Probes reach Ollama through chat_raw (/v1/chat/completions); responses recorded in Ollama's shape."""
+    with RecordedOllama() as srv:
+        store = open_store(tmp_path / "o.db")
+        campaign = parse_campaign(_campaign(srv.url) + '\n[probes]\nrun = ["tools"]\nrepeat = 1\n')
+        out = run_campaign(store, campaign, echo=lambda s: None)
+        sent = list(srv.v1_requests)
+    got = {r["variant"]: (r["verdict"], r["raw_verdict"], r["arm"], r["declared"]) for r in store.db.query(
+        "select * from probe_results where run_id = ? and probe = 'tools'", [out.run_id])}
+    # the call parsed, the tool result went back, the answer used it
+    assert got["weather"] == ("PASS", "PASS", "result_used", 0)
+    # show.json declares completion and vision only: a missing call is "not capable", not a defect
+    assert got["currency"] == ("NOT_CAPABLE", "FAIL", "no_tool_call", 0)
+    assert got["pick_tool"][1:3] == ("FAIL", "wrong_tool")  # asked for the time, got the weather tool called
+    assert all(b["model"] == "gemma4" and b["stream"] is False for b in sent)
+    follow = next(b for b in sent if b["messages"][-1]["role"] == "tool")
+    assert follow["messages"][-1]["tool_call_id"] == "call_ws2damtb"  # Ollama's call id carried into the follow-up
+    store.close()
