@@ -18,10 +18,11 @@ from .campaign import Campaign
 from .canaries import run_canaries
 from .judge import judge_run
 from .logs import LogSourceError, attribute_run, capture_file, capture_journal
+from .memory.budget import pin_guard
 from .memory.capture import MemoryCapture
 from .memory.procinfo import children, listening_pids, pids_with_arg
 from .probes.run import run_model_probes
-from .prompts import build_prompt
+from .prompts import build_prompt, new_nonce
 from .rules.outcome import evaluate_rules
 from .sampling import take_sample
 from .store import Store, StoreError, dumps, utcnow
@@ -94,18 +95,22 @@ def run_campaign(
     *,
     echo: Callable[[str], None] = print,
     backend=None,
+    memory_source=None,
 ) -> RunOutcome:
-    """Run ``campaign`` against its server, storing every sample as it is taken."""
+    """Run ``campaign`` against its server, storing every sample as it is taken.
+
+    ``memory_source`` replaces the NVML reader (tests: recorded readings).
+    """
     own_backend = backend is None
     backend = backend or backend_for(campaign)
     try:
-        return _run(store, campaign, backend, echo)
+        return _run(store, campaign, backend, echo, memory_source)
     finally:
         if own_backend:
             backend.close()
 
 
-def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
+def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) -> RunOutcome:
     campaign_id = register_campaign(store, campaign)
     cells = plan_cells(campaign)
     planned = sum(c.repetitions for c in cells)
@@ -180,7 +185,7 @@ def _run(store: Store, campaign: Campaign, backend, echo) -> RunOutcome:
             except LogSourceError as exc:
                 echo(f"warning: log capture: {exc}")
         model_ids = _register_models(store, campaign, backend)
-        mem = MemoryCapture(store, run_id).start()
+        mem = MemoryCapture(store, run_id, source=memory_source).start()
         echo(mem.status_line())
         try:
             _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, planned, mem)
@@ -264,11 +269,14 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
     load_id = None
     done = 0
     canaries_done = not campaign.canaries
+    pin = next((m.name for m in campaign.models if m.pinned), None)
+    refused: dict[str, str] = {}  # model -> why it was not loaded beside the pin
     for position, cell in enumerate(cells):
-        if campaign.probes and current_model is not None and cell.model != current_model:
+        if campaign.probes and current_model is not None and cell.model != current_model \
+                and current_model not in refused:
             # probes run on the model being left, while it is loaded: no load of their own
             run_model_probes(store, backend, campaign, run_id, current_model, model_ids[current_model], echo)
-        if cell.pinned and not canaries_done and current_model is not None:
+        if cell.pinned and not canaries_done and current_model is not None and current_model not in refused:
             # canaries run before the pin is touched: they may evict a model
             run_canaries(store, backend, campaign, run_id, current_model, model_ids[current_model],
                          position=position, echo=echo, load_id=load_id)
@@ -290,8 +298,31 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
         if cell.model != current_model:
             if load_id is not None:
                 store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "next model"})
-            load_id = _explicit_load(store, backend, run_id, model_ids[cell.model], cell.model, echo, mem)
+            reason = None
+            if pin is not None and cell.model != pin:
+                # the pinned-model rule: free memory from the card before every other load
+                reason = pin_guard(store, mem, model_ids[cell.model], cell.model, pin)
+            if reason:
+                refused[cell.model] = reason
+                echo(f"load {cell.model}: refused: {reason}")
+                load_id = store.insert("loads", {
+                    "run_id": run_id, "model_id": model_ids[cell.model], "trigger": "explicit",
+                    "requested_at": utcnow(), "status": "refused", "error_text": reason})
+            else:
+                load_id = _explicit_load(store, backend, run_id, model_ids[cell.model], cell.model, echo, mem,
+                                         checked=pin is not None and cell.model != pin)
             current_model = cell.model
+        if cell.model in refused:
+            # no request: any request would load the model after all
+            for rep in range(1, cell.repetitions + 1):
+                done += 1
+                store.insert("samples", {
+                    "run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": new_nonce(),
+                    "started_at": utcnow(), "kind": "measure", "load_id": load_id, "error_kind": "refused",
+                    "error_text": refused[cell.model], "counter_source": "none"})
+                state["failed"] += 1
+            echo(f"[{done}/{planned}] {cell.model} {cell.prompt_class}: {cell.repetitions} samples not taken (load refused)")
+            continue
         checks = dict(embedding_url=campaign.embedding_url, embedding_model=campaign.embedding_model)
         cellchecks.snapshot(store, backend, cell_id, cell.model, "before", **checks)
         for rep in range(1, cell.repetitions + 1):
@@ -319,9 +350,9 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
             echo(f"{label}: {taken.text}")
         cellchecks.snapshot(store, backend, cell_id, cell.model, "after", **checks)
         mem.end_cell(cell_id, load_id)
-    if campaign.probes and current_model is not None:
+    if campaign.probes and current_model is not None and current_model not in refused:
         run_model_probes(store, backend, campaign, run_id, current_model, model_ids[current_model], echo)
-    if not canaries_done and current_model is not None:
+    if not canaries_done and current_model is not None and current_model not in refused:
         pinned = any(c.pinned and c.model == current_model for c in cells)
         run_canaries(store, backend, campaign, run_id, current_model, model_ids[current_model],
                      position=len(cells), echo=echo, allow_evict=not pinned, load_id=load_id)
@@ -329,8 +360,8 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
         store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "run ended"})
 
 
-def _explicit_load(store, backend, run_id, model_id, name, echo, mem=None) -> int | None:
-    if mem is not None:
+def _explicit_load(store, backend, run_id, model_id, name, echo, mem=None, checked=False) -> int | None:
+    if mem is not None and not checked:
         # free memory read from the card right before the load, never inferred
         mem.before_load(model_id)
     try:

@@ -116,3 +116,40 @@ def budget(db, run_id: int, card_mib: float | None, ts_from=None, ts_to=None) ->
         "headroom_mib": round(total - card_mib, 3),
         "min_free_mib": min_free(db, run_id, ts_from, ts_to),
     }
+
+
+def required_for_model(db, model_id: int) -> tuple[float | None, str | None]:
+    """What loading the model needs on the cards, and on what that figure rests.
+
+    The model's peak on the card in an earlier measured load (same model
+    row, so the same name and file digest) when there is one; otherwise the
+    size of its weights file, which is a lower bound (KV cache and compute
+    buffers come on top). ``(None, None)`` when neither is known.
+    """
+    row = db.execute(
+        """select max(s.peak_mib) from memory_load_stats s join loads l on l.id = s.load_id
+           where l.model_id = ? and s.status = 'steady' and s.peak_mib is not null""", [model_id]).fetchone()
+    if row and row[0]:
+        return round(row[0], 3), "peak measured on the card in an earlier load"
+    row = db.execute("select file_bytes from models where id = ?", [model_id]).fetchone()
+    if row and row[0]:
+        return round(row[0] / 2**20, 3), "size of the weights file (a lower bound)"
+    return None, None
+
+
+def pin_guard(store: Store, capture, model_id: int, model: str, pinned: str) -> str | None:
+    """Before loading ``model`` beside the pinned model: the refusal reason, or None to go ahead.
+
+    Free memory is read from the card (principle 12) and compared with what
+    the model needs (:func:`required_for_model`). Not enough means the load
+    would push the production model out or fail: it is refused, with both
+    figures in the reason. Without a card reading, or without a known need,
+    the load goes ahead and the stored check says what was not verified.
+    """
+    need, basis = required_for_model(store.db, model_id)
+    check = capture.before_load(model_id, required_mib=need)
+    if not check["available"] or check["enough"] is not False:
+        return None
+    devices = ", ".join(f"GPU{d['index']} {d['free_mib'] / 1024:.2f} GiB" for d in check["devices"])
+    return (f"not loaded: {check['free_mib'] / 1024:.2f} GiB free on the cards ({devices}) < "
+            f"{need / 1024:.2f} GiB needed ({basis}); loading {model} could push the pinned model {pinned} out")

@@ -1,0 +1,70 @@
+"""The pinned-model rule against the real llama-server, with the card's memory from RECORDED readings.
+
+No NVIDIA GPU exists here, so free memory comes from a recorded-reading
+source behind the NVML interface; the server, its loads and the requests
+are real. A card too full for the next model means that model is not
+loaded (no request is sent: in router mode any request would load it), and
+the pinned model is still measured.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.memory import RecordedSource
+from cardproof.daemon.memory.budget import required_for_model
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from conftest import campaign_text, unload_all
+
+GIB = 2**30
+
+
+def _card(free_bytes: int) -> dict:
+    """One 8 GiB card whose free memory stays ``free_bytes`` (the pinned model holds the rest)."""
+    tick = {"devices": [{"used_bytes": 8 * GIB - free_bytes, "util": {"gpu": 0, "memory": 0}}], "processes": []}
+    return {"devices": [{"name": "recorded card", "uuid": "GPU-rec-0", "total_bytes": 8 * GIB}], "ticks": [tick] * 3}
+
+
+def _status(url: str, model: str) -> str | None:
+    for m in httpx.get(url + "/models", timeout=10).json()["data"]:
+        if m["id"] == model:
+            return (m.get("status") or {}).get("value")
+    return None
+
+
+def test_a_load_that_does_not_fit_beside_the_pin_is_refused_and_nothing_is_sent(llama_server, tmp_path):
+    unload_all(llama_server.url)
+    store = open_store(tmp_path / "pin.db")
+    camp = parse_campaign(campaign_text(llama_server.url, models=("tiny-a", "tiny-b"), reps=2, pinned="tiny-b"))
+    lines: list[str] = []
+    out = run_campaign(store, camp, echo=lines.append, memory_source=RecordedSource(_card(64 * 1024)))
+    assert out.status == "completed" and out.measured == 2 and out.failed == 2  # tiny-b measured, tiny-a not
+    refused = store.db.execute("select status, error_text from loads l join models m on m.id = l.model_id "
+                               "where l.run_id = ? and m.name = 'tiny-a'", [out.run_id]).fetchall()
+    assert [r[0] for r in refused] == ["refused"]
+    assert "0.00 GiB free on the cards (GPU0 0.00 GiB)" in refused[0][1] and "pinned model tiny-b" in refused[0][1]
+    kinds = store.db.execute("select error_kind, count(*) from samples where run_id = ? and error_kind is not null "
+                             "group by 1", [out.run_id]).fetchall()
+    assert kinds == [("refused", 2)]
+    assert _status(llama_server.url, "tiny-a") != "loaded"  # no request reached the server for it
+    check = store.db.execute("select free_mib, required_mib from memory_free_checks c join models m "
+                             "on m.id = c.model_id where c.run_id = ? and m.name = 'tiny-a'", [out.run_id]).fetchone()
+    need, basis = required_for_model(store.db, store.db.execute(
+        "select id from models where name = 'tiny-a'").fetchone()[0])
+    assert check == (0.062, need) and "weights file" in basis  # the need is the file's size: a lower bound
+    assert any("load tiny-a: refused" in ln for ln in lines)
+    store.close()
+
+
+def test_a_load_that_fits_beside_the_pin_goes_ahead(llama_server, tmp_path):
+    unload_all(llama_server.url)
+    store = open_store(tmp_path / "pin-ok.db")
+    camp = parse_campaign(campaign_text(llama_server.url, models=("tiny-a", "tiny-b"), reps=1, pinned="tiny-b"))
+    out = run_campaign(store, camp, echo=lambda s: None, memory_source=RecordedSource(_card(4 * GIB)))
+    assert out.status == "completed" and out.measured == 2 and out.failed == 0
+    checks = store.db.execute("select m.name, c.free_mib from memory_free_checks c join models m "
+                              "on m.id = c.model_id where c.run_id = ? order by c.id", [out.run_id]).fetchall()
+    assert checks == [("tiny-a", 4096.0), ("tiny-b", 4096.0)]  # read from the card before each load, once each
+    store.close()
