@@ -395,6 +395,9 @@ def _explicit_load(store, backend, run_id, model_id, name, echo, mem=None, check
             "pid": res.pid,
         },
     )
+    blob = getattr(backend, "model_blob", None)
+    if blob is not None:  # Ollama: the weights file its runner is started with, for linking the log's loads
+        store.update("loads", load_id, {"model_file": blob(name)})
     if mem is not None and res.status in ("loaded", "already_loaded"):
         pid = res.pid or router_child_pid(backend.url, name) if backend.is_router() else res.pid
         if pid and not res.pid:

@@ -90,8 +90,12 @@ class RecordedServer:
 class RecordedOllama(RecordedServer):
     """``/api/*`` of Ollama; ``loaded`` is the set of models ``/api/ps`` lists."""
 
-    def __init__(self, *, thinking_models=(), chunk_delay_s: float = 0.0, vram_share: float | None = None):
+    def __init__(self, *, thinking_models=(), chunk_delay_s: float = 0.0, vram_share: float | None = None,
+                 log_path: Path | None = None, load_lines=()):
         super().__init__()
+        # a stand-in for Ollama's journal: each load appends these lines (recorded formats)
+        self.log_path = log_path
+        self.load_lines = list(load_lines)
         self.loaded: set[str] = set()
         self.thinking_models = set(thinking_models)
         self.chunk_delay_s = chunk_delay_s
@@ -108,6 +112,11 @@ class RecordedOllama(RecordedServer):
             out.append(e)
         return {"models": out}
 
+    def _log_load(self, model: str) -> None:
+        if self.log_path is not None and model not in self.loaded:
+            with open(self.log_path, "a") as f:
+                f.write("".join(line + "\n" for line in self.load_lines))
+
     def route(self, h, method, path, body):
         if path == "/api/version":
             return h._send(200, recorded("ollama", "version.json"))
@@ -123,6 +132,7 @@ class RecordedOllama(RecordedServer):
             if body.get("keep_alive") == 0:
                 self.loaded.discard(model)
                 return h._send(200, recorded("ollama", "generate_unload.json") | {"model": model})
+            self._log_load(model)
             self.loaded.add(model)
             return h._send(200, recorded("ollama", "generate_load.json") | {"model": model})
         if path == "/v1/chat/completions":

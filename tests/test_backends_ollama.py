@@ -210,3 +210,33 @@ def test_recorded_tools_probe_runs_through_ollamas_openai_endpoint(tmp_path):
     follow = next(b for b in sent if b["messages"][-1]["role"] == "tool")
     assert follow["messages"][-1]["tool_call_id"] == "call_ws2damtb"  # Ollama's call id carried into the follow-up
     store.close()
+
+
+def test_recorded_ollama_log_loads_are_linked_to_the_runs_loads_by_the_blob(tmp_path):
+    """Ollama's log names a model only by its blob; the run's load knows the blob from /api/show (recorded).
+
+    The log lines are in the recorded formats of Ollama 0.12+ (see test_logs_attribution.py)."""
+    digest = "200765e1283640ffbd013184bf496e261032fa75b99498a9613be4e94d63ad52"
+    lines = [
+        'time=2026-05-20T19:18:01.984Z level=INFO source=server.go:430 msg="starting runner" '
+        f'cmd="/usr/local/bin/ollama runner --model /var/lib/ollama/blobs/sha256-{digest} --port 46001"',
+        "load_tensors: offloaded 27/27 layers to GPU",
+        "llama_context:      CUDA0 compute buffer size =   252.25 MiB",
+        'time=2026-05-20T19:18:03.063Z level=INFO source=server.go:1388 msg="llama runner started in 1.08 seconds"',
+        'time=2026-05-20T19:18:03.063Z level=INFO source=sched.go:561 msg="loaded runners" count=1',
+    ]
+    log = tmp_path / "ollama.log"
+    log.write_text("")
+    with RecordedOllama(log_path=log, load_lines=lines) as srv:
+        store = open_store(tmp_path / "o.db")
+        text = _campaign(srv.url).replace("request_timeout_s = 30", f'request_timeout_s = 30\nlog_file = "{log}"')
+        out = run_campaign(store, parse_campaign(text), echo=lambda s: None)
+    load = store.db.execute("select id, model_file from loads where run_id = ? and origin is null and status = 'loaded'",
+                            [out.run_id]).fetchone()
+    assert load and load[1].endswith(f"sha256:{digest}")  # the docs' spelling; the log has sha256-<hex>
+    n_lines = store.db.execute("select count(*) from log_lines where load_id = ?", [load[0]]).fetchone()[0]
+    assert n_lines == len(lines)  # every line of the runner's load now belongs to the run's load
+    facts = dict(store.db.execute("select name, value_num from facts where load_id = ? and device is null",
+                                  [load[0]]).fetchall())
+    assert facts["offloaded_layers"] == 27 and facts["load_seconds"] == 1.08
+    store.close()

@@ -9,12 +9,23 @@ model in both. Time is never used to pair them.
 
 from __future__ import annotations
 
+import re
+
 from ..store import Store
 
 # runner rows that stand for a real load; "already_loaded" happened before the run
 _REAL_LOAD = ("loaded", "failed")
 _COPY = ("port", "pid", "model_name", "model_file", "source_id", "start_line_id", "ready_line_id",
          "end_line_id", "exit_status")
+
+
+_BLOB = re.compile(r"sha256[:-]([0-9a-f]{64})")
+
+
+def _blob(path: str | None) -> str | None:
+    """The digest in an Ollama blob path (``sha256-<hex>`` on disk, ``sha256:<hex>`` in older docs)."""
+    m = _BLOB.search(path or "")
+    return m[1] if m else None
 
 
 def attribute_run(store: Store, run_id: int) -> dict:
@@ -27,12 +38,14 @@ def attribute_run(store: Store, run_id: int) -> dict:
     """
     conn = store.db.conn
     with conn:
-        runner = [dict(zip(("id", "model", "port", "status"), r)) for r in conn.execute(
-            "select l.id, m.name, l.port, l.status from loads l left join models m on m.id = l.model_id "
+        runner = [dict(zip(("id", "model", "port", "status", "file"), r)) for r in conn.execute(
+            "select l.id, m.name, l.port, l.status, l.model_file from loads l left join models m on m.id = l.model_id "
             "where l.run_id = ? and l.origin is null order by l.id", [run_id])]
-        logged = [dict(zip(("id", "model", "port", "run_id"), r)) for r in conn.execute(
-            "select id, model_name, port, run_id from loads where origin = 'log' and merged_into is null "
+        logged = [dict(zip(("id", "model", "port", "run_id", "file"), r)) for r in conn.execute(
+            "select id, model_name, port, run_id, model_file from loads where origin = 'log' and merged_into is null "
             "and (run_id = ? or run_id is null) order by id", [run_id])]
+        for row in runner + logged:
+            row["blob"] = _blob(row["file"])
         used: set[int] = set()
         matched: list[tuple[int, int, str]] = []
         # 1. same model and port: the router's own identity for a child
@@ -45,12 +58,14 @@ def attribute_run(store: Store, run_id: int) -> dict:
                     used.add(lg["id"])
                     r["done"] = True
                     break
-        # 2. the n-th real load of a model in the run is the n-th spawn of it in the log
+        # 2. the n-th real load of a model in the run is the n-th spawn of it in the log; Ollama's
+        #    log names a model by its blob (sha256-<hex>), which the runner took from /api/show
         for r in runner:
             if r.get("done") or r["status"] not in _REAL_LOAD:
                 continue
             for lg in logged:
-                if lg["id"] not in used and lg["run_id"] == run_id and lg["model"] == r["model"]:
+                same = lg["model"] == r["model"] or (r["blob"] is not None and lg["blob"] == r["blob"])
+                if lg["id"] not in used and lg["run_id"] == run_id and same:
                     matched.append((r["id"], lg["id"], "order"))
                     used.add(lg["id"])
                     r["done"] = True
