@@ -18,6 +18,7 @@ from .campaign import Campaign
 from .canaries import run_canaries
 from .judge import judge_run
 from .logs import LogSourceError, attribute_run, capture_file, capture_journal
+from .logs.requests import cache_from_logs
 from .memory.budget import pin_guard
 from .memory.capture import MemoryCapture
 from .memory.procinfo import children, listening_pids, pids_with_arg
@@ -198,6 +199,9 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) ->
         if old is not None:
             signal.signal(signal.SIGTERM, old)
     capture_once()  # before judging: gates read the load facts from the log
+    filled = cache_from_logs(store, run_id)  # servers without a cache counter (Ollama): the log's task lines
+    if filled:
+        echo(f"prompt cache: cached tokens of {filled} samples read from the server log")
     evidence.record_runtime_selfreports(store, run_id)  # Ollama's /api/ps figure per load
     fired = judge_run(store, run_id, campaign.gates)
     echo("gates: " + (", ".join(f"{g} fired on {n}" for g, n in sorted(fired.items())) or "none fired"))

@@ -91,11 +91,12 @@ class RecordedOllama(RecordedServer):
     """``/api/*`` of Ollama; ``loaded`` is the set of models ``/api/ps`` lists."""
 
     def __init__(self, *, thinking_models=(), chunk_delay_s: float = 0.0, vram_share: float | None = None,
-                 log_path: Path | None = None, load_lines=()):
+                 log_path: Path | None = None, load_lines=(), chat_lines=()):
         super().__init__()
         # a stand-in for Ollama's journal: each load appends these lines (recorded formats)
         self.log_path = log_path
         self.load_lines = list(load_lines)
+        self.chat_lines = list(chat_lines)  # appended after each /api/chat (the runner's task lines)
         self.loaded: set[str] = set()
         self.thinking_models = set(thinking_models)
         self.chunk_delay_s = chunk_delay_s
@@ -149,7 +150,11 @@ class RecordedOllama(RecordedServer):
             if body.get("think") and model not in self.thinking_models:
                 return h._send(400, {"error": f'"{model}" does not support thinking'})
             final = recorded("ollama", "chat_final.json" if model in self.loaded else "chat_final_load.json")
+            self._log_load(model)
             self.loaded.add(model)
+            if self.log_path is not None and self.chat_lines:
+                with open(self.log_path, "a") as f:
+                    f.write("".join(line + "\n" for line in self.chat_lines))
             chunks = []
             if body.get("think"):
                 chunks.append(recorded("ollama", "thinking_chunk.json") | {"model": model})
