@@ -247,12 +247,13 @@ class Attributor:
             return load, "boundary", None
         load = st.get("load")
         held = st.get("held")
-        if held is not None and 'msg="loaded runners"' not in text and not _OLLAMA_READY.search(text):
+        is_ready = "started in" in text and _OLLAMA_READY.search(text) is not None
+        if held is not None and 'msg="loaded runners"' not in text and not is_ready:
             # between a start and the runner count (0.12 on: memory plan, the runner's whole load)
             if len(held) < _MAX_PENDING:
                 held.append(line_id)
             return None, "unattributed", None
-        if any(s in text for s in _OLLAMA_PLAN):
+        if "msg=" in text and any(s in text for s in _OLLAMA_PLAN):  # access lines have no msg=: skip the scan
             st["pending"].append(line_id)
             return None, "unattributed", None
         if 'msg="loaded runners"' in text:
@@ -261,7 +262,7 @@ class Attributor:
             st["held"] = None
             if held and load is not None and st["exclusive"]:
                 self.hooks.bind(held, load, "boundary")
-        elif load is not None and _OLLAMA_READY.search(text):
+        elif load is not None and is_ready:
             # loads are started one at a time: the ready line is the latest start's
             if not st.get("ready"):
                 self.hooks.update_load(load, ready_line_id=line_id, ready_at=ts)

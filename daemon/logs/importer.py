@@ -9,6 +9,7 @@ only what is new.
 from __future__ import annotations
 
 import json
+import re
 import time
 import gc
 from itertools import chain
@@ -19,7 +20,7 @@ from ..store import Store, utcnow
 from .access import parse_access, record_requests
 from .attribution import Attributor, scope_facts
 from .lines import clean
-from .parsers import parse_line, trigger_search
+from .parsers import MARKERS, parse_line, trigger_search
 from .sources import FileReader, JournalReader, LogSourceError, detect_format, file_identity
 
 # per line; source_id and run_id are the same for a whole import and go into the statement
@@ -164,6 +165,8 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     lines, facts = w.lines, w.facts
     feed = attr.feed
     has_trigger = trigger_search()  # most lines carry no fact: one C-level scan decides
+    markers = MARKERS
+    markers_in = re.compile("|".join(re.escape(t) for t in sorted(MARKERS))).search
     next_report = PROGRESS_EVERY
     accesses: list = []
     for batch in reader.batches():
@@ -171,17 +174,24 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
             if known is not None and cursor in known:
                 dup += 1
                 continue
-            port, spid, text = clean(raw)
-            if pid is None:
-                pid = spid
+            if raw[:1] == "[" and "\x1b" not in raw and (end := raw.find("] ", 1, 8)) > 1 and raw[1:end].isdigit():
+                port, text = int(raw[1:end]), raw[end + 2:]  # clean()'s commonest case, inlined
+            else:
+                port, spid, text = clean(raw)
+                if pid is None:
+                    pid = spid
             load, how, extra = feed(lid, pid, port, text, ts)
-            if has_trigger(text):
+            m = has_trigger(text)
+            if m is None:
+                found = None
+            elif m[0] in markers and (access := parse_access(text)) is not None:
+                accesses.append((lid, ts, access))  # an access line: no fact triggers in it to look for
+                found = None
+            else:
                 found = parse_line(text)
-                access = parse_access(text)
+                access = parse_access(text) if markers_in(text) else None
                 if access is not None:
                     accesses.append((lid, ts, access))
-            else:
-                found = None
             if extra:
                 found = (found or []) + extra
             if found:
@@ -217,6 +227,20 @@ def run_import(store: Store, reader, source: dict, *, run_id: int | None = None,
     conn = store.db.conn
     sid = source["id"]
     started, started_cpu = time.perf_counter(), time.process_time()
+    # An import is idempotent (it resumes at the stored cursor/offset), so its commit need not
+    # wait for the disk: after a power cut the source is simply read again. WAL keeps the file
+    # consistent either way; the store's own setting comes back right after.
+    if conn.in_transaction:
+        conn.commit()  # the source's own row (new sources): the level cannot change inside a transaction
+    sync = conn.execute("pragma synchronous").fetchone()[0]
+    conn.execute("pragma synchronous = NORMAL")
+    try:
+        return _run_import(store, conn, reader, source, sid, run_id, started, started_cpu, progress)
+    finally:
+        conn.execute(f"pragma synchronous = {int(sync)}")
+
+
+def _run_import(store, conn, reader, source, sid, run_id, started, started_cpu, progress) -> dict:
     with conn:
         w = _Writer(store, sid, run_id)
         # the import makes millions of small objects and frees none of them before it ends:
