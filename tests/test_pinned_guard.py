@@ -44,7 +44,8 @@ def test_a_load_that_does_not_fit_beside_the_pin_is_refused_and_nothing_is_sent(
     refused = store.db.execute("select status, error_text from loads l join models m on m.id = l.model_id "
                                "where l.run_id = ? and m.name = 'tiny-a'", [out.run_id]).fetchall()
     assert [r[0] for r in refused] == ["refused"]
-    assert "0.00 GiB free on the cards (GPU0 0.00 GiB)" in refused[0][1] and "pinned model tiny-b" in refused[0][1]
+    assert refused[0][1].startswith("0.1 MiB free on the cards (GPU0 0.1 MiB) < ")
+    assert "pinned model tiny-b" in refused[0][1]
     kinds = store.db.execute("select error_kind, count(*) from samples where run_id = ? and error_kind is not null "
                              "group by 1", [out.run_id]).fetchall()
     assert kinds == [("refused", 2)]
@@ -68,3 +69,19 @@ def test_a_load_that_fits_beside_the_pin_goes_ahead(llama_server, tmp_path):
                               "on m.id = c.model_id where c.run_id = ? order by c.id", [out.run_id]).fetchall()
     assert checks == [("tiny-a", 4096.0), ("tiny-b", 4096.0)]  # read from the card before each load, once each
     store.close()
+
+
+def test_the_article_says_which_model_was_not_measured_and_why(llama_server, tmp_path):
+    from cardproof.report.build import build
+
+    unload_all(llama_server.url)
+    store = open_store(tmp_path / "pin-report.db")
+    camp = parse_campaign(campaign_text(llama_server.url, models=("tiny-a", "tiny-b"), reps=1, pinned="tiny-b"))
+    out = run_campaign(store, camp, echo=lambda s: None, memory_source=RecordedSource(_card(64 * 1024)))
+    store.close()
+    build(tmp_path / "pin-report.db", tmp_path / "site", run_mkdocs=False)
+    en = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}.md").read_text()
+    de = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}.de.md").read_text()
+    assert "Not measured: the load was refused" in en and "tiny-a was never loaded" in en
+    assert "pinned model tiny-b" in en and "Reproducible failure" not in en  # no request failed: none was sent
+    assert "Nicht gemessen: das Laden wurde verweigert" in de and "tiny-a wurde nie geladen" in de

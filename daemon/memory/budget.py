@@ -130,10 +130,10 @@ def required_for_model(db, model_id: int) -> tuple[float | None, str | None]:
         """select max(s.peak_mib) from memory_load_stats s join loads l on l.id = s.load_id
            where l.model_id = ? and s.status = 'steady' and s.peak_mib is not null""", [model_id]).fetchone()
     if row and row[0]:
-        return round(row[0], 3), "peak measured on the card in an earlier load"
+        return round(row[0], 3), "its peak on the card in an earlier load"
     row = db.execute("select file_bytes from models where id = ?", [model_id]).fetchone()
     if row and row[0]:
-        return round(row[0] / 2**20, 3), "size of the weights file (a lower bound)"
+        return round(row[0] / 2**20, 3), "the size of its weights file, a lower bound"
     return None, None
 
 
@@ -150,6 +150,10 @@ def pin_guard(store: Store, capture, model_id: int, model: str, pinned: str) -> 
     check = capture.before_load(model_id, required_mib=need)
     if not check["available"] or check["enough"] is not False:
         return None
-    devices = ", ".join(f"GPU{d['index']} {d['free_mib'] / 1024:.2f} GiB" for d in check["devices"])
-    return (f"not loaded: {check['free_mib'] / 1024:.2f} GiB free on the cards ({devices}) < "
-            f"{need / 1024:.2f} GiB needed ({basis}); loading {model} could push the pinned model {pinned} out")
+    devices = ", ".join(f"GPU{d['index']} {_size(d['free_mib'])}" for d in check["devices"])
+    return (f"{_size(check['free_mib'])} free on the cards ({devices}) < {_size(need)} needed ({basis}); "
+            f"loading {model} could push the pinned model {pinned} out")
+
+
+def _size(mib: float) -> str:
+    return f"{mib / 1024:.2f} GiB" if mib >= 1024 else f"{mib:.1f} MiB"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import exception_rate, prompt_tokens, reasoning_switch, speculative, unproven_gates
+from . import exception_rate, load_refused, prompt_tokens, reasoning_switch, speculative, unproven_gates
 from .base import Caveat
 
 RULES = {
@@ -11,6 +11,7 @@ RULES = {
     "reasoning_switch": reasoning_switch.check,
     "unproven_gates": unproven_gates.check,
     "exception_rate": exception_rate.check,
+    "load_refused": load_refused.check,
 }
 
 

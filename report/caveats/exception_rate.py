@@ -8,6 +8,8 @@ from .base import Caveat
 def check(view: dict) -> list[Caveat]:
     out = []
     for c in view["cells"]:
+        if any(s["error_kind"] == "refused" for s in c["errors"]):
+            continue  # no request was sent: load_refused says why
         n_err, n = len(c["errors"]), len(c["samples"])
         texts = {(s["error_kind"], (s["error_text"] or "")[:120]) for s in c["errors"]}
         if n_err >= 2 and n_err / n >= 0.5 and len(texts) == 1:

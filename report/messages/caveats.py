@@ -16,4 +16,7 @@ MESSAGES: dict[str, str] = {
     "Reproducible failure": "Reproduzierbarer Fehler",
     "{model} · {cls}: {failed} of {total} requests failed with the same error ({kind}: {text}). That is reproducible, not a glitch; the cell has no number.":
     "{model} · {cls}: {failed} von {total} Anfragen scheiterten mit demselben Fehler ({kind}: {text}). Das ist reproduzierbar, kein Ausrutscher; die Zelle hat keine Zahl.",
+    "Not measured: the load was refused": "Nicht gemessen: das Laden wurde verweigert",
+    "{model} was never loaded, so no request was sent for it: {reason}. Its rows are empty by design, to keep the pinned model on the cards.":
+    "{model} wurde nie geladen, daher wurde keine Anfrage dafür gesendet: {reason}. Seine Zeilen sind absichtlich leer, damit das festgesetzte Modell auf den Karten bleibt.",
 }
