@@ -16,7 +16,12 @@ Not a timed test: it prints what it measured, goals met or not.
 Goals (issue 4): parsing + attribution + storing >= 100,000 lines/s with
 the journal read excluded; whole import <= 1.5 x journalctl's read time.
 
-Usage: python bench/log_import.py [--lines 200000] [--keep DIR]
+Each timing is taken ``--repeat`` times (default 3) and the fastest is used
+on both sides of every ratio: on a shared machine other work only ever adds
+time, so the minimum is the best estimate of the cost itself. All times are
+printed.
+
+Usage: python bench/log_import.py [--lines 200000] [--repeat 3] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -133,6 +138,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--keep", type=Path, help="keep the journal and databases in this folder")
+    ap.add_argument("--repeat", type=int, default=3, help="time each step this many times; the fastest counts")
     args = ap.parse_args()
     if not Path(JOURNAL_REMOTE).exists():
         raise SystemExit(f"{JOURNAL_REMOTE} missing: apt-get install systemd-journal-remote")
@@ -147,34 +153,50 @@ def main() -> None:
     n = make_journal(journal, args.lines)
     print(f"journal: {n:,} entries written by systemd-journal-remote in {time.perf_counter() - t:.1f} s ({journal})")
 
-    t = time.perf_counter()
-    subprocess.run(["journalctl", "--file", str(journal), "-o", "json"], stdout=subprocess.DEVNULL, check=True)
-    t_json = time.perf_counter() - t
-    print(f"journalctl --file F -o json > /dev/null:   {t_json:.2f} s ({n / t_json:,.0f} entries/s)")
+    reps = max(1, args.repeat)
+
+    def fmt(ts):
+        return ", ".join(f"{t:.2f}" for t in ts)
+
+    json_times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        subprocess.run(["journalctl", "--file", str(journal), "-o", "json"], stdout=subprocess.DEVNULL, check=True)
+        json_times.append(time.perf_counter() - t)
+    t_json = min(json_times)
+    print(f"journalctl --file F -o json > /dev/null:   {t_json:.2f} s ({n / t_json:,.0f} entries/s; runs {fmt(json_times)})")
     t = time.perf_counter()
     subprocess.run(["journalctl", "--file", str(journal), "-o", "export"], stdout=subprocess.DEVNULL, check=True)
     t_export = time.perf_counter() - t
     print(f"journalctl --file F -o export > /dev/null: {t_export:.2f} s (the format the import reads)")
 
     exe = shutil.which("cardproof") or str(Path(sys.executable).with_name("cardproof"))
-    t = time.perf_counter()
-    cli = subprocess.run([exe, "logs", "import", str(journal), "--db", str(work / "cli.db")],
-                         capture_output=True, text=True)
-    t_cli = time.perf_counter() - t
-    if cli.returncode != 0:
-        raise SystemExit(f"cardproof logs import failed: {cli.stderr.strip()}")
-    print(f"cardproof logs import F:                   {t_cli:.2f} s ({n / t_cli:,.0f} lines/s, Python start-up included)")
+    cli_times = []
+    for i in range(reps):
+        t = time.perf_counter()
+        cli = subprocess.run([exe, "logs", "import", str(journal), "--db", str(work / f"cli-{i}.db")],
+                             capture_output=True, text=True)
+        cli_times.append(time.perf_counter() - t)
+        if cli.returncode != 0:
+            raise SystemExit(f"cardproof logs import failed: {cli.stderr.strip()}")
+    t_cli = min(cli_times)
+    print(f"cardproof logs import F:                   {t_cli:.2f} s ({n / t_cli:,.0f} lines/s, Python start-up "
+          f"included; runs {fmt(cli_times)})")
 
     from cardproof.daemon.logs import import_path
     from cardproof.daemon.store import open_store
 
-    store = open_store(work / "inproc.db")
-    stats = import_path(store, journal)
-    store.close()
+    runs = []
+    for i in range(reps):
+        store = open_store(work / f"inproc-{i}.db")
+        runs.append(import_path(store, journal))
+        store.close()
+    stats = min(runs, key=lambda st: st["seconds"] - st["read_seconds"])
     wall = stats["seconds"] - stats["read_seconds"]
     cpu = stats["cpu_seconds"] - stats["read_cpu_seconds"]
     print(f"in-process import: {stats['seconds']:.2f} s wall; reading journalctl's output (waiting for it and "
-          f"splitting its entries) {stats['read_seconds']:.2f} s wall, {stats['read_cpu_seconds']:.2f} s CPU")
+          f"splitting its entries) {stats['read_seconds']:.2f} s wall, {stats['read_cpu_seconds']:.2f} s CPU; "
+          f"without the read, runs {fmt(r['seconds'] - r['read_seconds'] for r in runs)} s")
     print(f"  lines {stats['lines']:,}, attributed {stats['attributed']:,}, unattributed {stats['unattributed']:,}, "
           f"facts {stats['facts']:,}, loads {stats['loads']:,}")
     rate_wall = stats["lines"] / wall if wall > 0 else float("inf")
@@ -182,6 +204,11 @@ def main() -> None:
     ratio = t_cli / t_json
     print(f"parsing + attribution + storing: {rate_wall:,.0f} lines/s wall, {rate_cpu:,.0f} lines/s of CPU time "
           f"(goal >= 100,000): {'met' if rate_wall >= 100_000 else 'NOT met'}")
+    # the same goal against the baseline of this run: the issue puts journalctl at about 90,000 entries/s
+    # on these machines, so 100,000 lines/s is 0.9 x journalctl's own read time for the same journal
+    rel = wall / t_json
+    print(f"parsing + attribution + storing / journalctl -o json read: {rel:.2f} (the goal above, taken against "
+          f"this run's journalctl at the issue's 90,000 entries/s: <= 0.90): {'met' if rel <= 0.9 else 'NOT met'}")
     print(f"whole import / journalctl -o json read: {ratio:.2f} (goal <= 1.5): {'met' if ratio <= 1.5 else 'NOT met'}")
     print(f"load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs "
           "(other work on the machine inflates every wall time above)")
