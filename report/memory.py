@@ -55,6 +55,7 @@ KIND_LABEL = {
     "projection": "memory breakdown projected while fitting",
     "facts": "sum of the buffer lines",
     "ps": "size_vram",
+    "plan": "memory plan in the log",
 }
 CATEGORY_LABEL = {
     "weights": "weights", "kv": "KV cache", "compute": "compute buffer", "output": "output buffer",
@@ -102,6 +103,22 @@ def _load_row(db, run_id: int, load: dict) -> dict:
         "free_before": free_check_for_load(db, load["id"]),
         "cells": _cells(db, load["id"]),
         "neighbours": card["neighbours"],
+        "plan": _plan(db, load["id"]),
+    }
+
+
+def _plan(db, load_id: int) -> dict | None:
+    """The runtime's own plan for the load (Ollama's scheduler lines), shown beside the card, never for it."""
+    row = db.execute("select gpu_mib, total_mib, items_json, line_ids_json from memory_selfreports "
+                     "where load_id = ? and kind = 'plan' order by id desc limit 1", [load_id]).fetchone()
+    if row is None:
+        return None
+    items = json.loads(row[2] or "{}").get("by_item", {})
+    return {
+        "gpu_mib": row[0], "total_mib": row[1],
+        "items": [{"label": CATEGORY_LABEL[cat], "device": dev, "mib": mib}
+                  for cat in ("weights", "kv", "compute") for dev, mib in sorted(items.get(cat, {}).items())],
+        "line_ids": json.loads(row[3] or "[]"),
     }
 
 
@@ -113,7 +130,8 @@ def memory_view(db, run_id: int) -> dict:
                   coalesce((select max(pinned) from cells where cells.run_id = loads.run_id
                             and cells.model_id = loads.model_id), 0) as pinned
            from loads join models on models.id = loads.model_id
-           where loads.run_id = ? and coalesce(loads.status, 'loaded') != 'failed' order by loads.id""",
+           where loads.run_id = ? and coalesce(loads.status, 'loaded') not in ('failed', 'refused')
+           order by loads.id""",
         [run_id],
     ))
     rows = [_load_row(db, run_id, ld) for ld in loads]
@@ -132,6 +150,7 @@ def memory_view(db, run_id: int) -> dict:
         "loads": rows,
         "compute_devices": compute_devices,
         "any_selfreport": any(r["selfreport_mib"] is not None for r in rows),
+        "any_plan": any(r["plan"] for r in rows),
         "foreign_pids": foreign,
         "labels": CATEGORY_LABEL,
     }

@@ -220,6 +220,10 @@ def test_recorded_ollama_log_loads_are_linked_to_the_runs_loads_by_the_blob(tmp_
     lines = [
         'time=2026-05-20T19:18:01.984Z level=INFO source=server.go:430 msg="starting runner" '
         f'cmd="/usr/local/bin/ollama runner --model /var/lib/ollama/blobs/sha256-{digest} --port 46001"',
+        'time=2026-05-20T19:18:01.985Z level=INFO source=device.go:240 msg="model weights" device=CUDA0 size="1.5 GiB"',
+        'time=2026-05-20T19:18:01.985Z level=INFO source=device.go:251 msg="kv cache" device=CUDA0 size="1.6 GiB"',
+        'time=2026-05-20T19:18:01.985Z level=INFO source=device.go:262 msg="compute graph" device=CUDA0 size="252.2 MiB"',
+        'time=2026-05-20T19:18:01.985Z level=INFO source=device.go:272 msg="total memory" size="3.4 GiB"',
         "load_tensors: offloaded 27/27 layers to GPU",
         "llama_context:      CUDA0 compute buffer size =   252.25 MiB",
         'time=2026-05-20T19:18:03.063Z level=INFO source=server.go:1388 msg="llama runner started in 1.08 seconds"',
@@ -239,4 +243,15 @@ def test_recorded_ollama_log_loads_are_linked_to_the_runs_loads_by_the_blob(tmp_
     facts = dict(store.db.execute("select name, value_num from facts where load_id = ? and device is null",
                                   [load[0]]).fetchall())
     assert facts["offloaded_layers"] == 27 and facts["load_seconds"] == 1.08
+    plan = store.db.execute("select gpu_mib, total_mib, line_ids_json from memory_selfreports "
+                            "where load_id = ? and kind = 'plan'", [load[0]]).fetchone()
+    assert plan[:2] == (round(1536 + 1638.4 + 252.2, 3), 3481.6)  # Ollama's plan: weights + KV + compute on CUDA0
     store.close()
+    from cardproof.report.build import build
+
+    build(tmp_path / "o.db", tmp_path / "site", run_mkdocs=False)
+    en = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}.md").read_text()
+    de = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}.de.md").read_text()
+    first_plan_line = json.loads(plan[2])[0]
+    assert "Runtime's plan (GiB)" in en and f"(#line-{first_plan_line})" in en  # the plan links to its lines
+    assert "Plan der Laufzeit (GiB)" in de and "3,40" in de

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from ..memory.selfreport import ollama_selfreport, store_selfreport
+from ..memory.selfreport import ollama_selfreport, record_plan_selfreport, store_selfreport
 
 #: request paths that make a model work (a GET of the model list does not)
 _WORK = ("/api/chat", "/api/generate", "/api/embed", "/api/embeddings", "/v1/chat/completions",
@@ -89,4 +89,9 @@ def record_runtime_selfreports(store, run_id: int) -> int:
         seen.add(load_id)
         rep = ollama_selfreport({"models": [ps]}, ps.get("name") or ps.get("model"))
         done += store_selfreport(store, run_id, load_id, rep) is not None
+    # Ollama's own plan, where its log lines for the load were captured (plan_* facts)
+    for (load_id,) in store.db.execute(
+            "select distinct f.load_id from facts f join loads l on l.id = f.load_id "
+            "where l.run_id = ? and f.name like 'plan_%'", [run_id]).fetchall():
+        done += record_plan_selfreport(store, run_id, load_id) is not None
     return done

@@ -43,7 +43,10 @@ COVERS = {
     # Ollama does not publish what size_vram includes; the seeds show compute
     # buffers, the draft context and the projector missing from it.
     "ps": ["weights", "kv"],
+    # Ollama's scheduler plan from its log (device.go lines): what it expects to place per device
+    "plan": ["weights", "kv", "compute"],
 }
+_PLAN_ITEMS = {"plan_weights_mib": "weights", "plan_kv_mib": "kv", "plan_compute_mib": "compute"}
 
 
 def parse_breakdown(lines) -> list[dict]:
@@ -127,6 +130,35 @@ def facts_selfreport(facts: list[dict]) -> dict | None:
     }
 
 
+def plan_selfreport(facts: list[dict]) -> dict | None:
+    """Ollama's memory plan for a load from its log facts (``plan_*``): per item and device, and the total."""
+    rows = [f for f in facts if f["name"] in _PLAN_ITEMS and f.get("value_num") is not None]
+    total = [f for f in facts if f["name"] == "plan_total_mib" and f.get("value_num") is not None]
+    if not rows and not total:
+        return None
+    by_item: dict[str, dict[str, float]] = {}
+    for f in rows:
+        by_item.setdefault(_PLAN_ITEMS[f["name"]], {})[f.get("device") or "?"] = f["value_num"]
+    gpu = sum(f["value_num"] for f in rows if is_card_device(f.get("device"))) if rows else None
+    return {
+        "source": "ollama scheduler plan (log)", "kind": "plan",
+        "gpu_mib": round(gpu, 3) if gpu is not None else None,
+        "total_mib": round(total[-1]["value_num"], 3) if total else round(sum(f["value_num"] for f in rows), 3),
+        "items": {"covers": COVERS["plan"], "by_item": by_item},
+        "line_ids": sorted({f["line_id"] for f in rows + total if f.get("line_id") is not None}),
+    }
+
+
+def record_plan_selfreport(store: Store, run_id: int | None, load_id: int) -> int | None:
+    """Store Ollama's plan for a load once, when its log facts carry one."""
+    if store.db.execute("select 1 from memory_selfreports where load_id = ? and kind = 'plan'", [load_id]).fetchone():
+        return None
+    facts = [dict(zip(("name", "device", "value_num", "line_id"), r)) for r in store.db.execute(
+        "select name, device, value_num, line_id from facts where load_id = ? and name like 'plan_%' order by id",
+        [load_id])]
+    return store_selfreport(store, run_id, load_id, plan_selfreport(facts))
+
+
 def ollama_selfreport(ps: dict, model: str) -> dict | None:
     """The /api/ps entry for ``model`` as a self-report; GPU share = size_vram / size."""
     for entry in ps.get("models", []):
@@ -181,7 +213,7 @@ def record_ollama_selfreport(store: Store, run_id: int | None, load_id: int, ps:
 
 def latest_selfreport(db, load_id: int) -> dict | None:
     """The self-report reconciliation uses: exit table > ps > facts > projection."""
-    order = {"exit": 0, "ps": 1, "facts": 2, "projection": 3}
+    order = {"exit": 0, "ps": 1, "facts": 2, "projection": 3, "plan": 4}
     rows = list(db.query("select * from memory_selfreports where load_id = ? order by id", [load_id]))
     if not rows:
         return None

@@ -72,6 +72,12 @@ MESSAGES: dict[str, str] = {
     "memory breakdown projected while fitting": "beim Einpassen vorausberechnete Speicheraufstellung",
     "sum of the buffer lines": "Summe der Pufferzeilen",
     "size_vram": "size_vram",
+    "memory plan in the log": "Speicherplan im Protokoll",
+    "Runtime's plan": "Plan der Laufzeit",
+    "on the cards": "auf den Karten",
+    "in all": "insgesamt",
+    "what the runtime expected to place before loading; an estimate, not a reading":
+        "was die Laufzeit vor dem Laden zu platzieren erwartete; eine Schätzung, keine Messung",
     # items (report/memory.py CATEGORY_LABEL)
     "weights": "Gewichte",
     "compute buffer": "Rechenpuffer",
