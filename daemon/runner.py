@@ -276,11 +276,11 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
     pin = next((m.name for m in campaign.models if m.pinned), None)
     refused: dict[str, str] = {}  # model -> why it was not loaded beside the pin
     for position, cell in enumerate(cells):
-        if campaign.probes and current_model is not None and cell.model != current_model \
-                and current_model not in refused:
+        leaving = current_model is not None and current_model not in refused  # loaded, so usable
+        if campaign.probes and leaving and cell.model != current_model:
             # probes run on the model being left, while it is loaded: no load of their own
             run_model_probes(store, backend, campaign, run_id, current_model, model_ids[current_model], echo)
-        if cell.pinned and not canaries_done and current_model is not None and current_model not in refused:
+        if cell.pinned and not canaries_done and leaving:
             # canaries run before the pin is touched: they may evict a model
             run_canaries(store, backend, campaign, run_id, current_model, model_ids[current_model],
                          position=position, echo=echo, load_id=load_id)
@@ -302,29 +302,11 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
         if cell.model != current_model:
             if load_id is not None:
                 store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "next model"})
-            reason = None
-            if pin is not None and cell.model != pin:
-                # the pinned-model rule: free memory from the card before every other load
-                reason = pin_guard(store, mem, model_ids[cell.model], cell.model, pin)
-            if reason:
-                refused[cell.model] = reason
-                echo(f"load {cell.model}: refused: {reason}")
-                load_id = store.insert("loads", {
-                    "run_id": run_id, "model_id": model_ids[cell.model], "trigger": "explicit",
-                    "requested_at": utcnow(), "status": "refused", "error_text": reason})
-            else:
-                load_id = _explicit_load(store, backend, run_id, model_ids[cell.model], cell.model, echo, mem,
-                                         checked=pin is not None and cell.model != pin)
+            load_id = _load_for_cell(store, backend, run_id, model_ids[cell.model], cell.model, pin, refused, echo, mem)
             current_model = cell.model
         if cell.model in refused:
-            # no request: any request would load the model after all
-            for rep in range(1, cell.repetitions + 1):
-                done += 1
-                store.insert("samples", {
-                    "run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": new_nonce(),
-                    "started_at": utcnow(), "kind": "measure", "load_id": load_id, "error_kind": "refused",
-                    "error_text": refused[cell.model], "counter_source": "none"})
-                state["failed"] += 1
+            done += _refused_samples(store, run_id, cell_id, cell, load_id, refused[cell.model])
+            state["failed"] += cell.repetitions
             echo(f"[{done}/{planned}] {cell.model} {cell.prompt_class}: {cell.repetitions} samples not taken (load refused)")
             continue
         checks = dict(embedding_url=campaign.embedding_url, embedding_model=campaign.embedding_model)
@@ -362,6 +344,32 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
                      position=len(cells), echo=echo, allow_evict=not pinned, load_id=load_id)
     if load_id is not None:
         store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "run ended"})
+
+
+def _load_for_cell(store, backend, run_id, model_id, name, pin, refused, echo, mem) -> int | None:
+    """Load the next model, unless the pinned-model rule keeps it off the cards (then ``refused`` says why).
+
+    Before every load other than the pin's, free memory is read from the card
+    and compared with the model's need (memory.budget.pin_guard).
+    """
+    guarded = pin is not None and name != pin
+    reason = pin_guard(store, mem, model_id, name, pin) if guarded else None
+    if reason is None:
+        return _explicit_load(store, backend, run_id, model_id, name, echo, mem, checked=guarded)
+    refused[name] = reason
+    echo(f"load {name}: refused: {reason}")
+    return store.insert("loads", {"run_id": run_id, "model_id": model_id, "trigger": "explicit",
+                                  "requested_at": utcnow(), "status": "refused", "error_text": reason})
+
+
+def _refused_samples(store, run_id, cell_id, cell, load_id, reason) -> int:
+    """The cell's samples as exceptions that were never sent: any request would load the model after all."""
+    for rep in range(1, cell.repetitions + 1):
+        store.insert("samples", {
+            "run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": new_nonce(),
+            "started_at": utcnow(), "kind": "measure", "load_id": load_id, "error_kind": "refused",
+            "error_text": reason, "counter_source": "none"})
+    return cell.repetitions
 
 
 def _explicit_load(store, backend, run_id, model_id, name, echo, mem=None, checked=False) -> int | None:
