@@ -274,3 +274,20 @@ def test_ollama_runner_and_llama_server_starts_are_load_boundaries_discovery_run
     ready = store.db.execute("select l.raw from loads d join log_lines l on l.id = d.ready_line_id "
                              "where d.model_name = 'sha256-beef'").fetchone()[0]
     assert "15.37 seconds" in ready  # Ollama prints the started-in line twice; the first is the load's
+
+
+def test_ollama_held_lines_survive_an_import_that_stops_inside_the_window(store, tmp_path):
+    """Two captures of a growing file, the first ending between a runner's start and its count line."""
+    log = tmp_path / "ollama-grow.log"
+    cut = 6  # after the start, the plan lines and one llama.cpp line of the first runner
+    log.write_text("\n".join(OLLAMA_NEW[:cut]) + "\n")
+    capture_file(store, log)
+    assert [r["model"] for r in rows(store)][3:] == ["sha256-c0ffee", None, None]  # held, not yet proven alone
+    with log.open("a") as f:
+        f.write("\n".join(OLLAMA_NEW[cut:]) + "\n")
+    capture_file(store, log)
+    other = open_store(tmp_path / "once.db")
+    (tmp_path / "once.log").write_text("\n".join(OLLAMA_NEW) + "\n")
+    import_path(other, tmp_path / "once.log")
+    assert [r["model"] for r in rows(store)] == [r["model"] for r in rows(other)]  # same as in one import
+    other.close()
