@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 FULL_DIGEST_LIMIT = 2 * 2**30  # hashing 20 GB files on every run would cost minutes
@@ -17,6 +18,17 @@ FILE_TYPES = {
     28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0", 37: "TQ2_0",
     38: "MXFP4",
 }
+
+
+# Ollama stores weights as blobs named by their SHA-256: sha256-<hex> on disk and on a runner's
+# command line, sha256:<hex> in older API docs
+_BLOB = re.compile(r"sha256[:-]([0-9a-f]{64})")
+
+
+def blob_digest(path: str | None) -> str | None:
+    """The hex digest an Ollama blob path names, in either spelling; None for any other path."""
+    m = _BLOB.search(path or "")
+    return m[1] if m else None
 
 
 def digest(path: Path) -> tuple[str, str]:

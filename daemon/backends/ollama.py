@@ -21,6 +21,7 @@ import time
 
 import httpx
 
+from ..modelfile import blob_digest
 from ..store import utcnow
 from .base import BackendError, LoadResult, SampleResult
 from .http import chat_raw, client_address, make_client, not_supported, request_json
@@ -28,10 +29,10 @@ from .http import chat_raw, client_address, make_client, not_supported, request_
 COUNTERS = "ollama_counters"
 NS = 1e9
 
+# the weights file in /api/show's modelfile
+_FROM_BLOB = re.compile(r"(?m)^FROM (\S*blobs[/\\]sha256[:-][0-9a-f]{64})")
 # llama-server request fields the canaries use; Ollama has no equivalent, so
 # they are dropped and the request records that they were.
-_FROM_BLOB = re.compile(r"(?m)^FROM (\S*blobs[/\\]sha256[:-][0-9a-f]{64})")
-_BLOB_DIGEST = re.compile(r"sha256[:-]([0-9a-f]{64})")
 _NO_EQUIVALENT = {"ignore_eos", "cache_prompt", "logit_bias", "chat_template_kwargs", "stream_options"}
 
 
@@ -99,7 +100,7 @@ class OllamaBackend:
         except BackendError:
             return None
         m = _FROM_BLOB.search(modelfile)
-        return m[0].split(None, 1)[1] if m else None
+        return m[1] if m else None
 
     def runner_arg(self, model: str) -> str | None:
         """What the model's runner has on its command line: ``sha256-<hex>`` of the blob after ``--model``.
@@ -108,9 +109,8 @@ class OllamaBackend:
         Older API docs print the blob as ``sha256:<hex>``; on disk and on the
         runner's command line it is ``sha256-<hex>``.
         """
-        blob = self.model_blob(model)
-        m = _BLOB_DIGEST.search(blob or "")
-        return f"sha256-{m[1]}" if m else None
+        hexdigest = blob_digest(self.model_blob(model))
+        return f"sha256-{hexdigest}" if hexdigest else None
 
     def capabilities(self, model: str) -> list[str]:
         try:

@@ -248,7 +248,8 @@ class Attributor:
         load = st.get("load")
         held = st.get("held")
         is_ready = "started in" in text and _OLLAMA_READY.search(text) is not None
-        if held is not None and 'msg="loaded runners"' not in text and not is_ready:
+        is_count = 'msg="loaded runners"' in text
+        if held is not None and not is_count and not is_ready:
             # between a start and the runner count (0.12 on: memory plan, the runner's whole load)
             if len(held) < _MAX_PENDING:
                 held.append(line_id)
@@ -256,7 +257,7 @@ class Attributor:
         if "msg=" in text and any(s in text for s in _OLLAMA_PLAN):  # access lines have no msg=: skip the scan
             st["pending"].append(line_id)
             return None, "unattributed", None
-        if 'msg="loaded runners"' in text:
+        if is_count:
             m = _OLLAMA_COUNT.search(text)
             st["exclusive"] = bool(m and m[1] == "1")
             st["held"] = None

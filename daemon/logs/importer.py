@@ -8,10 +8,9 @@ only what is new.
 
 from __future__ import annotations
 
-import json
-import re
-import time
 import gc
+import json
+import time
 from itertools import chain
 from pathlib import Path
 from typing import Callable
@@ -150,7 +149,7 @@ def _redirects(conn) -> dict[int, int]:
 
 
 def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progress):
-    """The loop over every line: clean, attribute, parse, buffer; inserts overlap on the writer thread."""
+    """The loop over every line: clean, attribute, parse, buffer; full buffers are stored as they fill."""
     attr = Attributor(source["state"], w)
     attr.redirect(_redirects(conn))
     known = None
@@ -166,7 +165,6 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     feed = attr.feed
     has_trigger = trigger_search()  # most lines carry no fact: one C-level scan decides
     markers = MARKERS
-    markers_in = re.compile("|".join(re.escape(t) for t in sorted(MARKERS))).search
     next_report = PROGRESS_EVERY
     accesses: list = []
     for batch in reader.batches():
@@ -174,24 +172,18 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
             if known is not None and cursor in known:
                 dup += 1
                 continue
-            if raw[:1] == "[" and "\x1b" not in raw and (end := raw.find("] ", 1, 8)) > 1 and raw[1:end].isdigit():
-                port, text = int(raw[1:end]), raw[end + 2:]  # clean()'s commonest case, inlined
-            else:
-                port, spid, text = clean(raw)
-                if pid is None:
-                    pid = spid
+            port, spid, text = clean(raw)
+            if pid is None:
+                pid = spid
             load, how, extra = feed(lid, pid, port, text, ts)
+            found = None
             m = has_trigger(text)
-            if m is None:
-                found = None
-            elif m[0] in markers and (access := parse_access(text)) is not None:
-                accesses.append((lid, ts, access))  # an access line: no fact triggers in it to look for
-                found = None
-            else:
-                found = parse_line(text)
-                access = parse_access(text) if markers_in(text) else None
+            if m is not None:
+                access = parse_access(text)
                 if access is not None:
                     accesses.append((lid, ts, access))
+                if access is None or m[0] not in markers:  # an access line has no fact triggers to look for
+                    found = parse_line(text)
             if extra:
                 found = (found or []) + extra
             if found:

@@ -9,23 +9,13 @@ model in both. Time is never used to pair them.
 
 from __future__ import annotations
 
-import re
-
+from ..modelfile import blob_digest
 from ..store import Store
 
 # runner rows that stand for a real load; "already_loaded" happened before the run
 _REAL_LOAD = ("loaded", "failed")
 _COPY = ("port", "pid", "model_name", "model_file", "source_id", "start_line_id", "ready_line_id",
          "end_line_id", "exit_status")
-
-
-_BLOB = re.compile(r"sha256[:-]([0-9a-f]{64})")
-
-
-def _blob(path: str | None) -> str | None:
-    """The digest in an Ollama blob path (``sha256-<hex>`` on disk, ``sha256:<hex>`` in older docs)."""
-    m = _BLOB.search(path or "")
-    return m[1] if m else None
 
 
 def attribute_run(store: Store, run_id: int) -> dict:
@@ -45,7 +35,7 @@ def attribute_run(store: Store, run_id: int) -> dict:
             "select id, model_name, port, run_id, model_file from loads where origin = 'log' and merged_into is null "
             "and (run_id = ? or run_id is null) order by id", [run_id])]
         for row in runner + logged:
-            row["blob"] = _blob(row["file"])
+            row["blob"] = blob_digest(row["file"])
         used: set[int] = set()
         matched: list[tuple[int, int, str]] = []
         # 1. same model and port: the router's own identity for a child

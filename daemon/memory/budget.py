@@ -8,6 +8,7 @@ card holds. Without a driver the check says "not measured"; it never infers.
 from __future__ import annotations
 
 from ..store import Store, utcnow
+from .attribution import _window_sql
 from .readings import NOT_MEASURED, SourceUnavailable
 
 
@@ -75,26 +76,18 @@ def free_check_for_load(db, load_id: int) -> dict | None:
 
 def card_totals(db, run_id: int, ts_from=None, ts_to=None) -> dict[int, float]:
     """Total MiB per device as the card reported it during the window."""
+    window, args = _window_sql(ts_from, ts_to)
     sql = "select device_index, max(total_mib) from memory_samples where run_id = ? and scope = 'device' " \
-          "and total_mib is not null"
-    args: list = [run_id]
-    if ts_from:
-        sql, args = sql + " and ts >= ?", args + [ts_from]
-    if ts_to:
-        sql, args = sql + " and ts <= ?", args + [ts_to]
-    return {r[0]: r[1] for r in db.execute(sql + " group by device_index", args)}
+          f"and total_mib is not null{window} group by device_index"
+    return {r[0]: r[1] for r in db.execute(sql, [run_id, *args])}
 
 
 def min_free(db, run_id: int, ts_from=None, ts_to=None) -> float | None:
     """The least free memory (summed over devices) seen in the window: neighbours included."""
+    window, args = _window_sql(ts_from, ts_to)
     sql = "select ts, sum(free_mib) from memory_samples where run_id = ? and scope = 'device' " \
-          "and free_mib is not null"
-    args: list = [run_id]
-    if ts_from:
-        sql, args = sql + " and ts >= ?", args + [ts_from]
-    if ts_to:
-        sql, args = sql + " and ts <= ?", args + [ts_to]
-    vals = [r[1] for r in db.execute(sql + " group by ts", args)]
+          f"and free_mib is not null{window} group by ts"
+    vals = [r[1] for r in db.execute(sql, [run_id, *args])]
     return min(vals) if vals else None
 
 
