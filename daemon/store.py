@@ -633,3 +633,32 @@ def m007_probes_rules(db: sqlite_utils.Database) -> None:
         foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
     )
     db["rule_results"].create_index(["run_id"])
+
+
+@migrations(name="m011_observed_requests")
+def m011_observed_requests(db: sqlite_utils.Database) -> None:
+    # issue 15: the server's own per-request counters read from its log (print_timing),
+    # observed in production traffic and kept apart from cardproof's measured samples;
+    # the load is that of line_id (joined at read time, so rebinding and merging carry it)
+    db["observed_requests"].create(
+        {
+            "id": int,
+            "source_id": int,
+            "run_id": int,
+            "line_id": int,  # the line with the generation counters
+            "first_line_id": int,  # the prompt counters' line (or line_id)
+            "task": int,
+            "slot": int,
+            "prompt_tokens": int,
+            "prompt_ms": float,
+            "generated_tokens": int,
+            "decode_ms": float,
+            "draft_accepted": int,
+            "draft_generated": int,
+            "ts": str,
+        },
+        pk="id",
+        foreign_keys=[("line_id", "log_lines", "id"), ("source_id", "log_sources", "id")],
+        if_not_exists=True,
+    )
+    db["observed_requests"].create_index(["line_id"], if_not_exists=True)

@@ -167,7 +167,7 @@ def test_ollama_lines_recorded_line_from_ollama_issues():
     ready = 'time=2025-12-23T10:34:26.076Z level=INFO source=server.go:1332 msg="llama runner started in 8.62 seconds"'
     assert facts(plan_2024) == {"offloaded_layers": 29.0, "total_layers": 29.0}
     assert facts(plan_2025) == {"offloaded_layers": 48.0, "total_layers": 49.0, "projector_mib": 1819.9}
-    assert facts(start) == {"ctx_size": 2048.0}
+    assert facts(start) == {"ctx_size": 2048.0, "slots": 1.0}  # --parallel 1: one slot
     assert facts(ready) == {"load_seconds": 8.62}
     assert facts('[GIN] 2025/12/23 - 10:34:40 | 200 | 57.956598944s |   192.168.0.131 | POST     "/api/chat"') == {}
 

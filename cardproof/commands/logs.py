@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from cardproof.daemon.logs.display import LOAD_KEYS, load_line, unplaced_line
 from cardproof.paths import resolve_db
 
 _WARNINGS = {
@@ -84,11 +85,16 @@ def register(cli: click.Group) -> None:
             click.echo(f"warning: {count} {_WARNINGS.get(key, key)}", err=True)
         if stats["gaps"]:
             click.echo(f"warning: {stats['gaps']} gap(s) in capture recorded (see table capture_gaps)", err=True)
+        observed = stats.get("observed_requests") or 0
         click.echo(
             f"{path}: {stats['lines']:,} new lines ({stats['kind']}), {stats['attributed']:,} attributed, "
             f"{stats['unattributed']:,} unattributed; {stats['loads']} loads found, {stats['facts']:,} facts"
+            + (f", {observed:,} requests in the server's own counters" if observed else "")
             + (f"; {len(linked['matched'])} linked to run {run_id}'s loads" if linked else "")
         )
+        why = unplaced_line(stats)
+        if why:
+            click.echo(f"{path}: {why}")
 
     @cli.command("loads")
     @_db_option
@@ -105,24 +111,30 @@ def register(cli: click.Group) -> None:
         finally:
             store.close()
         if as_json:
-            keys = ("id", "model", "origin", "run_id", "started_at", "ready_at", "pid", "port", "status",
-                    "facts", "fact_lines", "lines")
-            click.echo(json.dumps([{k: ld.get(k) for k in keys} for ld in loads], indent=2, ensure_ascii=False))
+            click.echo(json.dumps([{k: ld.get(k) for k in LOAD_KEYS} for ld in loads], indent=2, ensure_ascii=False))
             return
         if not loads:
             click.echo("no loads" + (f" in run {run_id}" if run_id is not None else ""))
             return
         for ld in loads:
-            f = ld["facts"]
-            where = f"port {ld['port']}" if ld["port"] else (f"pid {ld['pid']}" if ld["pid"] else "-")
-            parts = []
-            if "offloaded_layers" in f:
-                parts.append(f"offloaded {f['offloaded_layers']}/{f.get('total_layers', '?')}")
-            if "spec_type" in f:
-                parts.append(f"spec {f['spec_type']}")
-            if "kv_cache_type_k" in f:
-                parts.append(f"kv {f['kv_cache_type_k']}/{f.get('kv_cache_type_v', '?')}")
-            if "cuda_error" in f:
-                parts.append(f"CUDA errors {len(f['cuda_error'])}")
-            click.echo(f"{ld['id']:>5}  {str(ld['model']):<24} {ld['origin']:<6} {where:<11} "
-                       f"{ld['lines']:>7} lines  {len(f):>2} facts  {'; '.join(parts)}")
+            click.echo(load_line(ld))
+
+    @logs.command("show")
+    @click.argument("load_id", type=int, required=False)
+    @_db_option
+    @click.option("--unplaced", is_flag=True, help="The lines no load could claim, instead of a load's lines.")
+    @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many lines.")
+    @click.option("--json", "as_json", is_flag=True, help="JSON: the load, its lines and its observed requests.")
+    def logs_show(load_id: int | None, db: Path | None, unplaced: bool, limit: int | None, as_json: bool) -> None:
+        """List the stored lines of load LOAD_ID (see `cardproof loads`), verbatim, with their ids."""
+        from cardproof.daemon.logs.display import show
+
+        if (load_id is None) == (not unplaced):
+            _fail("give a load id (see `cardproof loads`) or --unplaced", 2)
+        store = _open(db, create=False)
+        try:
+            code = show(store, load_id, unplaced=unplaced, limit=limit, as_json=as_json, echo=click.echo)
+        finally:
+            store.close()
+        if code:
+            _fail(code, 2)

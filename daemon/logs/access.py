@@ -26,8 +26,14 @@ _GIN = re.compile(
 )
 _SWAP = re.compile(r"\bRequest (\S+) \"([A-Z]+) (\S+) [^\"]*\" (\d{3})\b")
 _LLAMA = re.compile(r"log_server_r: (?:done )?request: ([A-Z]+) (\S+) (\S+) (\d{3})\b")
+# older formats, still in users' logs (issue 15):
+# llama-swap before its [INFO] lines: [llama-swap] 192.168.16.7 [2025-01-30 18:35:15] "GET /v1/models HTTP/1.1" 200 578
+_SWAP_OLD = re.compile(r"\[llama-swap\] (\S+) \[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)\] \"([A-Z]+) (\S+) [^\"]*\" (\d{3})\b")
+# llama-server 2024 and ik_llama.cpp: INFO [ log_server_request] request | ... remote_addr="127.0.0.1" ...
+# status=200 method="POST" path="/v1/chat/completions", and the JSON log's "remote_addr":"..." fields
+_FIELD = {k: re.compile(rf'"?{k}"?[=:]"?([^",\s}}]+)') for k in ("remote_addr", "status", "method", "path")}
 # the importer's one trigger scan per line passes these lines to parse_access
-marker("[GIN]", "Request ", "log_server_r")
+marker("[GIN]", "Request ", "log_server_r", "[llama-swap]")
 
 
 class Access(NamedTuple):
@@ -55,6 +61,14 @@ def parse_access(text: str) -> Access | None:
         m = _LLAMA.search(text)
         if m:
             return Access(m[3], m[1], m[2], int(m[4]), "llama-server")
+        if "log_server_request" in text:
+            f = {k: rx.search(text) for k, rx in _FIELD.items()}
+            if all(f.values()) and f["status"][1].isdigit():
+                return Access(f["remote_addr"][1], f["method"][1], f["path"][1], int(f["status"][1]), "llama-server")
+    if "[llama-swap]" in text:
+        m = _SWAP_OLD.search(text)
+        if m:
+            return Access(m[1], m[4], m[5], int(m[6]), "llama-swap", f"{m[2]}T{m[3]}")
     return None
 
 

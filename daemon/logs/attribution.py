@@ -10,7 +10,8 @@ Rules (DESIGN.md principle 6), in the order they are tried:
 * **boundary** -- the router's own lines about one instance (spawn, its
   argument listing, ``stopping``/``exited`` by name); in a stream written by
   one process at a time (a ``--log-file`` of a restarted single-model
-  server) the lines between one process start and the next; in Ollama's
+  server, ``docker logs``, a paste) the lines of one process, from its start
+  lines to its exit (processes.py says how both are recognised); in Ollama's
   log the lines between ``starting llama server`` and the next start, but
   only while ``loaded runners count=1`` says no other runner is there.
 * **pid** -- a journal line's ``_PID`` when that process is a single-model
@@ -20,7 +21,9 @@ Rules (DESIGN.md principle 6), in the order they are tried:
 
 Everything else is **unattributed**: router start-up lines, lines of a
 child whose spawn line was never captured, Ollama lines while two runners
-are loaded. A guess would be worse than a gap.
+are loaded, lines of a log that begins after its server started. A guess
+would be worse than a gap. ``unplaced`` counts them by reason, for the one
+summary line an import prints.
 
 The state is a plain dict so that an import can stop and the next one
 resume with the same bindings (it is stored with the log source).
@@ -30,16 +33,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 
 from .parsers import Fact
 from .parsers.cmdline import flag_facts
+from .processes import Streams, has_phase_word
 
 _SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\d+)")
 _PROXY = re.compile(r"proxying request to model (\S+) on port (\d+)")
 _BY_NAME = re.compile(r"(?:stopping model instance|removing LRU) name=(\S+)")
 _EXITED = re.compile(r"instance name=(\S+) exited with status (-?\d+)")
 _ARG = re.compile(r"\bload:   (\S.*)$")
-_LOADING_MODEL = re.compile(r"loading model '([^']+)'")
 _OLLAMA_STARTS = ('msg="starting llama server"', 'msg="starting runner"', 'msg="starting llama-server"')
 _OLLAMA_MODEL = re.compile(r"--model (\S+?)\"?(?:\s|$)")
 _OLLAMA_PORT = re.compile(r"--port (\d+)")
@@ -48,7 +52,6 @@ _OLLAMA_PLAN = ("msg=offload", 'msg="offload', "source=memory.go", 'msg="system 
                 'msg="using llama-server for model"')
 _OLLAMA_READY = re.compile(r"(?:llama runner|llama-server) started in [\d.]+ seconds")
 _OLLAMA_COUNT = re.compile(r'msg="loaded runners" count=(\d+)')
-_PROCESS_START = ("llama_server: initializing", "main: build = ", "main: server is listening")
 
 #: Facts that describe the draft model when printed during its load.
 DRAFT_SCOPED = frozenset(
@@ -72,10 +75,12 @@ class Attributor:
         self.names: dict[str, int] = dict(s.get("names", {}))
         self.routers: set[str] = set(s.get("routers", []))
         self.ollama_keys: set[str] = set(s.get("ollama_keys", []))
-        self.procs: dict[str, dict] = {k: dict(v) for k, v in s.get("procs", {}).items()}
+        self.streams = Streams(self, s.get("procs"))
         self.ollama: dict[str, dict] = {k: dict(v) for k, v in s.get("ollama", {}).items()}
         self.args: dict | None = s.get("args")
         self.draft: set[int] = set(s.get("draft", []))
+        self.swa: set[int] = set(s.get("swa", []))  # loads whose SWA KV cache is being created
+        self.unplaced: Counter = Counter()  # this import's lines no load can claim, by reason
 
     def state(self) -> dict:
         """A JSON-able snapshot to resume from."""
@@ -84,10 +89,11 @@ class Attributor:
             "names": self.names,
             "routers": sorted(self.routers),
             "ollama_keys": sorted(self.ollama_keys),
-            "procs": self.procs,
+            "procs": self.streams.state(),
             "ollama": self.ollama,
             "args": self.args,
             "draft": sorted(self.draft),
+            "swa": sorted(self.swa),
         }
 
     def redirect(self, mapping: dict[int, int]) -> None:
@@ -97,24 +103,33 @@ class Attributor:
         f = lambda v: mapping.get(v, v)  # noqa: E731
         self.ports = {k: f(v) for k, v in self.ports.items()}
         self.names = {k: f(v) for k, v in self.names.items()}
-        for p in list(self.procs.values()) + list(self.ollama.values()):
+        self.streams.redirect(f)
+        for p in self.ollama.values():
             if p.get("load") is not None:
                 p["load"] = f(p["load"])
         if self.args:
             self.args["load"] = f(self.args["load"])
         self.draft = {f(v) for v in self.draft}
+        self.swa = {f(v) for v in self.swa}
 
     # -- the one entry point ------------------------------------------------
-    def feed(self, line_id: int, pid: int | None, port: int | None, text: str, ts: str | None):
+    def feed(self, line_id: int, pid: int | None, port: int | None, text: str, ts: str | None,
+             stream: str | None = None):
+        """``(load_id, attribution, extra_facts)`` for one clean line.
+
+        ``stream`` names the writer where a prefix gave no PID (a compose
+        service, journald's ``kernel``); without either the file is one stream.
+        """
+        key = str(pid) if pid is not None else (stream or "-")
         if port is not None:
             load = self.ports.get(port)
             if load is None:
-                self.routers.add(str(pid) if pid is not None else "-")
+                self.routers.add(key)
+                self.unplaced["unknown_port"] += 1
                 return None, "unattributed", None
-            if "draft" in text or "model loaded" in text or "initializing" in text:
+            if has_phase_word(text):
                 self._phase(load, line_id, text, ts)
             return load, "port", None
-        key = str(pid) if pid is not None else "-"
         if key in self.routers:
             return self._router_line(key, line_id, text, ts)
         if key in self.ollama_keys or "source=" in text and ("level=" in text) and "msg=" in text:
@@ -122,9 +137,15 @@ class Attributor:
             return self._ollama_line(key, line_id, text, ts)
         if "router mode" in text or "spawning server instance" in text:
             self.routers.add(key)
-            self.procs.pop(key, None)  # lines held for a single-model process stay unattributed
+            held = self.streams.procs.pop(key, None)  # lines held for a single-model process stay unattributed
+            if held:
+                self.unplaced["router"] += len(held["pending"]) + len(held["pre"])
             return self._router_line(key, line_id, text, ts)
-        return self._process_line(key, pid, line_id, text, ts)
+        return self.streams.line(key, pid, line_id, text, ts)
+
+    def held(self) -> int:
+        """Lines still waiting for a start or a model name (a later import may place them)."""
+        return self.streams.held()
 
     # -- llama-server router ----------------------------------------------
     def _router_line(self, key, line_id, text, ts):
@@ -147,6 +168,8 @@ class Attributor:
         if "proxying request" in text:
             m = _PROXY.search(text)
             load = self.ports.get(int(m[2])) if m else None
+            if load is None:
+                self.unplaced["router"] += 1
             return load, ("port" if load else "unattributed"), None
         if "name=" in text:
             m = _EXITED.search(text)
@@ -157,10 +180,12 @@ class Attributor:
                                            end_reason=f"exited with status {m[2]}")
                     self.draft.discard(load)
                     return load, "boundary", None
+                self.unplaced["router"] += 1
                 return None, "unattributed", None
             m = _BY_NAME.search(text)
             if m and m[1] in self.names:
                 return self.names[m[1]], "boundary", None
+        self.unplaced["router"] += 1
         return None, "unattributed", None
 
     def _arg(self, value: str):
@@ -172,49 +197,6 @@ class Attributor:
         if flag in ("--model", "-m"):
             self.hooks.update_load(load, model_file=value)
         return load, "boundary", (flag_facts(flag, value) if flag else None)
-
-    # -- single-model llama-server ----------------------------------------
-    def _process_line(self, key, pid, line_id, text, ts):
-        how = "pid" if pid is not None else "boundary"
-        if any(s in text for s in _PROCESS_START):
-            old = self.procs.get(key)
-            if pid is not None:
-                if old is not None:
-                    # one PID cannot start twice: a proxy (llama-swap) writes for several
-                    # servers under its own PID, and nothing in it can be proven from here on
-                    old["mixed"] = True
-            else:
-                # a file written by one process at a time: a new start closes the previous one
-                if old and old.get("load") is not None and not old.get("ended"):
-                    self.hooks.update_load(old["load"], end_reason="next process started")
-                self.procs[key] = {"load": None, "pending": []}
-        proc = self.procs.setdefault(key, {"load": None, "pending": []})
-        if proc.get("mixed"):
-            return None, "unattributed", None
-        load = proc.get("load")
-        if load is not None and "loading model '" in text and _LOADING_MODEL.search(text):
-            # a second model in what looked like one process (a proxy such as llama-swap
-            # writing for several servers): from here on nothing in it can be proven
-            proc["mixed"] = True
-            return None, "unattributed", None
-        if load is None:
-            m = _LOADING_MODEL.search(text) if "loading model '" in text else None
-            if not m:
-                if len(proc["pending"]) < _MAX_PENDING:
-                    proc["pending"].append(line_id)
-                return None, "unattributed", None
-            path = m[1]
-            load = self.hooks.new_load(model_name=os.path.basename(path), model_file=path, pid=pid,
-                                       start_line_id=line_id, requested_at=ts)
-            proc["load"] = load
-            self.hooks.bind(proc["pending"], load, how)
-            proc["pending"] = []
-        if "cleaning up before exit" in text or "exiting due to" in text:
-            self.hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason="process exit")
-            proc["ended"] = True
-        if "draft" in text or "model loaded" in text or "initializing" in text:
-            self._phase(load, line_id, text, ts)
-        return load, how, None
 
     # -- Ollama -----------------------------------------------------------
     def _ollama_line(self, key, line_id, text, ts):
@@ -236,6 +218,7 @@ class Attributor:
             m = _OLLAMA_MODEL.search(text)
             if m is None:  # a discovery runner: nothing is loaded by it, but it writes into the stream
                 st["exclusive"] = False
+                self.unplaced["ollama_own"] += 1
                 return None, "unattributed", None
             path = m[1]
             port = _OLLAMA_PORT.search(text)
@@ -263,6 +246,8 @@ class Attributor:
             st["held"] = None
             if held and load is not None and st["exclusive"]:
                 self.hooks.bind(held, load, "boundary")
+            elif held:
+                self.unplaced["ollama_shared"] += len(held)
         elif load is not None and is_ready:
             # loads are started one at a time: the ready line is the latest start's
             if not st.get("ready"):
@@ -271,10 +256,21 @@ class Attributor:
             return load, "boundary", None
         if load is not None and st["exclusive"]:
             return load, "boundary", None
+        # Ollama's own lines (its config, GPU discovery, /api/show reading a model) or a runner's among others
+        self.unplaced["ollama_shared" if load is not None else "ollama_own"] += 1
         return None, "unattributed", None
 
     # -- phase within one load --------------------------------------------
     def _phase(self, load, line_id, text, ts):
+        if "KV cache" in text and "creating" in text:
+            if "non-SWA" in text:
+                self.swa.discard(load)
+            elif "SWA KV cache" in text:
+                self.swa.add(load)
+            return
+        if "kv_cache: size" in text:  # the summary after a cache's buffer lines: its scope ends
+            self.swa.discard(load)
+            return
         if "draft" in text:
             if "loading draft model" in text or "creating MTP draft context" in text:
                 self.draft.add(load)
@@ -287,8 +283,15 @@ class Attributor:
             self.draft.discard(load)
 
 
-def scope_facts(facts: list[Fact], in_draft: bool) -> list[Fact]:
-    """Buffer sizes printed while the draft model loads are the draft's, not the target's."""
+def scope_facts(facts: list[Fact], in_draft: bool, in_swa: bool = False) -> list[Fact]:
+    """Buffer sizes printed while the draft model loads are the draft's, not the target's.
+
+    A model with sliding-window layers gets two KV caches (``creating non-SWA
+    KV cache``, then ``creating SWA KV cache``), each with its buffer line:
+    the second is ``kv_swa_buffer_mib``, so neither hides the other.
+    """
+    if in_swa:
+        facts = [f._replace(name="kv_swa_buffer_mib") if f.name == "kv_buffer_mib" else f for f in facts]
     if not in_draft:
         return facts
     return [f._replace(name="draft_" + f.name) if f.name in DRAFT_SCOPED else f for f in facts]

@@ -18,7 +18,8 @@ from typing import Callable
 from ..store import Store, utcnow
 from .access import parse_access, record_requests
 from .attribution import Attributor, scope_facts
-from .lines import clean
+from .lines import clean_stamped
+from .observed import RequestCounters
 from .parsers import MARKERS, parse_line, trigger_search
 from .sources import FileReader, JournalReader, LogSourceError, detect_format, file_identity
 
@@ -152,6 +153,7 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     """The loop over every line: clean, attribute, parse, buffer; full buffers are stored as they fill."""
     attr = Attributor(source["state"], w)
     attr.redirect(_redirects(conn))
+    observed = RequestCounters((source["state"] or {}).get("observed"))
     known = None
     if reader.dedupe:
         known = {r[0] for r in conn.execute("select cursor from log_lines where source_id = ? and cursor is not null",
@@ -160,7 +162,7 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     lid = w.next_line
     fid = w.next_fact
     sid = source["id"]
-    draft = attr.draft
+    draft, swa = attr.draft, attr.swa
     lines, facts = w.lines, w.facts
     feed = attr.feed
     has_trigger = trigger_search()  # most lines carry no fact: one C-level scan decides
@@ -172,13 +174,17 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
             if known is not None and cursor in known:
                 dup += 1
                 continue
-            port, spid, text = clean(raw)
+            port, spid, text, stamp, stream = clean_stamped(raw)
             if pid is None:
                 pid = spid
-            load, how, extra = feed(lid, pid, port, text, ts)
+            if ts is None:
+                ts = stamp  # a container or collector prefix's own time
+            load, how, extra = feed(lid, pid, port, text, ts, stream)
             found = None
             m = has_trigger(text)
             if m is not None:
+                if "time =" in text or "print_timing" in text or "acceptance" in text:
+                    observed.feed(lid, load, text, ts)  # the server's own per-request counters
                 access = parse_access(text)
                 if access is not None:
                     accesses.append((lid, ts, access))
@@ -187,8 +193,8 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
             if extra:
                 found = (found or []) + extra
             if found:
-                if load is not None and load in draft:
-                    found = scope_facts(found, True)
+                if load is not None and (load in draft or load in swa):
+                    found = scope_facts(found, load in draft, load in swa)
                 for f in found:
                     facts.append((fid, load, lid, f.name, f.device, f.value_num, f.value_text, f.unit))
                     fid += 1
@@ -205,6 +211,8 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
             next_report += PROGRESS_EVERY
     w.flush()
     requests = record_requests(conn, run_id, accesses)  # access lines -> requests_seen
+    attr.observed_count = observed.store(conn, sid, run_id)
+    attr.observed_state = observed.state()
     for reason, skipped in reader.gaps:
         conn.execute("insert into capture_gaps (source_id, at, reason, lines_skipped) values (?, ?, ?, ?)",
                      [sid, utcnow(), reason, skipped])
@@ -246,6 +254,7 @@ def _run_import(store, conn, reader, source, sid, run_id, started, started_cpu, 
                 gc.enable()
         pos = reader.position
         state = attr.state()
+        state["observed"] = attr.observed_state
         if pos.get("head") is not None:
             state["file_head"] = pos["head"]
         conn.execute(
@@ -269,6 +278,9 @@ def _run_import(store, conn, reader, source, sid, run_id, started, started_cpu, 
         "gaps": len(reader.gaps),
         "duplicates_skipped": dup,
         "requests": requests,
+        "observed_requests": attr.observed_count,
+        "unplaced": dict(attr.unplaced),  # this import's unattributed lines by reason (see attribution.py)
+        "held": attr.held(),  # lines waiting for their process to start or name its model
         "warnings": dict(reader.warnings),
         "seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - started_cpu,

@@ -2,8 +2,8 @@
 
 The raw text is stored unchanged (principle: a log line is evidence and is
 never rewritten). Parsers and attribution look at a derived view: ANSI
-colours removed, the router's ``[port]`` prefix split off, the syslog-style
-``ident[pid]:`` prefix of a ``journalctl`` text export split off.
+colours removed, the router's ``[port]`` prefix split off, and one container
+or collector prefix split off with its timestamp kept (see :func:`split_prefix`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,19 @@ from datetime import datetime, timezone
 MAX_LINE_BYTES = 1 << 20
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# "Jun 06 11:17:05 host ollama[243665]: ..." -- journalctl's default text output
-_SYSLOG_PREFIX = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[]+\[(\d+)\]: ")
+# journalctl's default text output: "Jun 06 11:17:05 host ollama[243665]: ...", also in other
+# locales ("6月 26 04:34:00 host ollama[1073]: ") and from processes without a PID ("host kernel: ")
+_SYSLOG_PREFIX = re.compile(r"(?:[A-Z][a-z]{2}|\d{1,2}月) [ \d]?\d \d\d:\d\d:\d\d \S+ ([^\s\[:]+)(?:\[(\d+)\])?: ")
+# journalctl -o short-iso / short-iso-precise: "2025-11-30T12:00:01+0100 host llama-server[812]: "
+# (the [pid] is required here: without it "system info: ..." after a stamp would read as host+ident)
+_ISO_SYSLOG_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)? "
+                                r"\S+ ([^\s\[:]+)\[(\d+)\]: ")
+# docker logs -t, kubectl logs --timestamps, podman logs -t: RFC 3339 with nanoseconds, then a space;
+# log viewers that export "2026-05-17 10:44:45.483 | " put a bar after it
+_STAMP_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?(?: \| | )")
+# docker compose logs: the service name padded to the longest one, " | ", then the line
+# (with -t the RFC 3339 stamp follows the bar)
+_COMPOSE_PREFIX = re.compile(r"([A-Za-z0-9][\w.-]{0,62}) +\| ")
 # llama.cpp's own timestamp: minutes.seconds.milliseconds.microseconds since the
 # process started its logger (common/log.cpp), then a level letter
 _LLAMA_TS = re.compile(r"(\d+)\.(\d\d)\.(\d\d\d)\.(\d\d\d) [A-Z] ")
@@ -32,25 +43,109 @@ def decode(data: bytes) -> tuple[str, bytes | None]:
 
 
 def clean(raw: str) -> tuple[int | None, int | None, str]:
-    """``(port, pid, text)``: the router child's port, a syslog PID, the text without colours.
+    """``(port, pid, text)``: the router child's port, a syslog PID, the text without colours or prefix.
 
-    Only the view is cleaned; the stored ``raw`` keeps the colour codes.
+    Only the view is cleaned; the stored ``raw`` keeps colour codes and prefixes.
+    """
+    return clean_stamped(raw)[:3]
+
+
+def clean_stamped(raw: str) -> tuple[int | None, int | None, str, str | None, str | None]:
+    """``(port, pid, text, stamp, stream)``: :func:`clean`, and what a stripped prefix said.
+
+    ``stamp`` is ISO 8601 -- in UTC (``+00:00``) when the prefix named its
+    zone, without a zone when it did not (kept as the line's own clock, never
+    converted by a guess) -- or None (no prefix, a prefix without a date such
+    as journald's ``Nov 30 12:00:01``, or an impossible date). ``stream`` is
+    the writer a prefix names when it gives no PID: a compose service, a
+    journald identifier such as ``kernel``. Lines of different writers are
+    different processes even when they share one file.
     """
     text = _ANSI.sub("", raw) if "\x1b" in raw else raw
     first = text[:1]
     if first == "[":  # the common case first: a router child's line
-        end = text.find("] ", 1, 8)
-        if end > 1 and text[1:end].isdigit():
-            return int(text[1:end]), None, text[end + 2:]
-        return None, None, text
+        port, rest = _port_split(text)
+        return port, None, rest, None, None
     if "\x00" in text:
         text = text.replace("\x00", "")
-    if first.isupper() and ": " in text:
+    pid = stamp = stream = rest = None
+    if first.isdigit():
+        if text[4:5] == "-":  # a date: cheap test before any pattern (llama.cpp's "0.00.002.814" is not)
+            m = _ISO_SYSLOG_PREFIX.match(text)
+            if m:
+                pid, stream, stamp, rest = int(m[6]), m[5], STAMPS(m[1], m[2], m[3], m[4]), text[m.end():]
+            else:
+                m = _STAMP_PREFIX.match(text)
+                if m:
+                    stamp, rest = STAMPS(m[1], m[2], m[3], m[4]), text[m.end():]
+        elif "月" in text[:3]:  # journald in a locale whose months are numbers
+            m = _SYSLOG_PREFIX.match(text)
+            if m:
+                pid, stream, rest = (int(m[2]) if m[2] else None), m[1], text[m.end():]
+    elif first.isupper() and ": " in text:
         m = _SYSLOG_PREFIX.match(text)
         if m:
-            port, _, rest = clean(text[m.end():])
-            return port, int(m.group(1)), rest
-    return None, None, text
+            pid, stream, rest = (int(m[2]) if m[2] else None), m[1], text[m.end():]
+    if rest is None and " | " in text[:80]:
+        m = _COMPOSE_PREFIX.match(text)
+        if m:
+            stream, rest = m[1], text[m.end():]
+            if rest[4:5] == "-":  # docker compose logs -t: the stamp follows the bar
+                s = _STAMP_PREFIX.match(rest)
+                if s:
+                    stamp, rest = STAMPS(s[1], s[2], s[3], s[4]), rest[s.end():]
+    if rest is not None:
+        text = rest
+    if text[:1] == "[":  # a router child's line inside a container or journal prefix
+        port, text = _port_split(text)
+        return port, pid, text, stamp, stream
+    return None, pid, text, stamp, stream
+
+
+def _port_split(text: str) -> tuple[int | None, str]:
+    end = text.find("] ", 1, 8)
+    if end > 1 and text[1:end].isdigit():
+        return int(text[1:end]), text[end + 2:]
+    return None, text
+
+
+class _Stamps:
+    """Prefix timestamps to the store's ISO form, the date part parsed once per second.
+
+    A prefix is printed on every line of a container log; parsing each one
+    with ``datetime`` would cost more than the rest of the line's handling.
+    """
+
+    def __init__(self):
+        self._cache: dict[tuple, str | None] = {}
+
+    def __call__(self, date: str, clock: str, fraction: str | None, zone: str | None) -> str | None:
+        key = (date, clock, zone)
+        head = self._cache.get(key, False)
+        if head is False:
+            head = self._head(date, clock, zone)
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[key] = head
+        if head is None:
+            return None
+        micro = (fraction or "")[:6].ljust(6, "0")
+        return f"{head[0]}.{micro}{head[1]}"
+
+    @staticmethod
+    def _head(date: str, clock: str, zone: str | None):
+        try:
+            if zone is None:
+                return datetime.fromisoformat(f"{date}T{clock}").strftime("%Y-%m-%dT%H:%M:%S"), ""
+            if zone != "Z" and ":" not in zone:
+                zone = zone[:3] + ":" + zone[3:]
+            stamp = datetime.fromisoformat(f"{date}T{clock}{'+00:00' if zone == 'Z' else zone}")
+            return stamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"), "+00:00"
+        except ValueError:  # "2026-13-45": kept in the raw line, no stamp
+            return None
+
+
+STAMPS = _Stamps()
 
 
 def relative_seconds(text: str) -> float | None:

@@ -2,10 +2,14 @@
 
 Read-only. Where a load printed a fact more than once (a fitting pass, then
 the real allocation), the last line wins; draft acceptance is summed over
-all of the load's requests; CUDA errors are listed.
+all of the load's requests; CUDA errors are listed. ``observed`` is what the
+server's own per-request counters say (observed.py): kept apart from
+cardproof's measured samples, never mixed into them.
 """
 
 from __future__ import annotations
+
+from .observed import observed_rows, observed_summary
 
 _LOAD_SQL = """
 select l.id, coalesce(m.name, l.model_name) as model, l.origin, l.trigger, l.run_id, l.requested_at,
@@ -18,7 +22,8 @@ order by l.id
 
 
 def load_summaries(db, run_id: int | None = None, load_ids: list[int] | None = None) -> list[dict]:
-    """One dict per load: ``model``, ``started_at``, ``pid``, ``port``, ``facts``, ``fact_lines``, ``lines``.
+    """One dict per load: ``model``, ``started_at``, ``pid``, ``port``, ``facts``, ``fact_lines``, ``lines``,
+    ``open``, ``end_reason`` and ``observed`` (the server's own request counters, see observed.py).
 
     ``facts`` maps a fact name to its value, or for per-device facts to
     ``{device: value}``; ``fact_lines`` has the same shape with the id of
@@ -46,11 +51,15 @@ def load_summaries(db, run_id: int | None = None, load_ids: list[int] | None = N
             f"select load_id, line_id, name, device, value_num, value_text, unit from facts "
             f"where load_id in ({marks}) order by line_id, id", ids):
         facts.setdefault(row[0], []).append(row[1:])
+    observed = observed_rows(conn, ids)
     out = []
     for ld in loads:
         values, lines = summarise(facts.get(ld["id"], []))
         ld.update(started_at=ld["requested_at"], facts=values, fact_lines=lines, lines=counts.get(ld["id"], 0))
         ld["origin"] = ld["origin"] or "runner"
+        # a server still running when its log ends: no exit, no next start (log loads only)
+        ld["open"] = ld["origin"] == "log" and ld["end_reason"] is None
+        ld["observed"] = observed_summary(observed.get(ld["id"], []))
         out.append(ld)
     return out
 
@@ -74,7 +83,7 @@ def summarise(rows) -> tuple[dict, dict]:
             lines[name].append(line_id)
             continue
         value = num if num is not None else text
-        if num is not None and float(num).is_integer() and name.endswith(("_layers", "ctx_size", "n_max")):
+        if num is not None and float(num).is_integer() and name.endswith(("_layers", "ctx_size", "n_max", "slots")):
             value = int(num)
         if name == "cuda_error":
             values.setdefault(name, [])

@@ -26,8 +26,10 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "-ctk": ("kv_cache_type_k", "text"),
     "--cache-type-v": ("kv_cache_type_v", "text"),
     "-ctv": ("kv_cache_type_v", "text"),
+    "--parallel": ("slots", "num"),
+    "-np": ("slots", "num"),
 }
-_UNITS = {"spec_draft_n_max": "tokens", "ctx_size": "tokens"}
+_UNITS = {"spec_draft_n_max": "tokens", "ctx_size": "tokens", "slots": "slots"}
 _FLAG_VALUE = re.compile(r"(?:^|\s)(--?[a-z][a-z-]*)[ =]([^\s\"']+)")
 
 
@@ -45,7 +47,8 @@ def flag_facts(flag: str, value: str) -> list[Fact]:
     return [Fact(name, value_text=value)]
 
 
-@parser("--spec-", "--ctx-size", "--model-draft", "--cache-type-", "--draft", "-md ", "-ctk ", "-ctv ", "-c ")
+@parser("--spec-", "--ctx-size", "--model-draft", "--cache-type-", "--draft", "-md ", "-ctk ", "-ctv ", "-c ",
+        "--parallel", "-np ")
 def parse_command_line(text: str) -> list[Fact]:
     """Flags and values from a one-line command line."""
     facts = []

@@ -34,7 +34,21 @@ def _sized(rx: re.Pattern, name: str):
 
 parse_model_buffer = parser("model buffer size", "load_tensors:")(_sized(_MODEL_BUF, "model_buffer_mib"))
 parse_kv_buffer = parser("KV buffer size")(_sized(_KV_BUF, "kv_buffer_mib"))
-parse_compute_buffer = parser("compute buffer size")(_sized(_COMPUTE_BUF, "compute_buffer_mib"))
+_parse_compute = _sized(_COMPUTE_BUF, "compute_buffer_mib")
+
+
+@parser("compute buffer size")
+def parse_compute_buffer(text: str) -> list[Fact]:
+    """The model's compute buffers; the vision projector's own (``alloc_compute_meta``) apart from them."""
+    facts = _parse_compute(text)
+    if facts and "alloc_compute_meta" in text:
+        return [f._replace(name="projector_compute_mib") for f in facts]
+    return facts
+
+
+# "llama_adapter_lora_init_impl:      CUDA0 LoRA buffer size =    19.00 MiB" (Ollama prints it for adapters)
+_LORA_BUF = re.compile(r"(?P<dev>\S+) LoRA buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
+parse_lora_buffer = parser("LoRA buffer size")(_sized(_LORA_BUF, "lora_buffer_mib"))
 parse_output_buffer = parser("output buffer size")(_sized(_OUTPUT_BUF, "output_buffer_mib"))
 # recurrent state of hybrid models: not in DESIGN's list, but card memory all the same
 parse_rs_buffer = parser("RS buffer size")(_sized(_RS_BUF, "rs_buffer_mib"))
@@ -72,6 +86,29 @@ _N_CTX = re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_f
 def parse_ctx(text: str) -> list[Fact]:
     m = _N_CTX.search(text)
     return [Fact("ctx_size", float(m[1]), unit="tokens")] if m else []
+
+
+# At the default verbosity many builds print no llama_context line; the slots say it:
+# "slot   load_model: id  0 | task -1 | new slot, n_ctx = 131072"            (2025 on, per slot)
+# "srv    load_model: initializing, n_slots = 1, n_ctx_slot = 65536"          (2026)
+# "INFO [  init] new slot | tid="..." timestamp=... id_slot=0 n_ctx_slot=32768" (2024, ik_llama.cpp)
+# {"function":"initialize",...,"msg":"new slot","n_ctx_slot":2048,...}         (2024 JSON log)
+_SLOT_CTX = re.compile(r"new slot, n_ctx = (\d+)|n_ctx_slot\"?[ =:]+(\d+)")
+# "srv    load_model: initializing slots, n_slots = 4"; "INFO [ init] initializing slots | ... n_slots=1"
+_N_SLOTS = re.compile(r"n_slots\"?[ =:]+(\d+)")
+
+
+@parser("new slot", "n_ctx_slot", "n_slots")
+def parse_slots(text: str) -> list[Fact]:
+    """Context per slot (``slot_ctx_size``) and the number of slots (``slots``)."""
+    facts = []
+    m = _N_SLOTS.search(text)
+    if m and ("initializing" in text or "init" in text):
+        facts.append(Fact("slots", float(m[1]), unit="slots"))
+    m = _SLOT_CTX.search(text)
+    if m and ("new slot" in text or "initializing" in text):
+        facts.append(Fact("slot_ctx_size", float(m[1] or m[2]), unit="tokens"))
+    return facts
 
 
 # "spec common_specu: adding speculative implementation 'draft-simple'"

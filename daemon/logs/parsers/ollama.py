@@ -67,3 +67,16 @@ def parse_memory_plan(text: str) -> list[Fact]:
 def parse_required_full(text: str) -> list[Fact]:
     m = _REQUIRED_FULL.search(text)
     return [Fact("plan_total_mib", round(mib(m[1], m[2]), 2), unit="MiB")] if m else []
+
+
+# msg=load request="{Operation:commit LoraPath:[] Parallel:4 BatchSize:512 FlashAttention:Enabled KvSize:16384 ...}"
+# (0.12 on): the context the runner allocates (all slots together) and the number of slots
+_LOAD_REQUEST = re.compile(r"\bParallel:(\d+)\b.*?\bKvSize:(\d+)\b")
+
+
+@parser("KvSize:")
+def parse_load_request(text: str) -> list[Fact]:
+    m = _LOAD_REQUEST.search(text)
+    if not m:
+        return []
+    return [Fact("ctx_size", float(m[2]), unit="tokens"), Fact("slots", float(m[1]), unit="slots")]

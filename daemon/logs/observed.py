@@ -1,0 +1,184 @@
+"""Requests the server itself counted, read from its log: observed, not measured by cardproof.
+
+llama-server prints its own counters when it finishes a task, in every
+verbosity and in several shapes over the years:
+
+* 2025 on, one block::
+
+      slot print_timing: id  3 | task 0 |
+      prompt eval time =      26.59 ms /    19 tokens (...)
+             eval time =      64.75 ms /    12 tokens (...)
+            total time =      91.34 ms /    31 tokens
+      draft acceptance rate = 0.78824 (  402 accepted /   510 generated)
+
+* one line per figure, each with ``slot print_timing: id N | task T |``
+  (2024--2026; 2026 adds ``draft acceptance = R (A accepted / G generated)``);
+* ``INFO [ print_timings] prompt eval time = ... | ... id_slot=0 id_task=2``
+  and ``generation eval time = X ms / N runs`` (2024, ik_llama.cpp), and the
+  same in the JSON log format.
+
+Each finished task becomes one row of ``observed_requests``: prompt tokens
+and milliseconds, generated tokens and milliseconds, draft acceptance where
+printed, the line it ends on and the time. The load is the one that line is
+attributed to (joined at read time, so a line bound to its load later, or a
+log load merged into a run's load, carries its requests along). A task whose
+generation counters never appear (a cancelled task, a log cut off) is no row.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .parsers import marker
+
+_HEADER = re.compile(r"print_timing: id +(\d+) \| task (\d+) \| *$")
+_TASK = re.compile(r"\| task (\d+) \||id_task\"?[=:] ?(\d+)")
+_SLOT = re.compile(r"\bid +(\d+) \| task|id_slot\"?[=:] ?(\d+)")
+_PROMPT = re.compile(r"prompt eval time *= *([\d.]+) ms / *(\d+) tokens")
+_GEN = re.compile(r"(?<!prompt )(?:generation )?eval time *= *([\d.]+) ms / *(\d+) (?:tokens|runs)")
+_ACCEPT = re.compile(r"draft acceptance(?: rate)? = ([\d.]+) \( *(\d+) accepted / *(\d+) generated\)")
+# the lines of one block follow its header directly (prompt, eval, total, acceptance)
+_BLOCK_LINES = 6
+# the importer's trigger scan passes these lines to feed()
+marker("eval time", "print_timing")
+
+COLUMNS = ("source_id", "run_id", "line_id", "first_line_id", "task", "slot", "prompt_tokens", "prompt_ms",
+           "generated_tokens", "decode_ms", "draft_accepted", "draft_generated", "ts")
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:  # "1.2.3" fits the pattern and is no number
+        return None
+
+
+class RequestCounters:
+    """Feed every line that mentions timings; finished requests collect in ``rows``.
+
+    State that must survive between two imports of a growing log (a block
+    whose header came in the last read) is in :meth:`state`.
+    """
+
+    def __init__(self, state: dict | None = None):
+        s = state or {}
+        self.block: dict | None = s.get("block")
+        self.open: dict[str, dict] = dict(s.get("open", {}))
+        self.rows: list[dict] = []
+        self._last: dict[str, dict] = {}
+
+    def feed(self, line_id: int, load: int | None, text: str, ts: str | None) -> None:
+        h = _HEADER.search(text) if "print_timing" in text else None
+        if h:
+            self.block = {"load": load, "slot": int(h[1]), "task": int(h[2]), "line": line_id, "ts": ts}
+            return
+        task = slot = None
+        m = _TASK.search(text)
+        if m:
+            task = int(m[1] or m[2])
+            s = _SLOT.search(text)
+            slot = int(s[1] or s[2]) if s else None
+        elif self.block and self.block["load"] == load and line_id - self.block["line"] <= _BLOCK_LINES:
+            task, slot, ts = self.block["task"], self.block["slot"], ts or self.block["ts"]
+        key = f"{load}/{task}"
+        p = _PROMPT.search(text)
+        if p:
+            ms = _num(p[1])
+            if ms is not None:
+                self.open[key] = {"first_line_id": line_id, "task": task, "slot": slot, "prompt_ms": ms,
+                                  "prompt_tokens": int(p[2]), "ts": ts}
+            return
+        g = _GEN.search(text)
+        if g:
+            ms = _num(g[1])
+            if ms is None:
+                return
+            row = self.open.pop(key, None) or {"first_line_id": line_id, "task": task, "slot": slot,
+                                                "prompt_ms": None, "prompt_tokens": None, "ts": ts}
+            row.update(line_id=line_id, decode_ms=ms, generated_tokens=int(g[2]),
+                       draft_accepted=None, draft_generated=None)
+            if ts is not None:
+                row["ts"] = ts
+            self.rows.append(row)
+            self._last[key] = row
+            return
+        a = _ACCEPT.search(text) if "acceptance" in text else None
+        if a and key in self._last:
+            row = self._last.pop(key)
+            row["draft_accepted"], row["draft_generated"] = int(a[2]), int(a[3])
+        if self.block and line_id - self.block["line"] > _BLOCK_LINES:
+            self.block = None
+
+    def state(self) -> dict:
+        return {"block": self.block, "open": self.open}
+
+    def store(self, conn, source_id: int, run_id: int | None) -> int:
+        """Insert the finished requests; returns how many."""
+        if not self.rows:
+            return 0
+        cols = ", ".join(COLUMNS)
+        conn.executemany(
+            f"insert into observed_requests ({cols}) values ({', '.join('?' * len(COLUMNS))})",
+            [(source_id, run_id, r["line_id"], r["first_line_id"], r["task"], r["slot"], r["prompt_tokens"],
+              r["prompt_ms"], r["generated_tokens"], r["decode_ms"], r["draft_accepted"], r["draft_generated"],
+              r["ts"]) for r in self.rows])
+        n = len(self.rows)
+        self.rows = []
+        self._last = {}
+        return n
+
+
+def tps(tokens: int | None, ms: float | None) -> float | None:
+    """Tokens per second from a count and the server's milliseconds; None where either is missing or zero."""
+    if tokens is None or not ms or ms <= 0:
+        return None
+    return tokens / ms * 1000.0
+
+
+def spread(values: list[float]) -> dict | None:
+    """``{"median", "min", "max", "n"}`` of the values, or None for none."""
+    if not values:
+        return None
+    v = sorted(values)
+    mid = len(v) // 2
+    median = v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+    return {"median": round(median, 2), "min": round(v[0], 2), "max": round(v[-1], 2), "n": len(v)}
+
+
+_ROWS_SQL = """
+select l.load_id, o.id, o.line_id, o.first_line_id, o.task, o.slot, o.prompt_tokens, o.prompt_ms,
+       o.generated_tokens, o.decode_ms, o.draft_accepted, o.draft_generated, o.ts
+from observed_requests o join log_lines l on l.id = o.line_id
+where l.load_id in ({marks})
+order by o.line_id
+"""
+_ROW_KEYS = ("id", "line_id", "first_line_id", "task", "slot", "prompt_tokens", "prompt_ms", "generated_tokens",
+             "decode_ms", "draft_accepted", "draft_generated", "ts")
+
+
+def observed_rows(conn, load_ids: list[int]) -> dict[int, list[dict]]:
+    """The observed requests of each load, in log order (``{load_id: [row, ...]}``)."""
+    out: dict[int, list[dict]] = {}
+    if not load_ids:
+        return out
+    if conn.execute("select 1 from sqlite_master where name = 'observed_requests'").fetchone() is None:
+        return out  # a store from before m011 opened read-only
+    for r in conn.execute(_ROWS_SQL.format(marks=", ".join("?" * len(load_ids))), list(load_ids)):
+        row = dict(zip(_ROW_KEYS, r[1:]))
+        row["decode_tps"] = tps(row["generated_tokens"], row["decode_ms"])
+        row["prefill_tps"] = tps(row["prompt_tokens"], row["prompt_ms"])
+        out.setdefault(r[0], []).append(row)
+    return out
+
+
+def observed_summary(rows: list[dict]) -> dict:
+    """Count and decode/prefill tok/s (median, min, max, n) of one load's observed requests."""
+    accepted = [r for r in rows if r["draft_generated"]]
+    return {
+        "count": len(rows),
+        "decode_tps": spread([r["decode_tps"] for r in rows if r["decode_tps"] is not None]),
+        "prefill_tps": spread([r["prefill_tps"] for r in rows if r["prefill_tps"] is not None]),
+        "draft_acceptance": (round(sum(r["draft_accepted"] for r in accepted)
+                                   / sum(r["draft_generated"] for r in accepted), 5) if accepted else None),
+        "line_ids": [r["line_id"] for r in rows],
+    }

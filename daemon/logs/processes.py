@@ -1,0 +1,200 @@
+"""Where one single-model llama-server process begins and ends in a stream of lines.
+
+A stream is one writer: a PID from the journal, a compose service, or a
+plain file written by one process at a time (a ``--log-file`` of a server
+that was restarted, ``docker logs`` of one container, a paste).
+
+* **Start** -- the first words a llama.cpp server binary prints, by era:
+  ``main: build = `` (2024), ``INFO [ main] build info`` (2024 and
+  ik_llama.cpp), its JSON form, ``build: N (sha)`` / ``system info:`` (2025),
+  ``log_info:`` / ``device_info:`` / ``build_info:`` (2026), and a router
+  child's ``llama_server: initializing``. ``main: server is listening`` and
+  ``HTTP server listening`` are *not* starts: depending on the build they
+  come before or after the model loaded, in the same process. Lines a binary
+  prints before its logger starts (``ggml_cuda_init``, ``  Device 0:``,
+  ``load_backend``, ``warning:``) belong to the process that starts right
+  after them.
+* **Model** -- ``loading model '...'`` or, in builds and forks that print no
+  such line, ``llama_model_loader: loaded meta data ... from PATH``. Lines of
+  a process are held until it names its model, then join that load.
+* **End** -- ``cleaning up before exit`` / ``exiting due to``, or the next
+  start. The process's own last words (a memory breakdown, the exit reason)
+  follow the end line; in a plain file they belong to it until a line that is
+  not llama.cpp output (a wrapper script's banner) or the next start. A CUDA
+  error or failed assert marks the load crashed; its backtrace still follows.
+  A server still running at the end of the log keeps an open load.
+
+Lines a proxy writes into the same stream (llama-swap's ``[INFO]``,
+``[llama-swap]``) are never a server's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+_LLAMA_TS = r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d [A-Z] )?"
+_START = re.compile(
+    _LLAMA_TS + r"(?:build: \d|build_info: |main: build = |system info: |system_info: |log_info: |device_info:"
+    r"|cmn +common_param: common_params_print_info|(?:srv +)?llama_server: initializing"
+    r"|INFO \[ *w?main\] (?:build|system) info"
+    r"|\{.*\"(?:msg|message)\": ?\"(?:build|system) info\")")
+# words whose presence makes a line worth the start pattern at all (most lines have none)
+_START_WORDS = ("build", "system", "log_info", "device_info", "common_params_print_info", "initializing")
+_PREAMBLE = re.compile(r"(?:ggml_\w+: |load_backend: |register_backend: | {1,2}Device \d+: |warning: |warn: "
+                       r"|WARNING: |common_download|no remote preset)")
+_LOADING_MODEL = re.compile(r"loading model '([^']+)'")
+_META_MODEL = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?)"
+                         r" \(version ")
+_EXIT = ("cleaning up before exit", "exiting due to", "Received second interrupt")
+_CRASH = re.compile(r"(?:\.cu:\d+: (CUDA error)|(GGML_ASSERT\(.*\) failed))")
+# llama.cpp's own line shapes: its timestamp, "function: ", its 2024 INFO and JSON forms
+_LLAMA_LIKE = re.compile(r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d [A-Z] |[a-z_][a-z0-9_]*: |INFO \[|VERB \[|\{\")")
+_PROXY = ("[INFO] ", "[DEBUG] ", "[WARN] ", "[ERROR] ", "[llama-swap] ", "llama-swap listening")
+_MAX_PENDING = 20000
+_PHASE_WORDS = ("draft", "model loaded", "initializing", "KV cache", "kv_cache: size")
+
+
+def has_phase_word(text: str) -> bool:
+    """Whether a load's line may change its phase (draft model, KV cache, ready)."""
+    return any(w in text for w in _PHASE_WORDS)
+
+
+def is_start(text: str) -> bool:
+    """Whether ``text`` is one of a server binary's first lines."""
+    return any(w in text for w in _START_WORDS) and _START.match(text) is not None
+
+
+def named_model(text: str) -> str | None:
+    """The model file a line names as the one being loaded, or None."""
+    if "loading model '" in text:
+        m = _LOADING_MODEL.search(text)
+        if m:
+            return m[1]
+    if "loaded meta data" in text:
+        m = _META_MODEL.search(text)
+        if m:
+            return m[1]
+    return None
+
+
+class Streams:
+    """Single-model server processes, per stream; see the module docstring.
+
+    ``owner`` is the Attributor: its ``hooks`` create and update loads and
+    bind held lines, ``unplaced`` counts lines no load can claim and why,
+    ``phase`` follows the draft model and readiness of a load.
+    """
+
+    def __init__(self, owner, state: dict | None):
+        self.owner = owner
+        self.procs: dict[str, dict] = {k: dict(v) for k, v in (state or {}).items()}
+
+    def line(self, key: str, pid: int | None, line_id: int, text: str, ts: str | None):
+        proc = self.procs.get(key)
+        if proc is None:
+            proc = self.procs[key] = {"load": None, "pending": [], "pre": [], "started": False, "ended": False}
+        if proc.get("mixed"):
+            return self._unplaced("several_servers")
+        if text.startswith(_PROXY):
+            proc["pre"] = []
+            return self._unplaced("proxy")
+        how = "pid" if pid is not None else "boundary"
+        if is_start(text):
+            if not self._start(proc, key, pid):
+                return self._unplaced("several_servers")
+            proc = self.procs[key]
+        elif not proc["started"] or (proc["ended"] and pid is None and proc.get("tail_closed")):
+            return self._outside(proc, key, pid, line_id, text, ts, how)
+        elif proc["ended"] and pid is None and _LLAMA_LIKE.match(text) is None:
+            proc["tail_closed"] = True  # a wrapper's banner after the exit: the process has said its last word
+            return self._outside(proc, key, pid, line_id, text, ts, how)
+        return self._inside(proc, pid, line_id, text, ts, how)
+
+    # -- lines between processes ------------------------------------------
+    def _outside(self, proc, key, pid, line_id, text, ts, how):
+        path = named_model(text)
+        if path is not None:  # a log that begins after the start lines: the model line opens the load
+            self._start(proc, key, pid)
+            return self._inside(self.procs[key], pid, line_id, text, ts, how)
+        if _PREAMBLE.match(text):
+            if len(proc["pre"]) < _MAX_PENDING:
+                proc["pre"].append(line_id)
+            return None, "unattributed", None
+        self._release_pre(proc)
+        return self._unplaced("no_server")
+
+    def _start(self, proc, key, pid) -> bool:
+        """A new process begins on this stream; False when the stream cannot be one process's."""
+        if proc["started"] and not proc["ended"] and proc["load"] is None:
+            return True  # a second start word of the same starting process (build, then system_info)
+        if proc["started"] and pid is not None:
+            # one PID cannot start twice: a proxy (llama-swap) writes for several servers under its own
+            # PID, and nothing in it can be proven from here on
+            proc["mixed"] = True
+            self._release(proc["pending"], "several_servers")
+            return False
+        if proc["load"] is not None and not proc["ended"]:
+            self.owner.hooks.update_load(proc["load"], end_reason="next process started")
+        self._release(proc["pending"], "no_model")
+        self.procs[key] = {"load": None, "pending": list(proc["pre"]), "pre": [], "started": True, "ended": False}
+        return True
+
+    # -- lines of one process ---------------------------------------------
+    def _inside(self, proc, pid, line_id, text, ts, how):
+        hooks = self.owner.hooks
+        load = proc["load"]
+        path = named_model(text)
+        if path is not None and load is not None and "loading model '" in text:
+            # a second model in what looked like one process (a proxy writing for several servers
+            # into one stream): from here on nothing in it can be proven
+            proc["mixed"] = True
+            return self._unplaced("several_servers")
+        if load is None:
+            if path is None:
+                if len(proc["pending"]) < _MAX_PENDING:
+                    proc["pending"].append(line_id)
+                return None, "unattributed", None
+            load = hooks.new_load(model_name=os.path.basename(path.rstrip("/")) or path, model_file=path, pid=pid,
+                                  start_line_id=line_id, requested_at=ts)
+            proc["load"] = load
+            hooks.bind(proc["pending"], load, how)
+            proc["pending"] = []
+        if "failed to load model" in text and not proc.get("why"):
+            proc["why"] = "exit after the model failed to load"
+            hooks.update_load(load, status="failed", end_reason="model failed to load")
+        if any(e in text for e in _EXIT):
+            hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=proc.get("why") or "process exit")
+            proc["ended"] = True
+        elif "failed" in text or "CUDA error" in text:
+            m = _CRASH.search(text)
+            if m:
+                hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=f"crashed: {m[1] or m[2]}")
+        if has_phase_word(text):
+            self.owner._phase(load, line_id, text, ts)
+        return load, how, None
+
+    # -- what could not be placed -------------------------------------------
+    def _unplaced(self, reason: str):
+        self.owner.unplaced[reason] += 1
+        return None, "unattributed", None
+
+    def _release_pre(self, proc) -> None:
+        self._release(proc["pre"], "no_server")
+        proc["pre"] = []
+
+    def _release(self, line_ids: list, reason: str) -> None:
+        if line_ids:
+            self.owner.unplaced[reason] += len(line_ids)
+
+    def held(self) -> int:
+        """Lines still waiting for their process to start or to name its model."""
+        return sum(len(p["pending"]) + len(p["pre"]) for p in self.procs.values())
+
+    def redirect(self, f) -> None:
+        for p in self.procs.values():
+            if p.get("load") is not None:
+                p["load"] = f(p["load"])
+
+    def state(self) -> dict:
+        return self.procs
