@@ -1,8 +1,16 @@
 """Campaign files: TOML in, a validated Campaign out, or one clear error.
 
-Every error names the file, the key and what was expected, so a user can fix
-the file without reading code. Nothing is written to the store until the file
+Every error names the file, the key (dotted: ``models[2].name``,
+``gates.load_time.threshold``) and what was expected, so a user can fix the
+file without reading code. Nothing is written to the store until the file
 has validated completely.
+
+Every key has a type and a range (``campaign_check`` states the limits):
+numbers are finite and bounded, a bool is not a number, names carry no
+control or invisible characters and no outer whitespace, paths no control
+characters, URLs are parsed (http/https with a host), and model, prompt
+class and probe names may not repeat. Rule texts may hold tab and newline
+(a TOML multi-line string), nothing else below U+0020.
 """
 
 from __future__ import annotations
@@ -11,23 +19,32 @@ import hashlib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from . import validate
+from .campaign_check import (
+    MAX_CAMPAIGN_BYTES,
+    MAX_CODE_TIMEOUT_S,
+    MAX_GATE_THRESHOLD,
+    MAX_MODELS,
+    MAX_NUM_CTX,
+    MAX_PLANNED_SAMPLES,
+    MAX_PROBE_REPEAT,
+    MAX_PROMPT_CLASSES,
+    MAX_REPETITIONS,
+    MAX_REQUEST_TIMEOUT_S,
+    MAX_RULES,
+    MAX_TOKENS,
+    NAME_CHARS,
+    CampaignError,
+    Checker,
+    class_name,
+)
 from .gates import GATES, GateConfig, default_config
 from .probes import PROBES, VERDICTS
 from .prompts import PROMPT_CLASSES
 from .rules import RuleError, validate_rule
 
 BACKENDS = ("llama-server", "ollama", "llama-swap", "openai")
-
-
-class CampaignError(Exception):
-    """A campaign file that cannot be used; str() is the one-line message."""
-
-    def __init__(self, path: str, key: str, message: str):
-        self.path = path
-        self.key = key
-        super().__init__(f"{path}: key '{key}': {message}")
 
 
 @dataclass(frozen=True)
@@ -94,53 +111,8 @@ _SERVER_KEYS = {"backend", "url", "request_timeout_s", "log_file", "journal_unit
 _MODEL_KEYS = {"name", "file", "pinned"}
 
 
-def _type_name(value: Any) -> str:
-    return f"{type(value).__name__} {value!r}"
-
-
-class _Checker:
-    def __init__(self, path: str):
-        self.path = path
-
-    def fail(self, key: str, message: str) -> None:
-        raise CampaignError(self.path, key, message)
-
-    def table(self, data: Any, key: str) -> dict:
-        if not isinstance(data, dict):
-            self.fail(key, f"expected a table, got {_type_name(data)}")
-        return data
-
-    def unknown(self, data: dict, allowed: set[str], prefix: str) -> None:
-        for k in data:
-            if k not in allowed:
-                known = ", ".join(sorted(allowed))
-                self.fail(f"{prefix}{k}", f"unknown key (expected one of: {known})")
-
-    def string(self, data: dict, key: str, prefix: str, *, required: bool, default=None):
-        if key not in data:
-            if required:
-                self.fail(prefix + key, "missing (expected a string)")
-            return default
-        value = data[key]
-        if not isinstance(value, str) or not value.strip():
-            self.fail(prefix + key, f"expected a non-empty string, got {_type_name(value)}")
-        return value
-
-    def positive_int(self, data: dict, key: str, prefix: str, default: int) -> int:
-        if key not in data:
-            return default
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            self.fail(prefix + key, f"expected a positive integer, got {_type_name(value)}")
-        return value
-
-    def number(self, data: dict, key: str, prefix: str, default: float) -> float:
-        if key not in data:
-            return default
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            self.fail(prefix + key, f"expected a non-negative number, got {_type_name(value)}")
-        return float(value)
+def _name(v):
+    return validate.name(v, max_chars=NAME_CHARS)
 
 
 def load_campaign(path: str | Path) -> Campaign:
@@ -148,9 +120,14 @@ def load_campaign(path: str | Path) -> Campaign:
     p = Path(path)
     name = str(p)
     try:
-        raw = p.read_bytes()
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_CAMPAIGN_BYTES + 1)
     except OSError as exc:
         raise CampaignError(name, "-", f"cannot read file: {exc.strerror}") from exc
+    except ValueError as exc:  # a NUL in the path itself
+        raise CampaignError(name, "-", f"cannot read file: {exc}") from exc
+    if len(raw) > MAX_CAMPAIGN_BYTES:
+        raise CampaignError(name, "-", f"file is larger than {MAX_CAMPAIGN_BYTES:,} bytes (a campaign is settings)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -160,73 +137,47 @@ def load_campaign(path: str | Path) -> Campaign:
 
 def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
     """Validate campaign TOML text; ``path`` is only used in messages."""
-    c = _Checker(path)
+    c = Checker(path)
+    if len(text) > MAX_CAMPAIGN_BYTES:
+        c.fail("-", f"text is longer than {MAX_CAMPAIGN_BYTES:,} characters (a campaign is settings)")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CampaignError(path, "-", f"not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise CampaignError(path, "-", f"not usable TOML: {validate.NESTED_TOO_DEEP}") from None
     c.unknown(data, _TOP_KEYS, "")
 
     camp = c.table(data.get("campaign", {}), "campaign")
     c.unknown(camp, _CAMPAIGN_KEYS, "campaign.")
-    cname = c.string(camp, "name", "campaign.", required=False, default=Path(path).stem)
+    if "name" in camp:
+        cname = c.value(camp, "name", "campaign.", _name)
+    else:
+        try:
+            cname = _name(Path(path).stem)
+        except validate.Invalid as exc:
+            c.fail("campaign.name", f"not set, and the file name cannot stand in for it: {exc}")
 
     if "server" not in data:
         c.fail("server", "missing (expected a table with backend and url)")
     server = c.table(data["server"], "server")
     c.unknown(server, _SERVER_KEYS, "server.")
-    backend = c.string(server, "backend", "server.", required=False, default="llama-server")
+    backend = server.get("backend", "llama-server")
     if backend not in BACKENDS:
-        c.fail("server.backend", f"expected one of {', '.join(BACKENDS)}, got {backend!r}")
-    url = c.string(server, "url", "server.", required=True)
-    if not url.startswith(("http://", "https://")):
-        c.fail("server.url", f"expected an http:// or https:// URL, got {url!r}")
-    log_file = c.string(server, "log_file", "server.", required=False)
-    journal_unit = c.string(server, "journal_unit", "server.", required=False)
-    timeout = c.number(server, "request_timeout_s", "server.", 300.0)
-    if timeout <= 0:
-        c.fail("server.request_timeout_s", "expected a number above 0")
-    num_ctx = c.positive_int(server, "num_ctx", "server.", 0) or None
+        c.fail("server.backend", f"expected one of {', '.join(BACKENDS)}, got {validate.describe(backend)}")
+    url = c.value(server, "url", "server.", validate.http_url, required="an http:// or https:// URL")
+    log_file = c.value(server, "log_file", "server.", validate.path)
+    journal_unit = c.value(server, "journal_unit", "server.", validate.unit_name)
+    timeout = c.number(server, "request_timeout_s", "server.", 300.0, 0, MAX_REQUEST_TIMEOUT_S, above=True)
+    num_ctx = c.integer(server, "num_ctx", "server.", 0, 1, MAX_NUM_CTX) or None
     if num_ctx and backend != "ollama":
         c.fail("server.num_ctx", f"only the ollama backend takes num_ctx (backend is {backend!r})")
-    api_key_env = c.string(server, "api_key_env", "server.", required=False)
+    api_key_env = c.value(server, "api_key_env", "server.", validate.env_name)
 
-    models_raw = data.get("models")
-    if not isinstance(models_raw, list) or not models_raw:
-        c.fail("models", "expected at least one [[models]] table")
-    models = []
-    seen = set()
-    for i, m in enumerate(models_raw):
-        prefix = f"models[{i}]."
-        m = c.table(m, f"models[{i}]")
-        c.unknown(m, _MODEL_KEYS, prefix)
-        mname = c.string(m, "name", prefix, required=True)
-        if mname in seen:
-            c.fail(prefix + "name", f"duplicate model name {mname!r}")
-        seen.add(mname)
-        mfile = c.string(m, "file", prefix, required=False)
-        pinned = m.get("pinned", False)
-        if not isinstance(pinned, bool):
-            c.fail(prefix + "pinned", f"expected true or false, got {_type_name(pinned)}")
-        models.append(ModelSpec(mname, mfile, pinned))
-    if sum(m.pinned for m in models) > 1:
-        c.fail("models", "at most one model may be pinned")
-
-    classes = camp.get("prompt_classes", ["short", "medium", "long"])
-    if not isinstance(classes, list) or not classes:
-        c.fail("campaign.prompt_classes", "expected a non-empty list of prompt class names")
-    prompts = c.table(data.get("prompts", {}), "prompts")
-    prompt_tokens = dict(PROMPT_CLASSES)
-    for pname, ptab in prompts.items():
-        ptab = c.table(ptab, f"prompts.{pname}")
-        c.unknown(ptab, {"target_tokens"}, f"prompts.{pname}.")
-        prompt_tokens[pname] = c.positive_int(ptab, "target_tokens", f"prompts.{pname}.", 0)
-        if prompt_tokens[pname] == 0:
-            c.fail(f"prompts.{pname}.target_tokens", "missing (expected a positive integer)")
-    for cls in classes:
-        if not isinstance(cls, str) or cls not in prompt_tokens:
-            known = ", ".join(sorted(prompt_tokens))
-            c.fail("campaign.prompt_classes", f"unknown prompt class {cls!r} (known: {known})")
+    models = _models(c, data)
+    prompt_tokens = _prompt_tokens(c, data)
+    classes = c.names(camp, "prompt_classes", "campaign.", ["short", "medium", "long"], prompt_tokens,
+                      "prompt class")
 
     reasoning = camp.get("reasoning", [False])
     if isinstance(reasoning, bool):
@@ -236,100 +187,140 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         or not reasoning
         or not all(isinstance(r, bool) for r in reasoning)
     ):
-        c.fail("campaign.reasoning", f"expected true, false or a list of them, got {_type_name(reasoning)}")
+        c.fail("campaign.reasoning",
+               f"expected true, false or a list of them, got {validate.describe(reasoning)}")
+    reasoning = list(dict.fromkeys(reasoning))
 
-    reps = c.positive_int(camp, "repetitions", "campaign.", 5)
-    reps_r = c.positive_int(camp, "repetitions_reasoning", "campaign.", 3)
-    max_tokens = c.positive_int(camp, "max_tokens", "campaign.", 128)
-
-    canaries = camp.get("canaries", False)
-    if not isinstance(canaries, bool):
-        c.fail("campaign.canaries", f"expected true or false, got {_type_name(canaries)}")
+    reps = c.integer(camp, "repetitions", "campaign.", 5, 1, MAX_REPETITIONS)
+    reps_r = c.integer(camp, "repetitions_reasoning", "campaign.", 3, 1, MAX_REPETITIONS)
+    planned = len(models) * len(classes) * sum(reps_r if r else reps for r in reasoning)
+    if planned > MAX_PLANNED_SAMPLES:
+        c.fail("campaign.repetitions", f"the plan comes to {planned:,} samples (models x prompt classes x "
+                                       f"repetitions per reasoning setting); at most {MAX_PLANNED_SAMPLES:,}")
+    max_tokens = c.integer(camp, "max_tokens", "campaign.", 128, 1, MAX_TOKENS)
+    canaries = c.boolean(camp, "canaries", "campaign.", False)
 
     emb = c.table(data.get("embedding", {}), "embedding")
     c.unknown(emb, {"url", "model"}, "embedding.")
-    emb_url = c.string(emb, "url", "embedding.", required=bool(emb))
-    if emb_url and not emb_url.startswith(("http://", "https://")):
-        c.fail("embedding.url", f"expected an http:// or https:// URL, got {emb_url!r}")
-    emb_model = c.string(emb, "model", "embedding.", required=False)
-
-    gates_raw = c.table(data.get("gates", {}), "gates")
-    gates = default_config()
-    for gname, gtab in gates_raw.items():
-        if gname not in GATES:
-            c.unknown({gname: 0}, set(GATES), "gates.")
-        gtab = c.table(gtab, f"gates.{gname}")
-        c.unknown(gtab, {"threshold", "exclude"}, f"gates.{gname}.")
-        threshold = c.number(gtab, "threshold", f"gates.{gname}.", gates[gname].threshold)
-        exclude = gtab.get("exclude", gates[gname].exclude)
-        if not isinstance(exclude, bool):
-            c.fail(f"gates.{gname}.exclude", f"expected true or false, got {_type_name(exclude)}")
-        gates[gname] = GateConfig(threshold, exclude)
+    emb_url = c.value(emb, "url", "embedding.", validate.http_url,
+                      required="an http:// or https:// URL" if emb else None)
+    emb_model = c.value(emb, "model", "embedding.", _name)
 
     probes = _probes(c, data)
-    rules = _rules(c, data, probes, classes)
-
     return Campaign(
         name=cname,
         path=path,
         text=text,
-        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        sha256=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
         backend=backend,
-        url=url.rstrip("/"),
+        url=url,
         request_timeout_s=timeout,
         log_file=log_file,
         journal_unit=journal_unit,
         models=tuple(models),
         prompt_classes=tuple(classes),
         prompt_tokens=prompt_tokens,
-        reasoning=tuple(dict.fromkeys(reasoning)),
+        reasoning=tuple(reasoning),
         repetitions=reps,
         repetitions_reasoning=reps_r,
         max_tokens=max_tokens,
         canaries=canaries,
-        embedding_url=emb_url.rstrip("/") if emb_url else None,
+        embedding_url=emb_url,
         embedding_model=emb_model,
-        gates=gates,
+        gates=_gates(c, data),
         probes=probes,
-        rules=rules,
+        rules=_rules(c, data, probes, classes),
         num_ctx=num_ctx,
         api_key_env=api_key_env,
     )
 
 
-def _probes(c: _Checker, data: dict) -> ProbeSettings | None:
+def _models(c: Checker, data: dict) -> list[ModelSpec]:
+    models_raw = data.get("models")
+    if not isinstance(models_raw, list) or not models_raw:
+        c.fail("models", "expected at least one [[models]] table")
+    if len(models_raw) > MAX_MODELS:
+        c.fail("models", f"expected at most {MAX_MODELS:,} [[models]] tables, got {len(models_raw):,}")
+    models = []
+    seen = set()
+    for i, m in enumerate(models_raw):
+        prefix = f"models[{i}]."
+        m = c.table(m, f"models[{i}]")
+        c.unknown(m, _MODEL_KEYS, prefix)
+        mname = c.value(m, "name", prefix, _name, required="a model name")
+        if mname in seen:
+            c.fail(prefix + "name", f"duplicate model name {validate.quoted(mname)}")
+        seen.add(mname)
+        mfile = c.value(m, "file", prefix, validate.path)
+        pinned = c.boolean(m, "pinned", prefix, False)
+        models.append(ModelSpec(mname, mfile, pinned))
+    if sum(m.pinned for m in models) > 1:
+        c.fail("models", "at most one model may be pinned")
+    return models
+
+
+def _prompt_tokens(c: Checker, data: dict) -> dict[str, int]:
+    """Built-in prompt classes, plus or overridden by ``[prompts.<class>] target_tokens``."""
+    prompts = c.table(data.get("prompts", {}), "prompts")
+    if len(prompts) > MAX_PROMPT_CLASSES:
+        c.fail("prompts", f"expected at most {MAX_PROMPT_CLASSES} prompt classes, got {len(prompts):,}")
+    out = dict(PROMPT_CLASSES)
+    for pname, ptab in prompts.items():
+        try:
+            class_name(pname)
+        except validate.Invalid as exc:
+            c.fail(f"prompts.{pname}", str(exc))
+        ptab = c.table(ptab, f"prompts.{pname}")
+        c.unknown(ptab, {"target_tokens"}, f"prompts.{pname}.")
+        out[pname] = c.integer(ptab, "target_tokens", f"prompts.{pname}.", None, 1, MAX_TOKENS)
+    return out
+
+
+def _gates(c: Checker, data: dict) -> dict[str, GateConfig]:
+    gates_raw = c.table(data.get("gates", {}), "gates")
+    c.unknown(gates_raw, set(GATES), "gates.")
+    gates = default_config()
+    for gname, gtab in gates_raw.items():
+        prefix = f"gates.{gname}."
+        gtab = c.table(gtab, f"gates.{gname}")
+        c.unknown(gtab, {"threshold", "exclude"}, prefix)
+        threshold = c.number(gtab, "threshold", prefix, gates[gname].threshold, 0, MAX_GATE_THRESHOLD)
+        exclude = c.boolean(gtab, "exclude", prefix, gates[gname].exclude)
+        gates[gname] = GateConfig(threshold, exclude)
+    return gates
+
+
+def _probes(c: Checker, data: dict) -> ProbeSettings | None:
     if "probes" not in data:
         return None
     tab = c.table(data["probes"], "probes")
     c.unknown(tab, _PROBE_KEYS, "probes.")
-    run = tab.get("run", list(PROBES))
-    if not isinstance(run, list) or not run or not all(isinstance(p, str) for p in run):
-        c.fail("probes.run", f"expected a non-empty list of probe names, got {_type_name(run)}")
-    for p in run:
-        if p not in PROBES:
-            c.fail("probes.run", f"unknown probe {p!r} (known: {', '.join(PROBES)})")
-    reasoning = tab.get("reasoning", False)
-    if not isinstance(reasoning, bool):
-        c.fail("probes.reasoning", f"expected true or false, got {_type_name(reasoning)}")
-    timeout = c.number(tab, "code_timeout_s", "probes.", 10.0)
-    if timeout <= 0:
-        c.fail("probes.code_timeout_s", "expected a number above 0")
+    run = c.names(tab, "run", "probes.", list(PROBES), PROBES, "probe")
     return ProbeSettings(
-        run=tuple(dict.fromkeys(run)),
-        repeat=c.positive_int(tab, "repeat", "probes.", 2),
-        max_tokens=c.positive_int(tab, "max_tokens", "probes.", 1024),
-        reasoning=reasoning,
-        code_timeout_s=timeout,
+        run=tuple(run),
+        repeat=c.integer(tab, "repeat", "probes.", 2, 1, MAX_PROBE_REPEAT),
+        max_tokens=c.integer(tab, "max_tokens", "probes.", 1024, 1, MAX_TOKENS),
+        reasoning=c.boolean(tab, "reasoning", "probes.", False),
+        code_timeout_s=c.number(tab, "code_timeout_s", "probes.", 10.0, 0, MAX_CODE_TIMEOUT_S, above=True),
     )
 
 
-def _rules(c: _Checker, data: dict, probes: ProbeSettings | None, classes: list) -> dict[str, str]:
+def _rule_text(value):
+    return validate.text(value, what="a rule as a non-empty string", max_chars=4000, allow="\t\n\r")
+
+
+def _rules(c: Checker, data: dict, probes: ProbeSettings | None, classes: list) -> dict[str, str]:
     """Each rule parsed and type-checked now, so a typo fails before the run, naming the rule."""
     tab = c.table(data.get("rules", {}), "rules")
+    if len(tab) > MAX_RULES:
+        c.fail("rules", f"expected at most {MAX_RULES} rules, got {len(tab):,}")
     out = {}
     for name, text in tab.items():
-        if not isinstance(text, str) or not text.strip():
-            c.fail(f"rules.{name}", f"expected a rule as a non-empty string, got {_type_name(text)}")
+        try:
+            _name(name)
+        except validate.Invalid as exc:
+            c.fail(f"rules.{name}", f"rule name: {exc}")
+        text = c.value(tab, name, "rules.", _rule_text)
         try:
             validate_rule(text, probes=probes.run if probes else (), classes=classes, verdicts=VERDICTS)
         except RuleError as exc:

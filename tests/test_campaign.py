@@ -48,7 +48,7 @@ def test_good_campaign_parses_with_defaults():
         ('url = "http://127.0.0.1:9"', 'url = "http://x"\nbackend = "vllm-magic"', "server.backend"),
         ('name = "ok"', 'name = "ok"\nrepetition = 3', "campaign.repetition"),
         ("reasoning = [false, true]", 'reasoning = "yes"', "campaign.reasoning"),
-        ("reasoning = [false, true]", 'prompt_classes = ["huge"]', "campaign.prompt_classes"),
+        ("reasoning = [false, true]", 'prompt_classes = ["huge"]', "campaign.prompt_classes[0]"),
         ('name = "b"\npinned = true', 'name = "a"', "models[1].name"),
         ("pinned = true", 'pinned = "yes"', "models[1].pinned"),
         ('name = "b"\npinned = true', 'name = "b"\npinned = true\n[gates.load_secs]\nthreshold = 1', "gates.load_secs"),

@@ -40,10 +40,10 @@ def test_probes_defaults_and_rules_kept_verbatim():
 
 
 @pytest.mark.parametrize("extra, key, fragment", [
-    ('[probes]\nrun = ["tools", "poetry"]', "probes.run", "unknown probe 'poetry'"),
+    ('[probes]\nrun = ["tools", "poetry"]', "probes.run[1]", "unknown probe 'poetry'"),
     ("[probes]\nrun = []", "probes.run", "non-empty list"),
-    ("[probes]\nrepeat = 0", "probes.repeat", "positive integer"),
-    ("[probes]\nmax_tokens = -5", "probes.max_tokens", "positive integer"),
+    ("[probes]\nrepeat = 0", "probes.repeat", "integer from 1 to 100,"),
+    ("[probes]\nmax_tokens = -5", "probes.max_tokens", "integer from 1 to 1,000,000,"),
     ('[probes]\nreasoning = "yes"', "probes.reasoning", "true or false"),
     ("[probes]\ncode_timeout_s = 0", "probes.code_timeout_s", "above 0"),
     ("[probes]\ntemperature = 0.7", "probes.temperature", "unknown key"),

@@ -90,7 +90,10 @@ def tokenize(text: str) -> list[Token]:
             end = m.end()
             if end < len(text) and (text[end].isalpha() or text[end] in "_."):
                 raise RuleError(f"malformed number {text[i:end + 1]!r}", i)
-            out.append(Token("num", m.group(), i, float(m.group())))
+            value = float(m.group())
+            if value == float("inf"):  # 400 digits parse to inf: a limit that compares as no limit
+                raise RuleError(f"number {m.group()[:20]}... is too large", i)
+            out.append(Token("num", m.group(), i, value))
             i = end
             continue
         if ch.isascii() and (ch.isalpha() or ch == "_"):

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import validate
+
 DEFAULT_CONFIG_PATH = Path("/etc/cardproof/daemon.toml")
 
 EXAMPLE_CONFIG = """\
@@ -58,7 +60,7 @@ class ConfigError(Exception):
     def __init__(self, path: str, key: str, message: str):
         self.path = path
         self.key = key
-        super().__init__(f"{path}: key '{key}': {message}")
+        super().__init__(f"{validate.shown(path, validate.PATH_CHARS)}: key '{validate.shown(key)}': {message}")
 
 
 @dataclass(frozen=True)
@@ -124,8 +126,36 @@ _SECTIONS = {
 }
 
 
+# (lowest, highest) per numeric key; a lowest of 0 means "above 0" for floats
+_DAY_S = 86_400.0
+_LIMITS = {
+    "daemon.tick_s": (0.01, 60.0),
+    "daemon.heartbeat_s": (0.01, 3_600.0),
+    "daemon.queue_poll_s": (0.01, 3_600.0),
+    "daemon.stop_timeout_s": (0, _DAY_S),
+    "daemon.max_attempts": (1, 100),
+    "collectors.sampler_interval_s": (0.01, 3_600.0),
+    "metrics.port": (0, 65_535),
+    "retention.interval_h": (0, 24 * 366),
+    "retention.memory_downsample_after_h": (0, 24 * 366 * 100),
+    "retention.memory_bucket_s": (1, 86_400),
+    "retention.log_lines_keep_days": (0, 366 * 100),
+    "quiet.quiet_s": (0, 30 * _DAY_S),
+    "quiet.give_up_s": (0, 30 * _DAY_S),
+    "quiet.poll_s": (0.01, 3_600.0),
+    "quiet.max_foreign_tokens": (0, 10**12),
+    "quiet.max_foreign_requests": (0, 10**12),
+}
+_MAX_ITEMS = 1_000
+
+
 class _Reader:
-    """Typed access to one section; each failure names the file and the key."""
+    """Typed access to one section; each failure names the file and the key.
+
+    Every number has a range (see ``_LIMITS``): finite, and bounded by what
+    the daemon can act on (a tick of a microsecond would spin a core, a
+    retention of 10**30 hours overflows the date arithmetic).
+    """
 
     def __init__(self, path: str, section: str, data: Any):
         self.path, self.section = path, section
@@ -137,47 +167,55 @@ class _Reader:
         self.data = data
 
     def fail(self, key: str, message: str):
-        raise ConfigError(self.path, f"{self.section}.{key}" if key else self.section, message)
+        key = f"{self.section}.{key}" if key else self.section
+        raise ConfigError(self.path, key, message)
 
-    def number(self, key: str, default: float, *, positive: bool = True) -> float:
-        v = self.data.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (positive and v == 0):
-            self.fail(key, f"expected a {'positive' if positive else 'non-negative'} number, got {v!r}")
-        return float(v)
+    def _check(self, key: str, default: Any, check) -> Any:
+        if key not in self.data:
+            return default
+        try:
+            return check(self.data[key])
+        except validate.Invalid as exc:
+            self.fail(key, str(exc))
 
-    def integer(self, key: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
-        v = self.data.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (maximum is not None and v > maximum):
-            bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-            self.fail(key, f"expected an integer {bound}, got {v!r}")
-        return v
+    def number(self, key: str, default: float) -> float:
+        lo, hi = _LIMITS[f"{self.section}.{key}"]
+        return self._check(key, default, lambda v: validate.number(v, lo, hi, above=lo == 0))
+
+    def integer(self, key: str, default: int) -> int:
+        lo, hi = _LIMITS[f"{self.section}.{key}"]
+        return self._check(key, default, lambda v: validate.integer(v, lo, hi))
 
     def boolean(self, key: str, default: bool) -> bool:
-        v = self.data.get(key, default)
-        if not isinstance(v, bool):
-            self.fail(key, f"expected true or false, got {v!r}")
-        return v
+        return self._check(key, default, validate.boolean)
 
-    def string(self, key: str, default: str | None) -> str | None:
-        v = self.data.get(key, default)
-        if v is not None and (not isinstance(v, str) or not v.strip()):
-            self.fail(key, f"expected a non-empty string, got {v!r}")
-        return v
+    def file_path(self, key: str) -> str | None:
+        return self._check(key, None, validate.path)
 
-    def strings(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    def string(self, key: str, default: str) -> str:
+        return self._check(key, default, lambda v: validate.text(v, max_chars=256))
+
+    def items(self, key: str, default: tuple[str, ...], check) -> tuple[str, ...]:
+        """A list of at most ``_MAX_ITEMS`` strings, each passing ``check``; the key names the item."""
         v = self.data.get(key, list(default))
-        if not isinstance(v, list) or not all(isinstance(s, str) and s.strip() for s in v):
-            self.fail(key, f"expected a list of non-empty strings, got {v!r}")
+        if not isinstance(v, list) or len(v) > _MAX_ITEMS:
+            self.fail(key, f"expected a list of at most {_MAX_ITEMS} strings, got {validate.describe(v)}")
+        for i, item in enumerate(v):
+            try:
+                check(item)
+            except validate.Invalid as exc:
+                self.fail(f"{key}[{i}]", str(exc))
         return tuple(v)
 
     def addresses(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
-        out = self.strings(key, default)
-        for a in out:
+        def address(a):
+            validate.text(a, what="an IP address", max_chars=64)
             try:
                 ipaddress.ip_address(a)
             except ValueError:
-                self.fail(key, f"expected IP addresses, got {a!r}")
-        return out
+                raise validate.Invalid(f"expected an IP address, got {validate.quoted(a)}") from None
+
+        return self.items(key, default, address)
 
 
 def default_config(db: Path, data_dir: Path) -> DaemonConfig:
@@ -191,6 +229,8 @@ def parse_config(text: str, path: str, *, default_db: Path, default_data_dir: Pa
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, "-", f"not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(path, "-", f"not usable TOML: {validate.NESTED_TOO_DEEP}") from None
     for section in data:
         if section not in _SECTIONS:
             raise ConfigError(path, section, f"unknown section (expected one of: {', '.join(sorted(_SECTIONS))})")
@@ -200,8 +240,8 @@ def parse_config(text: str, path: str, *, default_db: Path, default_data_dir: Pa
     r = _Reader(path, "retention", data.get("retention", {}))
     q = _Reader(path, "quiet", data.get("quiet", {}))
 
-    data_dir = Path(d.string("data_dir", None) or default_data_dir)
-    db = d.string("db", None)
+    data_dir = Path(d.file_path("data_dir") or default_data_dir)
+    db = d.file_path("db")
     tick_s = d.number("tick_s", 1.0)
     heartbeat_s = d.number("heartbeat_s", 5.0)
     if heartbeat_s < tick_s:
@@ -226,19 +266,19 @@ def parse_config(text: str, path: str, *, default_db: Path, default_data_dir: Pa
         heartbeat_s=heartbeat_s,
         queue_poll_s=d.number("queue_poll_s", 5.0),
         stop_timeout_s=d.number("stop_timeout_s", 120.0),
-        max_attempts=d.integer("max_attempts", 3, minimum=1),
+        max_attempts=d.integer("max_attempts", 3),
         collectors=CollectorsConfig(
-            log_files=c.strings("log_files", ()),
-            journal_units=c.strings("journal_units", ()),
+            log_files=c.items("log_files", (), validate.path),
+            journal_units=c.items("journal_units", (), validate.unit_name),
             sampler_interval_s=c.number("sampler_interval_s", 1.0),
             nvml=c.boolean("nvml", True),
         ),
         metrics=MetricsConfig(enabled=m.boolean("enabled", False), bind=bind,
-                              port=m.integer("port", 9464, minimum=0, maximum=65535)),
+                              port=m.integer("port", 9464)),
         retention=RetentionConfig(
             interval_h=r.number("interval_h", 1.0),
             memory_downsample_after_h=r.number("memory_downsample_after_h", 24.0),
-            memory_bucket_s=r.integer("memory_bucket_s", 60, minimum=1),
+            memory_bucket_s=r.integer("memory_bucket_s", 60),
             log_lines_keep_days=r.number("log_lines_keep_days", 30.0),
             keep_run_rows=r.boolean("keep_run_rows", True),
         ),
@@ -262,6 +302,6 @@ def load_config(path: str | Path, *, default_db: Path, default_data_dir: Path) -
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ConfigError(str(p), "-", "no such file (cardproof daemon example-config prints one)") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
         raise ConfigError(str(p), "-", f"cannot read file: {exc}") from exc
     return parse_config(text, str(p), default_db=default_db, default_data_dir=default_data_dir)

@@ -1,0 +1,113 @@
+"""The campaign reader's checks: the limits of every key, and errors that name file and key.
+
+Limits are what a run can carry out, not taste: a number outside them either
+crashes a later step (an int beyond SQLite's 64 bits, a prompt built in
+memory from ``target_tokens``), makes a run that cannot end, or is refused
+by the server anyway. Each limit is stated here once, by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import validate
+from .validate import Invalid
+
+MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a page of settings; the text is frozen into every run
+MAX_REPETITIONS = 10_000  # per cell
+MAX_TOKENS = 1_000_000  # max_tokens, probes.max_tokens and prompts.*.target_tokens (the prompt is built in memory)
+MAX_NUM_CTX = 1 << 24  # Ollama's num_ctx: beyond any model's context window
+MAX_REQUEST_TIMEOUT_S = 86_400.0  # one request may take a day, not longer
+MAX_CODE_TIMEOUT_S = 3_600.0  # one coding probe's test run
+MAX_PROBE_REPEAT = 100
+MAX_MODELS = 1_000
+MAX_PROMPT_CLASSES = 100
+MAX_RULES = 100
+MAX_PLANNED_SAMPLES = 1_000_000  # models x classes x reasoning x repetitions
+MAX_GATE_THRESHOLD = 1e9  # seconds, tokens, chars or ms depending on the gate; finite is what matters
+NAME_CHARS = 256
+
+
+class CampaignError(Exception):
+    """A campaign file that cannot be used; str() is the one-line message."""
+
+    def __init__(self, path: str, key: str, message: str):
+        self.path = path
+        self.key = key
+        # the path and key can carry any character a file name or TOML key can: escaped, one line
+        super().__init__(f"{validate.shown(path, validate.PATH_CHARS)}: key '{validate.shown(key)}': {message}")
+
+
+def class_name(value: Any) -> str:
+    """A prompt class name: a name of at most 64 characters without ``.``.
+
+    Rules refer to a class as ``decode.<class>``, so a dot would split it.
+    Other characters stay allowed (``long-ctx``, ``32k``): campaigns frozen
+    with such names are parsed again when their runs are reported.
+    """
+    out = validate.name(value, what="a prompt class name", max_chars=64)
+    if "." in out:
+        raise Invalid(f"expected a prompt class name without '.' (rules refer to it as decode.<class>), "
+                      f"got {validate.describe(value)}")
+    return out
+
+
+class Checker:
+    """Typed access to the parsed TOML; every failure names the file and the dotted key."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, key: str, message: str):
+        raise CampaignError(self.path, key, message)
+
+    def table(self, data: Any, key: str) -> dict:
+        if not isinstance(data, dict):
+            self.fail(key, f"expected a table, got {validate.describe(data)}")
+        return data
+
+    def unknown(self, data: dict, allowed: set[str], prefix: str) -> None:
+        for k in data:
+            if k not in allowed:
+                known = ", ".join(sorted(allowed))
+                self.fail(f"{prefix}{k}", f"unknown key (expected one of: {known})")
+
+    def value(self, data: dict, key: str, prefix: str, check: Callable[[Any], Any], *,
+              default: Any = None, required: str | None = None) -> Any:
+        """``check(data[key])``, or ``default`` when absent; ``required`` says what a missing key should be."""
+        if key not in data:
+            if required:
+                self.fail(prefix + key, f"missing (expected {required})")
+            return default
+        try:
+            return check(data[key])
+        except Invalid as exc:
+            self.fail(prefix + key, str(exc))
+
+    def integer(self, data: dict, key: str, prefix: str, default: int | None, lo: int, hi: int) -> int:
+        return self.value(data, key, prefix, lambda v: validate.integer(v, lo, hi), default=default,
+                          required=None if default is not None else f"an integer from {lo:,} to {hi:,}")
+
+    def number(self, data: dict, key: str, prefix: str, default: float, lo: float, hi: float, *,
+               above: bool = False) -> float:
+        return self.value(data, key, prefix, lambda v: validate.number(v, lo, hi, above=above), default=default)
+
+    def boolean(self, data: dict, key: str, prefix: str, default: bool) -> bool:
+        return self.value(data, key, prefix, validate.boolean, default=default)
+
+    def names(self, data: dict, key: str, prefix: str, default: list, known, what: str) -> list[str]:
+        """A non-empty list of distinct names, each one of ``known``."""
+        items = data.get(key, default)
+        if not isinstance(items, list) or not items:
+            self.fail(prefix + key, f"expected a non-empty list of {what} names, got {validate.describe(items)}")
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                self.fail(f"{prefix}{key}[{i}]", f"expected a {what} name, got {validate.describe(item)}")
+            if item not in known:
+                listed = ", ".join(sorted(known))
+                self.fail(f"{prefix}{key}[{i}]", f"unknown {what} {validate.quoted(item)} (known: {listed})")
+            if item in seen:
+                self.fail(f"{prefix}{key}[{i}]", f"{what} {validate.quoted(item)} is listed twice")
+            seen.add(item)
+        return items
