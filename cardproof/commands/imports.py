@@ -25,13 +25,17 @@ def register(cli: click.Group) -> None:
         file again changes nothing.
         """
         from cardproof.cli import fail, open_db
-        from cardproof.daemon.llamabench import LlamaBenchError, import_file
+        from cardproof.daemon.llamabench import LlamaBenchError, read_file, store_file
         from cardproof.daemon.store import StoreError
 
+        try:
+            bench = read_file(file)  # checked whole before the database is opened, let alone written
+        except LlamaBenchError as exc:
+            fail(str(exc))
         store = open_db(db)
         try:
-            result = import_file(store, file)
-        except (LlamaBenchError, StoreError) as exc:
+            result = store_file(store, bench)
+        except StoreError as exc:
             fail(str(exc))
         finally:
             store.close()
