@@ -18,11 +18,12 @@ MAX_LINE_BYTES = 1 << 20
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # journalctl's default text output: "Jun 06 11:17:05 host ollama[243665]: ...", also in other
 # locales ("6月 26 04:34:00 host ollama[1073]: ") and from processes without a PID ("host kernel: ")
-_SYSLOG_PREFIX = re.compile(r"(?:[A-Z][a-z]{2}|\d{1,2}月) [ \d]?\d \d\d:\d\d:\d\d \S+ ([^\s\[:]+)(?:\[(\d+)\])?: ")
+# (journalctl leaves the host out when an entry has no _HOSTNAME)
+_SYSLOG_PREFIX = re.compile(r"(?:[A-Z][a-z]{2}|\d{1,2}月) [ \d]?\d \d\d:\d\d:\d\d (?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
 # journalctl -o short-iso / short-iso-precise: "2025-11-30T12:00:01+0100 host llama-server[812]: "
 # (the [pid] is required here: without it "system info: ..." after a stamp would read as host+ident)
 _ISO_SYSLOG_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)? "
-                                r"\S+ ([^\s\[:]+)\[(\d+)\]: ")
+                                r"(?:[^\s:\[]+ )?([^\s\[:]+)\[(\d+)\]: ")
 # docker logs -t, kubectl logs --timestamps, podman logs -t: RFC 3339 with nanoseconds, then a space;
 # log viewers that export "2026-05-17 10:44:45.483 | " put a bar after it
 _STAMP_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?(?: \| | )")

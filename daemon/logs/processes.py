@@ -43,6 +43,9 @@ _START = re.compile(
 _START_WORDS = ("build", "system", "log_info", "device_info", "common_params_print_info", "initializing")
 _PREAMBLE = re.compile(r"(?:ggml_\w+: |load_backend: |register_backend: | {1,2}Device \d+: |warning: |warn: "
                        r"|WARNING: |common_download|no remote preset)")
+# of those, the ones a process never prints after its exit line (ggml_metal_free, for one, it does)
+_NEXT_PREAMBLE = re.compile(r"(?:ggml_cuda_init: |ggml_metal_device_init: |ggml_metal_library_init: |load_backend: "
+                            r"|register_backend: | {1,2}Device \d+: |warning: |warn: |WARNING: )")
 _LOADING_MODEL = re.compile(r"loading model '([^']+)'")
 _META_MODEL = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?)"
                          r" \(version ")
@@ -104,10 +107,14 @@ class Streams:
             if not self._start(proc, key, pid):
                 return self._unplaced("several_servers")
             proc = self.procs[key]
-        elif not proc["started"] or (proc["ended"] and pid is None and proc.get("tail_closed")):
+        elif not proc["started"]:
             return self._outside(proc, key, pid, line_id, text, ts, how)
-        elif proc["ended"] and pid is None and _LLAMA_LIKE.match(text) is None:
-            proc["tail_closed"] = True  # a wrapper's banner after the exit: the process has said its last word
+        elif (proc["ended"] or proc.get("crashed")) and (
+                proc.get("tail_closed") or _NEXT_PREAMBLE.match(text)
+                or (proc["ended"] and pid is None and _LLAMA_LIKE.match(text) is None)):
+            # after the exit or crash: a wrapper's banner, or the next binary's first words -- the
+            # process has said its last word (a crash's backtrace is no llama.cpp line, yet still its own)
+            proc["tail_closed"] = True
             return self._outside(proc, key, pid, line_id, text, ts, how)
         return self._inside(proc, pid, line_id, text, ts, how)
 
@@ -132,9 +139,9 @@ class Streams:
             # one PID cannot start twice: a proxy (llama-swap) writes for several servers under its own
             # PID, and nothing in it can be proven from here on
             proc["mixed"] = True
-            self._release(proc["pending"], "several_servers")
+            self._release(proc["pending"] + proc["pre"], "several_servers")
             return False
-        if proc["load"] is not None and not proc["ended"]:
+        if proc["load"] is not None and not proc["ended"] and not proc.get("crashed"):
             self.owner.hooks.update_load(proc["load"], end_reason="next process started")
         self._release(proc["pending"], "no_model")
         self.procs[key] = {"load": None, "pending": list(proc["pre"]), "pre": [], "started": True, "ended": False}
@@ -168,7 +175,8 @@ class Streams:
             proc["ended"] = True
         elif "failed" in text or "CUDA error" in text:
             m = _CRASH.search(text)
-            if m:
+            if m and not proc.get("crashed"):
+                proc["crashed"] = True  # its backtrace still follows, until the next start
                 hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=f"crashed: {m[1] or m[2]}")
         if has_phase_word(text):
             self.owner._phase(load, line_id, text, ts)
