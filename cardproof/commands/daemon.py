@@ -206,14 +206,17 @@ def register(cli: click.Group) -> None:
     def status_cmd(config_path: Path | None, db: Path | None, as_json: bool) -> None:
         """The daemon's state (from its heartbeat), the current run's progress and the queue.
 
-        Exit code 0 when the daemon runs, 3 when it is stopped, dead or never started.
+        Exit codes: 0 when the daemon runs, or when no daemon has run on this
+        database yet ("no daemon has run": nothing is wrong, there is nothing
+        to report); 3 when it ran and is now stopped or dead.
         """
-        from cardproof.daemon.service.statusview import daemon_status, format_status
+        from cardproof.daemon.service.statusview import daemon_status, format_status, never_run
 
         path = _db(db, config_path)
-        if not path.exists():
-            click.echo(f"daemon: never started (no database at {path})")
-            sys.exit(3)
+        if not path.exists():  # not created for a status look: no daemon has written here
+            s = never_run(str(path), "no database there yet")
+            click.echo(json.dumps(s, indent=2) if as_json else format_status(s)[0])
+            sys.exit(0)
         store = _open(path, create=False)
         try:
             s = daemon_status(store)
@@ -224,4 +227,4 @@ def register(cli: click.Group) -> None:
         else:
             for line in format_status(s):
                 click.echo(line)
-        sys.exit(0 if s["daemon"]["verdict"] == "running" else 3)
+        sys.exit(0 if s["daemon"]["verdict"] in ("running", "never started") else 3)

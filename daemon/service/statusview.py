@@ -34,6 +34,12 @@ def _pid_alive(pid: int | None) -> bool | None:
     return True
 
 
+def never_run(db: str, why: str | None = None) -> dict:
+    """The status of a database no daemon has written to (``why``: e.g. there is no such file)."""
+    text = f"no daemon has run on {db}" + (f" ({why})" if why else "")
+    return {"db": db, "daemon": {"verdict": "never started", "text": text}, "queue": [], "runs_running": []}
+
+
 def daemon_status(store: Store, *, now: datetime | None = None) -> dict:
     """Daemon, current run, queue and last quiet wait as one JSON-able dict."""
     now = now or datetime.now(timezone.utc)
@@ -41,7 +47,7 @@ def daemon_status(store: Store, *, now: datetime | None = None) -> dict:
     row = db.execute("select * from daemon_state order by id desc limit 1").fetchone()
     out: dict = {"db": str(store.path)}
     if row is None:
-        out["daemon"] = {"verdict": "never started", "text": f"no daemon has ever run on {store.path}"}
+        out["daemon"] = never_run(str(store.path))["daemon"]
     else:
         d = dict(zip([c[0] for c in db.execute("select * from daemon_state limit 0").description], row))
         age = _age_s(d["heartbeat_at"], now)
