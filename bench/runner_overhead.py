@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from cardproof.daemon import llamacpp
+from cardproof.daemon.backends.http import split_lines, sse_events
 from cardproof.daemon.campaign import parse_campaign
 from cardproof.daemon.logtimings import print_timings
 from cardproof.daemon.prompts import build_prompt, new_nonce
@@ -49,9 +50,10 @@ def bare_loop(url: str, n: int) -> list[float]:
             }
             t0 = time.perf_counter()
             with client.stream("POST", "/v1/chat/completions", json=body, headers={"Connection": "close"}) as r:
-                for line in r.iter_lines():
-                    if line.startswith("data:") and line[5:].strip() != "[DONE]":
-                        json.loads(line[5:])
+                # lines end only at CR/LF (SSE): iter_lines() also breaks at U+2028 inside an answer
+                for _, data in sse_events(split_lines(r.iter_bytes())):
+                    if data.strip() != "[DONE]":
+                        json.loads(data)
             times.append(time.perf_counter() - t0)
     return times
 

@@ -7,12 +7,16 @@ path (principle 4) without knowing which backend it talked to.
 
 from __future__ import annotations
 
+import codecs
 import json
-from typing import Iterator
+import math
+import re
+from typing import Iterable, Iterator
 
 import httpx
 
 from .base import BackendError
+from .validate import malformed
 
 
 def make_client(url: str, timeout_s: float) -> httpx.Client:
@@ -34,7 +38,7 @@ def request_json(client: httpx.Client, method: str, path: str, *, json_body=None
         raise BackendError("http", f"{where}: HTTP {r.status_code}: {r.text[:300]}", status=r.status_code)
     try:
         return r.json()
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         if allow_text:
             return r.text
         raise BackendError("protocol", f"{where}: not JSON: {r.text[:200]!r}") from exc
@@ -47,25 +51,141 @@ def check_stream_status(response: httpx.Response) -> None:
         raise BackendError("http", f"HTTP {response.status_code}: {text[:500]}", status=response.status_code)
 
 
+#: An SSE line ends at CR, LF or CRLF and nowhere else (HTML spec, "Server-sent events").
+_BREAK = re.compile(r"\r\n|\r|\n")
+#: Longest line kept in memory: a server that never ends a line cannot fill it.
+MAX_LINE_CHARS = 16 << 20
+
+
+def split_lines(chunks: Iterable[bytes], *, max_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """The lines of a byte stream, broken only at CR, LF or CRLF.
+
+    ``httpx.Response.iter_lines`` (via ``str.splitlines``) also breaks at
+    U+2028, U+2029, U+0085 and other characters a server may leave unescaped
+    inside a JSON string, which cut one chunk into two unreadable halves.
+    UTF-8 is decoded incrementally, so a character split across network
+    chunks stays whole; invalid bytes become U+FFFD.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending: list[str] = []  # pieces of the line not yet ended
+    size = 0
+    after_cr = False  # the last chunk ended in CR: an LF opening the next one belongs to it
+    for chunk in chunks:
+        text = decoder.decode(chunk)
+        if not text:
+            continue
+        if after_cr and text[0] == "\n":
+            text = text[1:]
+        after_cr = False
+        start = 0
+        for m in _BREAK.finditer(text):
+            pending.append(text[start:m.start()])
+            yield "".join(pending)
+            pending.clear()
+            size = 0
+            start = m.end()
+            after_cr = m.end() == len(text) and m.group() == "\r"
+        if start < len(text):
+            pending.append(text[start:])
+            size += len(text) - start
+            if size > max_chars:
+                raise BackendError("protocol", f"stream line longer than {max_chars} characters")
+    pending.append(decoder.decode(b"", final=True))
+    last = "".join(pending)
+    if last:
+        yield last
+
+
+def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """``(event type, data)`` per server-sent event; data lines of one event joined by LF.
+
+    An event ends at an empty line; one left open when the stream ends is
+    still delivered (servers that omit the last empty line lose nothing).
+    """
+    data: list[str] = []
+    event = ""
+    for line in lines:
+        if not line:
+            if data:
+                yield event or "message", "\n".join(data)
+            data, event = [], ""
+            continue
+        if line.startswith(":"):
+            continue  # a comment (keep-alive)
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event = value
+    if data:
+        yield event or "message", "\n".join(data)
+
+
 def sse_chunks(response: httpx.Response) -> Iterator[dict]:
     """The JSON chunks of an OpenAI-style event stream, up to ``[DONE]``.
 
-    An unreadable chunk is a protocol error and an ``error`` chunk an HTTP
-    error, both with the server's text: never a silently shorter answer.
+    An unreadable chunk, or one that is not a JSON object, is a protocol
+    error and an ``error`` chunk an HTTP error, both with the server's text:
+    never a silently shorter answer. A server that answers a streamed request
+    with one plain JSON body (``application/json``) gives that body as the
+    only chunk.
     """
-    for line in response.iter_lines():
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
+    ctype = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if ctype == "application/json":
+        payloads: Iterable[str] = [response.read().decode("utf-8", "replace")]
+    else:
+        payloads = (data for _, data in sse_events(split_lines(response.iter_bytes())))
+    for payload in payloads:
+        objects, done = _event_objects(payload.strip())
+        for chunk in objects:
+            if not isinstance(chunk, dict):
+                raise malformed("stream chunk", "not an object", chunk)
+            if "error" in chunk:
+                raise BackendError("http", f"error in stream: {json.dumps(chunk['error'], ensure_ascii=False)[:500]}")
+            yield chunk
+        if done:
             return
+
+
+def _event_objects(payload: str) -> tuple[list, bool]:
+    """The JSON values of one event's data, and whether ``[DONE]`` ended the stream.
+
+    A server that wrote one complete object per ``data:`` line without the
+    empty line between events gives one value per line.
+    """
+    if payload == "[DONE]":
+        return [], True
+    try:
+        return [json.loads(payload)], False
+    except (ValueError, RecursionError) as exc:
+        error = exc
+    if "\n" in payload:
+        out = []
         try:
-            chunk = json.loads(payload)
-        except ValueError as exc:
-            raise BackendError("protocol", f"unreadable stream chunk: {payload[:200]!r}") from exc
-        if "error" in chunk:
-            raise BackendError("http", f"error in stream: {json.dumps(chunk['error'])[:500]}")
-        yield chunk
+            for line in filter(None, (x.strip() for x in payload.split("\n"))):
+                if line == "[DONE]":
+                    return out, True
+                out.append(json.loads(line))
+            return out, False
+        except (ValueError, RecursionError):
+            pass
+    raise BackendError("protocol", f"unreadable stream chunk: {payload[:200]!r}") from error
+
+
+def json_lines(response: httpx.Response) -> Iterator[dict]:
+    """The objects of a newline-delimited JSON stream (Ollama), split as :func:`split_lines` does."""
+    for line in split_lines(response.iter_bytes()):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise BackendError("protocol", f"unreadable stream line: {line[:200]!r}") from exc
+        if not isinstance(obj, dict):
+            raise malformed("stream line", "not an object", obj)
+        yield obj
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -76,9 +196,11 @@ def parse_prometheus(text: str) -> dict[str, float]:
             continue
         key, _, value = line.rpartition(" ")
         try:
-            out[key.split(":", 1)[-1]] = float(value)
+            number = float(value)
         except ValueError:
             continue
+        if math.isfinite(number):  # NaN and +Inf (histogram buckets) are no counters to subtract
+            out[key.split(":", 1)[-1]] = number
     return out
 
 
