@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .backends import BackendError
+from .backends.validate import check_sample
 from .prompts import new_nonce
 from .store import Store, dumps, utcnow
 
@@ -56,23 +57,28 @@ def take_sample(
     try:
         if backend.is_router():
             watcher = backend.watch_load(model)
-    except BackendError:
+    except Exception:  # noqa: BLE001 -- no watcher is a missing load time, never a lost sample
         watcher = None
     try:
         res = backend.chat(model, prompt, max_tokens=max_tokens, reasoning=reasoning, extra=extra, client=client)
-    except BackendError as exc:
-        row.update({"error_kind": exc.kind, "error_text": exc.text, "counter_source": "none"})
+        check_sample(res)
+        request_json, response_json = dumps(res.request), dumps(res.response)
+    except Exception as exc:  # noqa: BLE001 -- KeyboardInterrupt/SystemExit are not Exceptions and pass
+        # a backend's own error keeps its kind; anything else it raised is a bug of ours or an
+        # answer no check foresaw: one exception sample with the type and text, and the run goes on
+        kind, text = (exc.kind, exc.text) if isinstance(exc, BackendError) else ("internal", _describe(exc))
+        row.update({"error_kind": kind, "error_text": text, "counter_source": "none"})
         if watcher is not None:
             watcher.stop(settle_s=0.0)
             watcher = None
         sample_id = store.insert("samples", row)
-        return Taken(False, sample_id, f"exception ({exc.kind}): {exc.text[:160]}")
+        return Taken(False, sample_id, f"exception ({kind}): {text[:160]}")
     row.update({k: getattr(res, k) for k in _FIELDS})
-    row["request_json"] = dumps(res.request)
-    row["response_json"] = dumps(res.response)
+    row["request_json"] = request_json
+    row["response_json"] = response_json
     sample_id = store.insert("samples", row)
     text = (
-        f"decode {res.decode_tps:.1f} tok/s, prefill {res.prefill_tps:.1f} tok/s, "
+        f"decode {_rate(res.decode_tps)} tok/s, prefill {_rate(res.prefill_tps)} tok/s, "
         f"prompt {res.prompt_tokens} tok, {res.generated_tokens} generated, stop={res.stop_reason}"
     )
     load_id = None
@@ -94,3 +100,16 @@ def take_sample(
             store.update("samples", sample_id, {"load_id": load_id})
             text += f" [load inside request: {seconds:.2f} s]"
     return Taken(True, sample_id, text, load_id)
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def _describe(exc: Exception) -> str:
+    """``TypeName: text`` of an unexpected exception, bounded (the text may quote a whole answer)."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 -- a str() that fails still leaves the type name
+        text = "(no text)"
+    return f"{type(exc).__name__}: {text}"[:1000]

@@ -9,6 +9,7 @@ values the gates take, so the judge needs no backend-specific code.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timedelta
 
 from ..memory.selfreport import ollama_selfreport, record_plan_selfreport, store_selfreport
@@ -27,9 +28,13 @@ def load_duration_seconds(response: dict) -> float | None:
 def gpu_share(response: dict) -> float | None:
     """``size_vram / size`` of the model's ``/api/ps`` entry (omitted ``size_vram``: nothing on the card)."""
     ps = response.get("ps")
-    if not isinstance(ps, dict) or not ps.get("size"):
+    if not isinstance(ps, dict):
         return None
-    return (ps.get("size_vram") or 0) / ps["size"]
+    size, vram = ps.get("size"), ps.get("size_vram") or 0
+    # rows stored before the backend checked these may hold anything
+    if not _number(size) or size <= 0 or not _number(vram):
+        return None
+    return vram / size
 
 
 def foreign_from_access_log(store, cell_id: int) -> dict | None:
@@ -44,15 +49,24 @@ def foreign_from_access_log(store, cell_id: int) -> dict | None:
         "select started_at, wall_ms, response_json from samples where cell_id = ? order by id", [cell_id]))
     if not samples:
         return None
-    own = {json.loads(s["response_json"] or "{}").get("client_addr") for s in samples} - {None}
+    own = {_loads(s["response_json"]).get("client_addr") for s in samples} - {None}
+    own = {a for a in own if isinstance(a, str)}
     run_id = store.db.execute("select run_id from cells where id = ?", [cell_id]).fetchone()[0]
     rows = list(store.db.query(
         "select ts, client, method, path from requests_seen where run_id = ? and ts like '%+00:00'", [run_id]))
     if not own or not rows:
         return None
+    ends = []
+    for s in samples:
+        try:  # a row with an unreadable time or duration bounds nothing
+            wall = s["wall_ms"] if _number(s["wall_ms"]) else 0
+            ends.append(datetime.fromisoformat(s["started_at"]) + timedelta(milliseconds=wall))
+        except (TypeError, ValueError, OverflowError):
+            continue
+    if not ends:
+        return None
     start = samples[0]["started_at"]
-    end_dt = max(datetime.fromisoformat(s["started_at"]) + timedelta(milliseconds=s["wall_ms"] or 0) for s in samples)
-    end = end_dt.isoformat(timespec="microseconds")
+    end = max(ends).isoformat(timespec="microseconds")
     clients: dict[str, int] = {}
     for r in rows:
         # access loggers (gin, llama-swap) write when a request ends: one that ended inside the
@@ -83,7 +97,7 @@ def record_runtime_selfreports(store, run_id: int) -> int:
     for load_id, raw in rows:
         if load_id in seen:
             continue
-        ps = json.loads(raw or "{}").get("ps")
+        ps = _loads(raw).get("ps")
         if not isinstance(ps, dict) or not ps.get("size"):
             continue
         seen.add(load_id)
@@ -95,3 +109,16 @@ def record_runtime_selfreports(store, run_id: int) -> int:
             "where l.run_id = ? and f.name like 'plan_%'", [run_id]).fetchall():
         done += record_plan_selfreport(store, run_id, load_id) is not None
     return done
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _loads(raw) -> dict:
+    """A stored JSON object, or {} when the column holds something else (old or damaged rows)."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) and raw else {}
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}

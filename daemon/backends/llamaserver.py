@@ -14,13 +14,16 @@ import httpx
 from ..store import utcnow
 from .base import BackendError, LoadResult, PollingLoadWatcher, SampleResult
 from .http import check_stream_status, parse_prometheus, request_json, sse_chunks
+from .shapes import chunk_pieces, timings_counters
+from .validate import model_list, show
 
 
 def _model_status(entry: dict) -> str | None:
+    """The router's state word for one model entry; None when it states none as text."""
     status = entry.get("status")
     if isinstance(status, dict):
-        return status.get("value")
-    return status
+        status = status.get("value")
+    return status if isinstance(status, str) else None
 
 
 class LlamaServerBackend:
@@ -49,25 +52,30 @@ class LlamaServerBackend:
         return request_json(self.client, "GET", path, params=params or None)
 
     def models(self) -> list[dict]:
-        """The server's model list (router: with per-model status)."""
-        data = self._get_json("/models")
-        return data.get("data", []) if isinstance(data, dict) else []
+        """The server's model list (router: with per-model status); entries naming no model are left out."""
+        return model_list(self._get_json("/models"), f"GET {self.url}/models")
 
     def is_router(self) -> bool:
         if self._router is None:
-            self._router = any("status" in m for m in self.models())
+            try:
+                listed = self.models()
+            except BackendError as exc:
+                if exc.kind != "protocol":
+                    raise
+                return False  # an unreadable listing names no models to route; asked again next time
+            self._router = any("status" in m for m in listed)
         return self._router
 
     def model_status(self, name: str) -> str | None:
         """``loaded``/``loading``/``unloaded``/... in router mode; None if unknown."""
         for m in self.models():
-            if m.get("id") == name or name in (m.get("aliases") or []):
+            if m["id"] == name or name in (m.get("aliases") or []):
                 return _model_status(m)
         return None
 
     def model_entry(self, name: str) -> dict | None:
         for m in self.models():
-            if m.get("id") == name:
+            if m["id"] == name:
                 return m
         return None
 
@@ -93,8 +101,11 @@ class LlamaServerBackend:
             body["model"] = model
         try:
             r = self.client.post("/tokenize", json=body, timeout=15.0)
-            tokens = r.json().get("tokens") or []
-        except (httpx.HTTPError, ValueError):
+            data = r.json()
+        except (httpx.HTTPError, ValueError, RecursionError):
+            return None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list):
             return None
         return tokens[0] if len(tokens) == 1 and isinstance(tokens[0], int) else None
 
@@ -106,6 +117,9 @@ class LlamaServerBackend:
         """/props of the server (router: of the loaded child for ``model``)."""
         params = {"model": model} if (model and self.is_router()) else {}
         props = self._get_json("/props", **params)
+        if not isinstance(props, dict):
+            # the run goes on without the server's self-description; the reason is kept with it
+            return {"props_error": f"GET {self.url}/props is not an object: {show(props)}"}
         return props
 
     # -- loads -----------------------------------------------------------
@@ -131,8 +145,9 @@ class LlamaServerBackend:
             if status == "loaded":
                 secs = time.perf_counter() - t0
                 return LoadResult(name, requested, utcnow(), secs, "loaded", port=_port_of(entry))
-            if status in ("failed", "error") or (entry and (entry.get("status") or {}).get("failed")):
-                return LoadResult(name, requested, None, None, "failed", json.dumps(entry.get("status")))
+            detail = entry.get("status") if entry else None
+            if status in ("failed", "error") or (isinstance(detail, dict) and detail.get("failed")):
+                return LoadResult(name, requested, None, None, "failed", json.dumps(detail)[:500])
             time.sleep(poll_s)
         return LoadResult(name, requested, None, None, "failed", f"not loaded after {limit_s or self.timeout_s:.0f} s")
 
@@ -178,16 +193,12 @@ class LlamaServerBackend:
             ) as r:
                 check_stream_status(r)
                 for chunk in sse_chunks(r):
-                    for choice in chunk.get("choices") or []:
-                        delta = choice.get("delta") or {}
-                        content = delta.get("content") or ""
-                        rc = delta.get("reasoning_content") or ""
-                        if (content or rc) and ttft_ms is None:
+                    for piece in chunk_pieces(chunk):
+                        if (piece.content or piece.reasoning) and ttft_ms is None:
                             ttft_ms = (time.perf_counter() - t0) * 1000.0
-                        answer_parts.append(content)
-                        reasoning_parts.append(rc)
-                        if choice.get("finish_reason"):
-                            finish_reason = choice["finish_reason"]
+                        answer_parts.append(piece.content)
+                        reasoning_parts.append(piece.reasoning)
+                        finish_reason = piece.finish_reason or finish_reason
                     if "timings" in chunk:
                         final["timings"] = chunk["timings"]
                     if chunk.get("usage"):
@@ -196,10 +207,12 @@ class LlamaServerBackend:
             raise BackendError("timeout", f"no answer within {self.timeout_s:.0f} s: {exc}") from exc
         except httpx.TransportError as exc:
             raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:  # e.g. a body that does not decode as its Content-Encoding says
+            raise BackendError("protocol", f"{type(exc).__name__}: {exc}") from exc
         wall_ms = (time.perf_counter() - t0) * 1000.0
-        timings = final.get("timings")
-        if not timings:
+        if final.get("timings") is None:
             raise BackendError("protocol", "stream ended without a timings object (no counters)")
+        counters = timings_counters(final)
         answer = "".join(answer_parts)
         reasoning_text = "".join(reasoning_parts)
         final["finish_reason"] = finish_reason
@@ -207,20 +220,12 @@ class LlamaServerBackend:
         final["answer"] = answer
         final["reasoning"] = reasoning_text
         return SampleResult(
-            prompt_tokens=timings.get("prompt_n"),
-            generated_tokens=timings.get("predicted_n"),
-            prompt_ms=timings.get("prompt_ms"),
-            predicted_ms=timings.get("predicted_ms"),
-            prefill_tps=timings.get("prompt_per_second"),
-            decode_tps=timings.get("predicted_per_second"),
+            **counters,
             ttft_ms=ttft_ms,
             wall_ms=wall_ms,
             stop_reason=finish_reason,
             answer_chars=len(answer),
             reasoning_chars=len(reasoning_text),
-            draft_tokens=timings.get("draft_n"),
-            draft_accepted=timings.get("draft_n_accepted"),
-            cached_tokens=timings.get("cache_n"),
             counter_source="timings",
             request={k: v for k, v in body.items() if k != "messages"} | {"prompt_chars": len(prompt)},
             response=final,
@@ -256,10 +261,10 @@ def _port_of(entry: dict | None) -> int | None:
         return None
     status = entry.get("status")
     port = entry.get("port") or (status.get("port") if isinstance(status, dict) else None)
-    try:
-        return int(port) if port is not None else None
-    except (TypeError, ValueError):
-        return None
+    if isinstance(port, str) and port.isdigit() and len(port) <= 5:
+        port = int(port)
+    # anything but a real port number is no port (a huge one would not even fit the column)
+    return port if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536 else None
 
 
 class LoadWatcher(PollingLoadWatcher):
@@ -271,11 +276,11 @@ class LoadWatcher(PollingLoadWatcher):
 
     def _poll(self) -> tuple[str | None, int | None]:
         try:
-            data = self._client.get("/models").json().get("data", [])
-        except Exception:
+            data = model_list(self._client.get("/models").json(), "/models")
+        except Exception:  # any unreadable answer: state unknown, as when the server is busy
             return None, None
         for m in data:
-            if m.get("id") == self.name:
+            if m["id"] == self.name:
                 status = _model_status(m)
                 return ("ready" if status == "loaded" else "loading"), _port_of(m)
         return None, None

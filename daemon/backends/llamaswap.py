@@ -26,6 +26,7 @@ import httpx
 from ..store import utcnow
 from .base import BackendError, LoadResult, PollingLoadWatcher
 from .http import make_client, not_supported, parse_prometheus, request_json
+from .validate import as_object, model_list
 from .openai import OpenAICompatBackend
 
 _STATUS = {"ready": "loaded", "starting": "loading", "stopping": "unloading"}
@@ -53,13 +54,15 @@ class LlamaSwapBackend(OpenAICompatBackend):
         return True
 
     def running(self, client: httpx.Client | None = None) -> list[dict]:
+        """``/running``: the processes llama-swap lists, each with its ``model`` name (others left out)."""
         data = request_json(client or self.client, "GET", "/running")
-        return list(data.get("running") or []) if isinstance(data, dict) else []
+        return model_list(data, f"GET {self.url}/running", key="running", id_keys=("model",), set_id=False)
 
     def model_status(self, name: str) -> str | None:
         for p in self.running():
             if p.get("model") == name:
-                return _STATUS.get(p.get("state"), p.get("state"))
+                state = p.get("state") if isinstance(p.get("state"), str) else None
+                return _STATUS.get(state, state)
         return "unloaded"
 
     def _require_running(self, model: str, what: str) -> None:
@@ -79,7 +82,8 @@ class LlamaSwapBackend(OpenAICompatBackend):
             info["llama_swap"] = v
         if model:
             self._require_running(model, "server_info")
-            info["upstream"] = request_json(self.client, "GET", f"/upstream/{model}/props")
+            info["upstream"] = as_object(request_json(self.client, "GET", f"/upstream/{model}/props"),
+                                         f"/upstream/{model}/props", required=True)
             info.update({k: v for k, v in info["upstream"].items() if k in ("build_info", "eos_token")})
         return info
 
@@ -100,7 +104,9 @@ class LlamaSwapBackend(OpenAICompatBackend):
                                 json_body={"content": text, "parse_special": True})
         except BackendError:
             return None
-        tokens = data.get("tokens") or [] if isinstance(data, dict) else []
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list):
+            return None
         return tokens[0] if len(tokens) == 1 and isinstance(tokens[0], int) else None
 
     def request_body(self, model, prompt, max_tokens, reasoning, extra):

@@ -24,7 +24,9 @@ import httpx
 from ..modelfile import blob_digest
 from ..store import utcnow
 from .base import BackendError, LoadResult, SampleResult
-from .http import chat_raw, client_address, make_client, not_supported, request_json
+from .http import chat_raw, client_address, json_lines, make_client, not_supported, request_json
+from .shapes import ollama_final
+from .validate import MAX_VALUE, as_object, as_text, model_list, show
 
 COUNTERS = "ollama_counters"
 NS = 1e9
@@ -44,9 +46,19 @@ def same_model(a: str | None, b: str | None) -> bool:
 
 
 def ps_entry(ps: dict, model: str) -> dict | None:
-    """The ``/api/ps`` entry of ``model``, or None when it is not loaded."""
-    for entry in ps.get("models") or []:
+    """The ``/api/ps`` entry of ``model``, or None when it is not loaded.
+
+    Its ``size``/``size_vram`` are checked here: the gates and the memory
+    section divide them.
+    """
+    for entry in model_list(ps, "/api/ps", key="models", id_keys=("name", "model"), set_id=False):
         if same_model(entry.get("name"), model) or same_model(entry.get("model"), model):
+            for key in ("size", "size_vram"):
+                value = entry.get(key)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                          or not 0 <= value <= MAX_VALUE):
+                    raise BackendError("protocol", f"/api/ps: models[{model}].{key} is not a byte count: "
+                                                   f"{show(value)}")
             return entry
     return None
 
@@ -80,23 +92,25 @@ class OllamaBackend:
     # -- what the server says about itself ---------------------------------
     def version(self) -> str | None:
         data = request_json(self.client, "GET", "/api/version")
-        return data.get("version") if isinstance(data, dict) else None
+        version = data.get("version") if isinstance(data, dict) else None
+        return version if isinstance(version, str) else None
 
     def ps(self, client: httpx.Client | None = None) -> dict:
         """``GET /api/ps``: the models in memory with ``size``, ``size_vram``, ``context_length``."""
         data = request_json(client or self.client, "GET", "/api/ps")
-        return data if isinstance(data, dict) else {"models": []}
+        return as_object(data, "GET /api/ps", required=True)
 
     def show(self, model: str) -> dict:
         """``POST /api/show`` (capabilities, details, model_info), cached per model."""
         if model not in self._shows:
-            self._shows[model] = request_json(self.client, "POST", "/api/show", json_body={"model": model})
+            data = request_json(self.client, "POST", "/api/show", json_body={"model": model})
+            self._shows[model] = as_object(data, "POST /api/show", required=True)
         return self._shows[model]
 
     def model_blob(self, model: str) -> str | None:
         """The model's weights file as ``/api/show``'s ``modelfile`` names it (``FROM .../blobs/sha256-…``)."""
         try:
-            modelfile = self.show(model).get("modelfile") or ""
+            modelfile = as_text(self.show(model).get("modelfile"), "modelfile") or ""
         except BackendError:
             return None
         m = _FROM_BLOB.search(modelfile)
@@ -114,28 +128,31 @@ class OllamaBackend:
 
     def capabilities(self, model: str) -> list[str]:
         try:
-            return list(self.show(model).get("capabilities") or [])
+            listed = self.show(model).get("capabilities")
         except BackendError:
             return []
+        return [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else []
 
     def models(self) -> list[dict]:
         """Installed models (``/api/tags``), each with ``id`` as the runner expects."""
         data = request_json(self.client, "GET", "/api/tags")
-        return [dict(m, id=m.get("name") or m.get("model")) for m in (data.get("models") or [])]
+        return model_list(data, "GET /api/tags", key="models", id_keys=("name", "model"))
 
     def describe_model(self, name: str) -> dict:
         """Columns for the ``models`` row from Ollama's own records (tags and show)."""
         row: dict = {"name": name}
         for m in self.models():
-            if same_model(m.get("id"), name):
-                row.update(file_bytes=m.get("size"), digest=m.get("digest"), digest_kind="ollama-manifest",
-                           quantisation=(m.get("details") or {}).get("quantization_level"))
+            if same_model(m["id"], name):
+                details = m.get("details") if isinstance(m.get("details"), dict) else {}
+                row.update(file_bytes=_whole(m.get("size")), digest=_text(m.get("digest")),
+                           digest_kind="ollama-manifest", quantisation=_text(details.get("quantization_level")))
         try:
             show = self.show(name)
         except BackendError:
             return row
-        info = show.get("model_info") or {}
-        row["architecture"] = info.get("general.architecture") or (show.get("details") or {}).get("family")
+        info = show.get("model_info") if isinstance(show.get("model_info"), dict) else {}
+        details = show.get("details") if isinstance(show.get("details"), dict) else {}
+        row["architecture"] = _text(info.get("general.architecture")) or _text(details.get("family"))
         row["capabilities_json"] = json.dumps(
             {"capabilities": show.get("capabilities") or [], "thinking": show.get("thinking"),
              "projector_info": show.get("projector_info"), "source": "ollama /api/show"}, sort_keys=True)
@@ -227,7 +244,8 @@ class OllamaBackend:
         final, parts, ttft_ms, wall_ms = self._stream(client or self.client, body)
         answer, thinking = parts
         key = (model, hashlib.sha256(prompt.encode()).hexdigest())
-        count = final.get("prompt_eval_count")
+        counters = ollama_final(final)
+        count = counters["prompt_eval_count"]
         cached = None
         if key in self._seen_prompts and count is not None:
             # the same prompt text again: whatever Ollama no longer evaluated came from its cache
@@ -238,14 +256,14 @@ class OllamaBackend:
             final["ps"] = ps_entry(self.ps(client=self.side_client()), model)
         except BackendError as exc:
             final["ps_error"] = exc.text
-        final.update(answer="".join(answer), reasoning="".join(thinking), finish_reason=final.get("done_reason"))
+        final.update(answer="".join(answer), reasoning="".join(thinking), finish_reason=counters["done_reason"])
         self.last_final = final
         return SampleResult(
-            prompt_tokens=count, generated_tokens=final.get("eval_count"),
-            prompt_ms=_ms(final.get("prompt_eval_duration")), predicted_ms=_ms(final.get("eval_duration")),
-            prefill_tps=_rate(count, final.get("prompt_eval_duration")),
-            decode_tps=_rate(final.get("eval_count"), final.get("eval_duration")),
-            ttft_ms=ttft_ms, wall_ms=wall_ms, stop_reason=final.get("done_reason"),
+            prompt_tokens=count, generated_tokens=counters["eval_count"],
+            prompt_ms=_ms(counters["prompt_eval_duration"]), predicted_ms=_ms(counters["eval_duration"]),
+            prefill_tps=_rate(count, counters["prompt_eval_duration"]),
+            decode_tps=_rate(counters["eval_count"], counters["eval_duration"]),
+            ttft_ms=ttft_ms, wall_ms=wall_ms, stop_reason=counters["done_reason"],
             answer_chars=len(final["answer"]), reasoning_chars=len(final["reasoning"]),
             draft_tokens=None, draft_accepted=None, cached_tokens=cached, counter_source=COUNTERS,
             request={k: v for k, v in body.items() if k != "messages"} | {"prompt_chars": len(prompt)} | notes,
@@ -264,17 +282,12 @@ class OllamaBackend:
                 if r.status_code >= 400:
                     text = r.read().decode("utf-8", "replace")
                     raise BackendError("http", f"HTTP {r.status_code}: {text[:500]}", status=r.status_code)
-                for line in r.iter_lines():
-                    if not line.strip():
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except ValueError as exc:
-                        raise BackendError("protocol", f"unreadable stream line: {line[:200]!r}") from exc
+                for obj in json_lines(r):
                     if obj.get("error"):
                         raise BackendError("http", f"error in stream: {str(obj['error'])[:500]}")
-                    msg = obj.get("message") or {}
-                    content, thought = msg.get("content") or "", msg.get("thinking") or ""
+                    msg = as_object(obj.get("message"), "message") or {}
+                    content = as_text(msg.get("content"), "message.content") or ""
+                    thought = as_text(msg.get("thinking"), "message.thinking") or ""
                     if (content or thought) and ttft_ms is None:
                         ttft_ms = (time.perf_counter() - t0) * 1000.0
                     answer.append(content)
@@ -286,11 +299,23 @@ class OllamaBackend:
             raise BackendError("timeout", f"no answer within {self.timeout_s:.0f} s: {exc}") from exc
         except httpx.TransportError as exc:
             raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:  # e.g. a body that does not decode as its Content-Encoding says
+            raise BackendError("protocol", f"{type(exc).__name__}: {exc}") from exc
         if not final:
             raise BackendError("protocol", "stream ended without a final object (no counters)",
                                partial={"answer": "".join(answer)})
         final["client_addr"] = addr
         return final, (answer, thinking), ttft_ms, (time.perf_counter() - t0) * 1000.0
+
+
+def _whole(value) -> int | None:
+    """A byte count from a listing, or None: a wrong kind here is no reason to stop a run."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_VALUE
+    return value if ok else None
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _ms(ns) -> float | None:
@@ -328,6 +353,6 @@ class OllamaLoadWatcher:
         if not self.load_seen:
             return
         ns = self.backend.last_final.get("load_duration")
-        if isinstance(ns, (int, float)):
+        if isinstance(ns, (int, float)) and not isinstance(ns, bool):  # checked by shapes.ollama_final
             self.load_seconds = ns / NS
             self.ready_at = utcnow()

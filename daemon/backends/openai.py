@@ -18,6 +18,8 @@ import httpx
 from ..store import utcnow
 from .base import BackendError, LoadResult, SampleResult
 from .http import check_stream_status, chat_raw, client_address, make_client, not_supported, request_json, sse_chunks
+from .shapes import chunk_pieces, timings_counters, usage_counts
+from .validate import model_list
 
 COUNTERS = "timings"
 WALL_CLOCK = "wall_clock_stream"
@@ -42,8 +44,8 @@ class OpenAICompatBackend:
 
     # -- what the server says about itself ---------------------------------
     def models(self) -> list[dict]:
-        data = request_json(self.client, "GET", "/v1/models")
-        return data.get("data", []) if isinstance(data, dict) else []
+        """``/v1/models``; entries that name no model (a bare string, no ``id``) are left out."""
+        return model_list(request_json(self.client, "GET", "/v1/models"), f"GET {self.url}/v1/models")
 
     def is_router(self) -> bool:
         # a generic endpoint gives no handle on loads: treat it as one fixed server
@@ -54,7 +56,13 @@ class OpenAICompatBackend:
 
     def server_info(self, model: str | None = None) -> dict:
         """The model list (and ``/version`` where the server has one, as vLLM does)."""
-        info: dict = {"backend": self.kind, "models": [m.get("id") for m in self.models()]}
+        info: dict = {"backend": self.kind}
+        try:
+            info["models"] = [m["id"] for m in self.models()]
+        except BackendError as exc:
+            if exc.kind != "protocol":
+                raise
+            info["models_error"] = exc.text  # an unreadable listing does not stop the run
         try:
             version = request_json(self.client, "GET", "/version", timeout=5.0)
         except BackendError:
@@ -122,31 +130,31 @@ def stream_chat(client: httpx.Client, path: str, body: dict, *, prompt_chars: in
             final["client_addr"] = client_address(r)
             check_stream_status(r)
             for chunk in sse_chunks(r):
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    content = delta.get("content") or ""
-                    # llama-server and older vLLM: reasoning_content; newer vLLM, LM Studio: reasoning
-                    rc = delta.get("reasoning_content") or delta.get("reasoning") or ""
-                    if content or rc:
+                for piece in chunk_pieces(chunk):
+                    if piece.content or piece.reasoning:
                         stamps.append(time.perf_counter())
-                    answer.append(content)
-                    thinking.append(rc)
-                    if choice.get("finish_reason"):
-                        finish_reason = choice["finish_reason"]
-                if chunk.get("timings"):
+                    answer.append(piece.content)
+                    thinking.append(piece.reasoning)
+                    finish_reason = piece.finish_reason or finish_reason
+                if chunk.get("timings") is not None:
                     final["timings"] = chunk["timings"]
-                if chunk.get("usage"):
+                if chunk.get("usage") is not None:
                     final["usage"] = chunk["usage"]
     except httpx.TimeoutException as exc:
         raise BackendError("timeout", f"no answer within {timeout_s:.0f} s: {exc}") from exc
     except httpx.TransportError as exc:
         raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
+    except httpx.HTTPError as exc:  # e.g. a body that does not decode as its Content-Encoding says
+        raise BackendError("protocol", f"{type(exc).__name__}: {exc}") from exc
     wall_ms = (time.perf_counter() - t0) * 1000.0
     final["finish_reason"] = finish_reason
     final["answer"] = "".join(answer)
     final["reasoning"] = "".join(thinking)
-    final["wall_clock"] = wall_clock_rates(t0, stamps, final.get("usage"))
-    rates = _from_counters(final) if use_counters and final.get("timings") else _from_wall_clock(final)
+    usage = usage_counts(final)  # checked even where timings are used: it is stored with the sample
+    final["wall_clock"] = wall_clock_rates(t0, stamps, usage)
+    # an empty timings object carries no counters; one of the wrong kind is an error (timings_counters)
+    counted = use_counters and final.get("timings") not in (None, {})
+    rates = _from_counters(final) if counted else _from_wall_clock(final, usage)
     ttft_ms = (stamps[0] - t0) * 1000.0 if stamps else None
     return SampleResult(
         ttft_ms=ttft_ms, wall_ms=wall_ms, stop_reason=finish_reason,
@@ -163,7 +171,7 @@ def wall_clock_rates(t0: float, stamps: list[float], usage: dict | None) -> dict
     from the number of chunks that carried text (one token per chunk is
     usual but not promised: ``count_basis`` says which).
     """
-    usage = usage or {}
+    usage = usage or {}  # checked counts (shapes.usage_counts)
     n = usage.get("completion_tokens")
     basis = "usage"
     if n is None:
@@ -183,26 +191,15 @@ def wall_clock_rates(t0: float, stamps: list[float], usage: dict | None) -> dict
 
 
 def _from_counters(final: dict) -> dict:
-    t = final["timings"]
-    usage = final.get("usage") or {}
-    return dict(
-        prompt_tokens=t.get("prompt_n", usage.get("prompt_tokens")),
-        generated_tokens=t.get("predicted_n", usage.get("completion_tokens")),
-        prompt_ms=t.get("prompt_ms"), predicted_ms=t.get("predicted_ms"),
-        prefill_tps=t.get("prompt_per_second"), decode_tps=t.get("predicted_per_second"),
-        draft_tokens=t.get("draft_n"), draft_accepted=t.get("draft_n_accepted"),
-        cached_tokens=t.get("cache_n"), counter_source=COUNTERS,
-    )
+    return timings_counters(final) | {"counter_source": COUNTERS}
 
 
-def _from_wall_clock(final: dict) -> dict:
+def _from_wall_clock(final: dict, usage: dict) -> dict:
     w = final["wall_clock"]
-    usage = final.get("usage") or {}
-    details = usage.get("prompt_tokens_details") or {}
     return dict(
         prompt_tokens=w["prompt_tokens"], generated_tokens=w["generated_tokens"],
         prompt_ms=w["ttft_ms"], predicted_ms=w["decode_ms"],
         prefill_tps=w["prefill_tps"], decode_tps=w["decode_tps"],
         draft_tokens=None, draft_accepted=None,
-        cached_tokens=details.get("cached_tokens"), counter_source=WALL_CLOCK,
+        cached_tokens=usage.get("cached_tokens"), counter_source=WALL_CLOCK,
     )
