@@ -662,3 +662,11 @@ def m011_observed_requests(db: sqlite_utils.Database) -> None:
         if_not_exists=True,
     )
     db["observed_requests"].create_index(["line_id"], if_not_exists=True)
+
+
+@migrations(name="m010_timestamp_notes")
+def m010_timestamp_notes(db: sqlite_utils.Database) -> None:
+    # issue 16: an access line whose printed time is no date (2025/13/45 - 99:99:99) keeps that
+    # text in ts, and ts_note says why; it never stops an import or a report build
+    if "ts_note" not in db["requests_seen"].columns_dict:
+        db["requests_seen"].add_column("ts_note", str)

@@ -16,6 +16,7 @@ exactly once. Parsing is a pure function of the text; tests use real lines.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import NamedTuple
 
 from .parsers import marker
@@ -44,6 +45,21 @@ class Access(NamedTuple):
     source: str
     logged_time: str | None = None  # the line's own clock, where it has one (no time zone)
     duration: str | None = None
+    time_note: str | None = None  # why ``logged_time`` is the printed text rather than a date
+
+
+def gin_time(printed: str, parts: tuple[str, ...]) -> tuple[str, str | None]:
+    """``(timestamp, note)`` for a GIN line's ``2025/08/07 - 18:27:18``.
+
+    A real date becomes ``2025-08-07T18:27:18`` (the line's own clock, no
+    zone) and no note. An impossible one (``2025/13/45 - 99:99:99``) is kept
+    as printed, with the reason as the note: never a guessed date, never an
+    error that stops the import.
+    """
+    try:
+        return datetime(*(int(p) for p in parts)).isoformat(), None
+    except ValueError as exc:
+        return printed, f"not a date: {exc}"
 
 
 def parse_access(text: str) -> Access | None:
@@ -51,8 +67,8 @@ def parse_access(text: str) -> Access | None:
     if "[GIN]" in text:
         m = _GIN.search(text)
         if m:
-            y, mo, d, h, mi, s = m.groups()[:6]
-            return Access(m[9], m[10], m[11], int(m[7]), "ollama-gin", f"{y}-{mo}-{d}T{h}:{mi}:{s}", m[8])
+            ts, note = gin_time(text[m.start(1):m.end(6)], m.groups()[:6])
+            return Access(m[9], m[10], m[11], int(m[7]), "ollama-gin", ts, m[8], note)
     if "Request " in text:
         m = _SWAP.search(text)
         if m:
@@ -77,12 +93,13 @@ def record_requests(conn, run_id: int | None, found: list[tuple[int, str | None,
 
     ``ts`` is the line's timestamp from the journal (UTC, the store's format)
     when there is one; otherwise the time the line itself prints, which has
-    no time zone and is kept as printed rather than converted by a guess.
+    no time zone and is kept as printed rather than converted by a guess
+    (``ts_note`` says why, where that time is no date at all).
     """
-    out = [(run_id, ts or a.logged_time, a.client, a.method, a.path, a.status, line_id, a.source)
-           for line_id, ts, a in found]
+    out = [(run_id, ts or a.logged_time, None if ts else a.time_note, a.client, a.method, a.path, a.status,
+            line_id, a.source) for line_id, ts, a in found]
     if out:
         conn.executemany(
-            "insert into requests_seen (run_id, ts, client, method, path, status, line_id, source) "
-            "values (?, ?, ?, ?, ?, ?, ?, ?)", out)
+            "insert into requests_seen (run_id, ts, ts_note, client, method, path, status, line_id, source) "
+            "values (?, ?, ?, ?, ?, ?, ?, ?, ?)", out)
     return len(out)

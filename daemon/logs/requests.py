@@ -50,6 +50,17 @@ class Task:
         return self.n_tokens - self.prompt_n
 
 
+_MAX_TOKENS = 10**12
+
+
+def _ms(text: str) -> float | None:
+    """A printed duration; ``1.2.3`` (the pattern allows it) is none."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def tasks_in(lines) -> list[Task]:
     """Tasks from ``(line_id, text)`` in log order; a task id seen again after its end starts a new task."""
     out: list[Task] = []
@@ -64,9 +75,9 @@ def tasks_in(lines) -> list[Task]:
             out.append(t)
             continue
         m = _PROMPT.search(text)
-        if m and int(m[1]) in open_:
+        if m and int(m[1]) in open_ and _ms(m[2]) is not None:
             t = open_[int(m[1])]
-            t.prompt_ms, t.prompt_n = float(m[2]), int(m[3])
+            t.prompt_ms, t.prompt_n = _ms(m[2]), int(m[3])
             t.line_ids.append(line_id)
             continue
         m = _EVAL.search(text)
@@ -112,8 +123,8 @@ def cache_from_logs(store: Store, run_id: int) -> int:
             if load_id not in by_load:
                 by_load[load_id] = load_tasks(db, load_id)
             task = match_task(by_load[load_id], prompt_tokens, generated, prompt_ms)
-            if task is None:
-                continue
+            if task is None or not 0 <= task.cached <= _MAX_TOKENS:
+                continue  # a damaged line's count is no cache figure (and a huge one fits no column)
             response = json.loads(response_json) if response_json else {}
             response["cache_from_log"] = {"task": task.task, "prompt_tokens_total": task.n_tokens,
                                           "line_ids": task.line_ids}
