@@ -30,6 +30,7 @@ from .probes import decision_view
 from .provenance import counter_provenance
 from .llama_bench import llama_bench_view
 from .i18n import LANGUAGES, Lang
+from .tolerance import shielded
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!])")
 
@@ -285,7 +286,8 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     """
     store = open_store(db_path, create=False)
     try:
-        with charts.deferred():
+        # damaged rows: named on stderr and read as NULL, the build goes on
+        with shielded(store), charts.deferred():
             written, keys, manifest_path = _write_articles(store, project, progress, show_addresses)
         # only once every chart exists may the manifest call these articles fresh
         manifest_path.write_text(json.dumps(keys, indent=1, sort_keys=True))

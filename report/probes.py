@@ -238,8 +238,12 @@ def _limits(run: dict, probes: list[dict], rules: list[dict], incumbent, memory)
     if run.get("started_at") and run.get("ended_at"):
         from datetime import datetime
 
-        secs = (datetime.fromisoformat(run["ended_at"]) - datetime.fromisoformat(run["started_at"])).total_seconds()
-        out.append({"code": "duration", "minutes": secs / 60.0})
+        try:
+            secs = (datetime.fromisoformat(run["ended_at"]) - datetime.fromisoformat(run["started_at"])).total_seconds()
+        except (TypeError, ValueError):  # a damaged timestamp: no duration rather than no article
+            secs = None
+        if secs is not None:
+            out.append({"code": "duration", "minutes": secs / 60.0})
     out.append({"code": "one_run"})
     if not incumbent:
         out.append({"code": "no_incumbent"})

@@ -1,0 +1,153 @@
+"""One bad row never stops a build: damaged values are reported and read as NULL.
+
+Old databases (and rows written by hand, merged from elsewhere or by a
+cardproof that did not yet check server answers) can hold text in a numeric
+column, a non-finite or absurd number, or a ``*_json`` column that is not the
+JSON its readers expect. Every report module reads rows through one
+connection, so the check is done once, up front, in SQL:
+
+* each bad value is named on stderr -- table, row id, column, what it holds;
+* when there is any, the build reads from a copy of the database (a
+  temporary file, made with SQLite's backup API) in which those values are
+  NULL, shown as "—". The file itself is never written: the report opens it
+  read-only, and a damaged value stays there as evidence.
+
+Timestamps that are no date (``'abc'``, an access line's impossible
+``2025/13/45 - 99:99:99``) are named too but kept: the date formatters show
+such text as it is (``Lang.datetime``), and a row whose ``<column>_note``
+states why is not reported again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import sqlite_utils
+
+#: Largest magnitude a REAL column may hold and still be read: far above any
+#: real figure, far below where chart scales and ratios overflow.
+MAX_REAL = 1e15
+#: At most this many lines per table and column; the rest are counted.
+MAX_LINES = 20
+
+# JSON columns whose readers take an array or an object; any other *_json column only has to be JSON.
+_ARRAYS = {"samples_ns_json", "samples_ts_json", "arms_json", "line_ids_json"}
+_OBJECTS = {"request_json", "response_json", "server_props_json", "gpus_json", "detail_json", "exchange_json",
+            "value_json", "items_json", "per_device_json", "capabilities_json"}
+
+
+def _affinity(decl: str) -> str:
+    """SQLite's column affinity from the declared type (datatype3.html, section 3.1)."""
+    d = (decl or "").upper()
+    if "INT" in d:
+        return "integer"
+    if any(k in d for k in ("CHAR", "CLOB", "TEXT")):
+        return "text"
+    if not d or "BLOB" in d:
+        return "blob"
+    if any(k in d for k in ("REAL", "FLOA", "DOUB")):
+        return "real"
+    return "numeric"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _checks(table: str, columns: list[tuple]) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """``({column: (bad-value SQL, reason)}, {column: not-a-date SQL})`` for one table."""
+    names = {c[1] for c in columns}
+    bad: dict[str, tuple[str, str]] = {}
+    dates: dict[str, str] = {}
+    for _, name, decl, _, _, pk in columns:
+        c = _q(name)
+        aff = _affinity(decl)
+        if aff in ("integer", "real", "numeric") and not (pk and aff == "integer"):
+            bad[name] = (f"(typeof({c}) not in ('integer', 'real', 'null') or "
+                         f"(typeof({c}) = 'real' and abs({c}) > {MAX_REAL!r}))", "not a number in range")
+        elif aff == "text" and name.endswith("_json"):
+            want = "array" if name in _ARRAYS else ("object" if name in _OBJECTS else None)
+            shape = f"json_type({c}) <> '{want}'" if want else "0"
+            bad[name] = (f"({c} is not null and (typeof({c}) <> 'text' or "
+                         f"case when json_valid({c}) then {shape} else 1 end))",
+                         f"not valid JSON{' ' + want if want else ''}")
+        elif aff == "text" and (name.endswith("_at") or name == "ts"):
+            note = f" and {_q(name + '_note')} is null" if name + "_note" in names else ""
+            # julianday() takes 2025-02-30 as 2025-03-02: the date part must come back unchanged
+            dates[name] = (f"({c} is not null{note} and (julianday({c}) is null or "
+                           f"date(julianday(substr({c}, 1, 10))) is not substr({c}, 1, 10)))")
+    return bad, dates
+
+
+def _shown(value) -> str:
+    text = repr(value) if isinstance(value, (str, bytes)) else str(value)
+    return text[:80] + ("…" if len(text) > 80 else "")
+
+
+@contextlib.contextmanager
+def shielded(store, warn: Callable[[str], None] | None = None):
+    """While inside, ``store.db`` reads the database with every damaged value as NULL.
+
+    Cheap when nothing is wrong: one scan per table, and ``store.db`` stays
+    the file's own connection. Yields how many values were reported.
+    """
+    warn = warn or (lambda line: print(line, file=sys.stderr))
+    damaged = find_damage(store.db.conn, warn)
+    if not damaged:
+        yield 0
+        return
+    original = store.db
+    with tempfile.TemporaryDirectory(prefix="cardproof-report-") as tmp:
+        conn = sqlite3.connect(str(Path(tmp) / "shielded.db"))
+        try:
+            original.conn.backup(conn)
+            with conn:
+                for (table, column), sql in damaged.items():
+                    conn.execute(f"update main.{_q(table)} set {_q(column)} = null where {sql}")
+            store.db = sqlite_utils.Database(conn)
+            yield len(damaged)
+        finally:
+            store.db = original
+            conn.close()
+
+
+def find_damage(conn, warn: Callable[[str], None]) -> dict[tuple[str, str], str]:
+    """Name every damaged value on ``warn``; ``{(table, column): SQL condition}`` of the ones to read as NULL."""
+    tables = [r[0] for r in conn.execute(
+        "select name from main.sqlite_master where type = 'table' and name not like 'sqlite_%' order by name")]
+    out: dict[tuple[str, str], str] = {}
+    for table in tables:
+        columns = conn.execute(f"pragma main.table_info({_q(table)})").fetchall()
+        bad, dates = _checks(table, columns)
+        if not bad and not dates:
+            continue
+        # one pass over the table finds whether any check fires at all
+        every = " or ".join([sql for sql, _ in bad.values()] + list(dates.values()))
+        if conn.execute(f"select 1 from main.{_q(table)} where {every} limit 1").fetchone() is None:
+            continue
+        for name, (sql, reason) in bad.items():
+            if _report(conn, warn, table, name, sql, f"{reason}, read as NULL"):
+                out[(table, name)] = sql
+        for name, sql in dates.items():
+            _report(conn, warn, table, name, sql, "not a date, shown as it is")
+    return out
+
+
+def _report(conn, warn, table: str, column: str, sql: str, reason: str) -> int:
+    rows = conn.execute(f"select rowid, {_q(column)} from main.{_q(table)} where {sql} order by rowid "
+                        f"limit {MAX_LINES + 1}").fetchall()
+    if not rows:
+        return 0
+    total = len(rows)
+    if total > MAX_LINES:
+        total = conn.execute(f"select count(*) from main.{_q(table)} where {sql}").fetchone()[0]
+    for rowid, value in rows[:MAX_LINES]:
+        warn(f"report: {table} row {rowid}: {column} {reason}: {_shown(value)}")
+    if total > MAX_LINES:
+        warn(f"report: {table}: {total - MAX_LINES} more rows with a bad {column}")
+    return total

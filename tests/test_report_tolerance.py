@@ -1,0 +1,149 @@
+"""One bad row or log line never stops a build: it is named on stderr and the rest is built.
+
+The database comes from a real run against the real llama-server; the
+damage is then done by hand in SQL, as an old cardproof, a merge or a
+careless edit could have left it. The build is the real ``cardproof report
+build`` with ``mkdocs build --strict``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cardproof.cli import cli
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.logs.access import parse_access
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.i18n import Lang
+from conftest import campaign_text
+
+
+@pytest.fixture(scope="module")
+def run_db(llama_server, tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("tol") / "t.db"
+    store = open_store(db)
+    camp = parse_campaign(
+        campaign_text(llama_server.url, models=("tiny-b",), classes=("short",), reps=5, max_tokens=8)
+        + "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n", "tol.toml")
+    assert run_campaign(store, camp, echo=lambda s: None).exit_code == 0
+    store.close()
+    return db
+
+
+def _counted(db: Path) -> tuple[int, list[float]]:
+    """The cell and the decode rates its median is made of (answered, numeric, no excluding gate)."""
+    store = open_store(db)
+    cell = store.db.execute("select id from cells where kind = 'measure'").fetchone()[0]
+    vals = [r[0] for r in store.db.execute(
+        """select decode_tps from samples where cell_id = ? and error_kind is null and typeof(decode_tps) = 'real'
+           and abs(decode_tps) < 1e15 and id not in (select sample_id from gate_results where fired = 1
+           and gate not in ('length_limit', 'not_on_card'))""", [cell])]
+    store.close()
+    return cell, vals
+
+
+def _build(db: Path, project: Path):
+    return CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project)])
+
+
+def test_damaged_rows_are_named_on_stderr_and_the_rest_is_built(run_db, tmp_path):
+    db = tmp_path / "damaged.db"
+    shutil.copy(run_db, db)
+    store = open_store(db)
+    ids = [r[0] for r in store.db.execute("select id from samples where kind = 'measure' order by id")]
+    run_id = store.db.execute("select id from runs").fetchone()[0]
+    load_id = store.db.execute("select max(id) from loads").fetchone()[0]
+    with store.db.conn:
+        for sql, args in [
+            ("update samples set decode_tps = 'abc' where id = ?", [ids[0]]),
+            ("update samples set prefill_tps = 9e999 where id = ?", [ids[1]]),  # +inf
+            ("update samples set ttft_ms = 1e300 where id = ?", [ids[2]]),
+            ("update samples set response_json = '{not json' where id = ?", [ids[3]]),
+            ("update samples set request_json = '[1, 2]' where id = ?", [ids[3]]),
+            ("update samples set started_at = 'abc' where id = ?", [ids[4]]),
+            ("update runs set gpus_json = '[\"x\"]', server_props_json = 'nope', started_at = 'abc' where id = ?",
+             [run_id]),
+            ("update loads set ready_at = '2025-02-30T00:00:00', load_seconds = 'fast' where id = ?", [load_id]),
+            ("update cells set max_tokens = 'eight'", []),
+        ]:
+            store.db.execute(sql, args)
+    store.close()
+    cell, vals = _counted(db)
+    assert 1 <= len(vals) <= 4  # the sample with text in decode_tps is one of those left out
+
+    result = _build(db, tmp_path / "site")
+    assert result.exit_code == 0, result.output
+    err = result.stderr
+    for named in (f"samples row {ids[0]}: decode_tps", f"samples row {ids[1]}: prefill_tps",
+                  f"samples row {ids[2]}: ttft_ms", f"samples row {ids[3]}: response_json",
+                  f"samples row {ids[3]}: request_json", f"samples row {ids[4]}: started_at",
+                  f"runs row {run_id}: gpus_json", f"runs row {run_id}: server_props_json",
+                  f"runs row {run_id}: started_at", f"loads row {load_id}: ready_at",
+                  f"loads row {load_id}: load_seconds", "cells row"):
+        assert named in err, (named, err)
+    assert "'abc'" in err and "'{not json'" in err and "inf" in err
+    # the good figures: the median over the samples that are still numbers
+    md = (tmp_path / "site" / "site" / "runs" / f"run-{run_id}.md").read_text()
+    for lang in ("en", "de"):
+        L = Lang(lang)
+        text = md if lang == "en" else (tmp_path / "site" / "site" / "runs" / f"run-{run_id}.de.md").read_text()
+        expected = f"[{L.num(statistics.median(vals))}](#cell-{cell}) ({L.num(min(vals))}–{L.num(max(vals))}, n={len(vals)})"
+        assert expected in text.replace("\\", ""), (lang, expected)  # whatever Markdown escaping is added
+    assert "`abc`" in md  # a start time that is no date is shown as the text it is
+    assert (tmp_path / "site" / "build" / "site" / "runs" / f"run-{run_id}" / "index.html").exists()
+    # the file itself is untouched: the report only reads
+    store = open_store(db)
+    assert store.db.execute("select decode_tps from samples where id = ?", [ids[0]]).fetchone()[0] == "abc"
+    store.close()
+
+
+def test_an_impossible_access_log_date_is_kept_as_text_with_its_reason_and_the_site_builds(run_db, tmp_path):
+    db = tmp_path / "gin.db"
+    shutil.copy(run_db, db)
+    run_id = open_store(db).db.execute("select id from runs").fetchone()[0]
+    log = tmp_path / "ollama.log"
+    log.write_text(
+        '[GIN] 2025/08/07 - 18:27:18 | 200 |       1m16s |     192.168.1.5 | POST     "/api/chat"\n'
+        '[GIN] 2025/13/45 - 99:99:99 | 200 |        2.1s |     192.168.1.6 | POST     "/api/chat"\n'
+        '[GIN] 2025/02/30 - 10:00:00 | 200 |        2.1s |     192.168.1.6 | POST     "/api/chat"\n')
+    result = CliRunner().invoke(cli, ["logs", "import", str(log), "--run", str(run_id), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    store = open_store(db)
+    rows = store.db.execute("select ts, ts_note, client from requests_seen order by id").fetchall()
+    store.close()
+    assert rows[0] == ("2025-08-07T18:27:18", None, "192.168.1.5")
+    assert rows[1][0] == "2025/13/45 - 99:99:99" and "month must be in 1..12" in rows[1][1]
+    assert rows[2][0] == "2025/02/30 - 10:00:00" and "day is out of range" in rows[2][1]
+    result = _build(db, tmp_path / "site")
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "site" / "build" / "site" / "runs" / f"run-{run_id}" / "index.html").read_text()
+    assert "2025/13/45 - 99:99:99" in html or "2025/02/30 - 10:00:00" in html
+    # a stored reason is the explanation: the row is not reported again as damage
+    assert "requests_seen" not in result.stderr
+
+
+def test_gin_time_is_a_date_or_the_printed_text_with_the_reason():
+    ok = parse_access('[GIN] 2024/02/29 - 23:59:59 | 200 | 1s | 10.0.0.1 | GET "/api/tags"')
+    assert (ok.logged_time, ok.time_note) == ("2024-02-29T23:59:59", None)
+    bad = parse_access('[GIN] 2025/00/10 - 24:00:00 | 200 | 1s | 10.0.0.1 | GET "/api/tags"')
+    assert bad.logged_time == "2025/00/10 - 24:00:00" and bad.time_note.startswith("not a date: ")
+
+
+@pytest.mark.parametrize("value", ["abc", "2025-13-45T99:99:99", "2025/13/45 - 99:99:99", "2025-02-30T00:00:00",
+                                   "`x` <b>", 12345, 1e300, "9999-12-31T23:59:59+14:00", "0001-01-01T00:00:00-14:00"])
+def test_date_and_number_formatters_take_any_value(value):
+    for lang in ("en", "de"):
+        L = Lang(lang)
+        shown = L.datetime(value)
+        assert isinstance(shown, str) and shown
+        assert "<b>" not in shown or shown.startswith("`")  # foreign text only inside a code span
+        for f in (L.num, L.pct, L.signed_pct, L.size):
+            assert isinstance(f(value if not isinstance(value, float) else float("inf")), str)
+    assert Lang("en").datetime("2025-08-07T18:27:18.5+02:00") == "2025-08-07 16:27:18 UTC"
+    assert Lang("en").num("abc") == "—" and Lang("en").num(True) == "—"
