@@ -116,7 +116,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         class_tokens[cls] = (min(toks), max(toks)) if toks else None
     return {
         "run": run,
-        "gpus": json.loads(run["gpus_json"] or "{}"),
+        "gpus": _gpus(run["gpus_json"]),
         "props": json.loads(run["server_props_json"] or "{}"),
         "cells": cells,
         "samples": samples,
@@ -131,6 +131,22 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         "excluded_by_gate": _count_by_gate(samples),
         "headline": headline(list(models.values()), classes),
     }
+
+
+def _gpus(raw: str | None) -> dict:
+    """``gpus_json`` in the shape the setup section prints: entries with ``name`` and ``memory_total_mib``.
+
+    An older or damaged row may hold other shapes; what is not a GPU entry
+    is left out rather than failing the article.
+    """
+    try:
+        data = json.loads(raw) if raw else {}
+    except (ValueError, RecursionError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    gpus = data.get("gpus") if isinstance(data.get("gpus"), list) else []
+    return data | {"gpus": [{"name": g.get("name"), "memory_total_mib": g.get("memory_total_mib")} | g
+                            for g in gpus if isinstance(g, dict)]}
 
 
 def _count_by_gate(samples: list[dict]) -> dict[str, int]:

@@ -234,3 +234,57 @@ def test_a_backend_that_raises_something_unexpected_costs_one_sample_not_the_run
         camp = parse_campaign(campaign(srv.url, "openai", 3), "b.toml")
         outcome = run_campaign(store, camp, echo=lambda s: None, backend=Buggy(srv.url, timeout_s=20))
     assert (outcome.status, outcome.exit_code) == ("interrupted", 130)
+
+
+# Ollama: its recorded answers (tests/fixtures/ollama) with one field damaged per request
+OLLAMA_CASES = [
+    ("good", {}, None, None),
+    ("eval count as text", {"eval_count": "18"}, None, ["eval_count is not a number: '18'"]),
+    ("duration as markup", {"eval_duration": "<b>x</b>"}, None, ["eval_duration is not a number: '<b>x</b>'"]),
+    ("huge duration", {"prompt_eval_duration": "RAW:h"}, None, ["prompt_eval_duration is out of range"]),
+    ("negative count", {"prompt_eval_count": -11}, None, ["prompt_eval_count is out of range: -11"]),
+    ("bool load duration", {"load_duration": True}, None, ["load_duration is not a number: true"]),
+    ("done reason a list", {"done_reason": ["stop"]}, None, ['done_reason is not text: ["stop"]']),
+    ("content a number", {}, {"message": {"role": "assistant", "content": 7}}, ["message.content is not text: 7"]),
+    ("message a list", {}, {"message": [1]}, ["message is not an object: [1]"]),
+    ("stream line an array", {}, [1, 2], ["stream line is not an object: [1, 2]"]),
+    ("U+2028 in the answer", {}, {"message": {"role": "assistant", "content": "a\u2028b\u2029c\u0085d"}}, None),
+    ("good again", {}, None, None),
+]
+
+
+def test_each_malformed_ollama_answer_is_an_exception_sample_naming_field_and_value(tmp_path):
+    """Recorded Ollama answers (no Ollama binary here) with one field damaged per request, over real HTTP."""
+    from malformed_server import raw_json
+    from recorded_servers import RecordedOllama, recorded
+
+    class DamagedOllama(RecordedOllama):
+        def __init__(self):
+            super().__init__()
+            self.script = list(OLLAMA_CASES)
+
+        def route(self, h, method, path, body):
+            if path == "/api/ps" and self.loaded:
+                ps = self._ps()
+                ps["models"].insert(0, "not an entry")  # a listing entry of the wrong kind is passed over
+                return h._send(200, ps)
+            if path != "/api/chat":
+                return super().route(h, method, path, body)
+            _, final_fix, chunk, _ = self.script.pop(0)
+            self.loaded.add(body["model"])
+            final = raw_json(recorded("ollama", "chat_final.json") | {"model": body["model"]} | final_fix,
+                             {"h": HUGE})
+            first = raw_json(recorded("ollama", "chat_chunk.json") | (chunk if isinstance(chunk, dict) else {})
+                             if not isinstance(chunk, list) else chunk)
+            return h._stream([first.encode() + b"\n", final.encode() + b"\n"], "application/x-ndjson")
+
+    store = open_store(tmp_path / "o.db")
+    with DamagedOllama() as srv:
+        camp = parse_campaign(campaign(srv.url, "ollama", len(OLLAMA_CASES), model="gemma4"), "o.toml")
+        outcome = run_campaign(store, camp, echo=lambda s: None)
+    assert (outcome.status, outcome.exit_code) == ("completed", 3)
+    _check_samples(store, outcome.run_id, [(c[0], None, c[3]) for c in OLLAMA_CASES])
+    assert _non_numbers(store) == []
+    answers = [r[0] for r in store.db.execute(
+        "select json_extract(response_json, '$.answer') from samples where error_kind is null")]
+    assert "a\u2028b\u2029c\u0085d" in answers
