@@ -24,19 +24,34 @@ def fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
-def open_db(db: Path | None, *, create: bool = True):
-    """The store at ``--db`` (else its default), or a one-line error and exit 1."""
+def open_db(db: Path | None, *, create: bool = True, readonly: bool = False):
+    """The store at ``--db`` (else its default), or a one-line error and exit 1.
+
+    ``readonly``: for commands that only read. The file is never created, and
+    is opened read-only (see ``open_store(mode="ro")``).
+    """
+    return open_path(resolve_db(db), create=create, readonly=readonly)
+
+
+def open_path(path: Path, *, create: bool = True, readonly: bool = False):
+    """The store at ``path``; what was done to it or what it is told on stderr; errors exit 1."""
     from cardproof.daemon.store import StoreError, open_store
 
     try:
-        return open_store(resolve_db(db), create=create)
+        store = open_store(path, create=create, mode="ro" if readonly else "rw")
     except StoreError as exc:
         fail(str(exc))
+    if store.upgraded:
+        click.echo(f"note: {store.path}: upgraded from an older cardproof ({', '.join(store.upgraded)})", err=True)
+    if store.newer_migrations:
+        click.echo(f"warning: {store.path}: written by a newer cardproof ({', '.join(store.newer_migrations)}); "
+                   f"read as far as cardproof {__version__} knows it", err=True)
+    return store
 
 
 def open_run(db: Path | None, run_id: int | None):
-    """An existing store and a run in it (default: the latest), or a one-line error."""
-    store = open_db(db, create=False)
+    """An existing store (read-only) and a run in it (default: the latest), or a one-line error."""
+    store = open_db(db, readonly=True)
     if run_id is None:
         run_id = store.db.execute("select max(id) from runs").fetchone()[0]
         if run_id is None:
@@ -157,7 +172,7 @@ def runs_cmd(db: Path | None) -> None:
     """List runs with status and coverage."""
     from cardproof.report.queries import runs as q_runs
 
-    store = open_db(db, create=False)
+    store = open_db(db, readonly=True)
     for r in q_runs(store.db):
         cov = f"{(r['coverage'] or 0):.0%}"
         click.echo(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from datetime import datetime, timezone
@@ -10,11 +11,13 @@ from pathlib import Path
 import sqlite_utils
 from sqlite_utils import Migrations
 
+from .storefile import BUSY_TIMEOUT_S, Database, StoreError, begin_immediate, ensure_wal, inspect, migrate, shown
+from .storefile import newer_message
+
+__all__ = ["Store", "StoreError", "dumps", "migrations", "open_store", "utcnow"]
+
+
 migrations = Migrations("cardproof")
-
-
-class StoreError(Exception):
-    """The database cannot be opened or written; the message names the file."""
 
 
 def utcnow() -> str:
@@ -518,11 +521,45 @@ def m008_backends_imports(db: sqlite_utils.Database) -> None:
 
 
 class Store:
-    """Thin wrapper over a migrated sqlite-utils Database."""
+    """Thin wrapper over a migrated sqlite-utils Database.
 
-    def __init__(self, path: Path, db: sqlite_utils.Database):
+    ``readonly``: opened with ``mode="ro"``; every write fails.
+    ``newer_migrations``: migrations in the file this code does not know
+    (a newer cardproof wrote it; only a read-only open gets this far).
+    ``upgraded``: migrations this open applied to an older file.
+    """
+
+    def __init__(self, path: Path, db: sqlite_utils.Database, *, readonly: bool = False,
+                 newer_migrations: list[str] | None = None, upgraded: list[str] | None = None):
         self.path = path
         self.db = db
+        self.readonly = readonly
+        self.newer_migrations = newer_migrations or []
+        self.upgraded = upgraded or []
+
+    @contextlib.contextmanager
+    def write_lock(self, *, wait_s: float = BUSY_TIMEOUT_S, on_wait=None):
+        """One write transaction that holds the lock from its start: read-then-write inside it is safe.
+
+        Commits at the end, rolls back on an exception. ``wait_s`` is how long
+        to wait for another writer in all; ``on_wait`` is called once if it
+        has to wait.
+        """
+        conn = self.db.conn
+        if conn.in_transaction:
+            conn.commit()  # whatever the caller left open is its own, finished work
+        try:
+            begin_immediate(conn, wait_s=wait_s, on_wait=on_wait)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{shown(self.path)}: cannot write: {exc}") from exc
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        else:
+            conn.commit()
 
     # -- runs -------------------------------------------------------------
     def insert(self, table: str, row: dict) -> int:
@@ -531,51 +568,111 @@ class Store:
             with self.db.conn:
                 return self.db[table].insert(row).last_pk
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot write to table {table}: {exc}") from exc
+            raise StoreError(f"{shown(self.path)}: cannot write to table {table}: {exc}") from exc
 
     def update(self, table: str, pk: int, values: dict) -> None:
         try:
             with self.db.conn:
                 self.db[table].update(pk, values)
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot update {table} {pk}: {exc}") from exc
+            raise StoreError(f"{shown(self.path)}: cannot update {table} {pk}: {exc}") from exc
 
     def upsert_model(self, row: dict) -> int:
-        """Return the id of the model with this name and digest, inserting it if new."""
-        existing = list(
-            self.db["models"].rows_where(
-                "name = ? and coalesce(digest, '') = ?", [row["name"], row.get("digest") or ""]
-            )
-        )
-        if existing:
-            return existing[0]["id"]
-        return self.insert("models", row)
+        """Return the id of the model with this name and digest, inserting it if new.
+
+        Looked up and inserted under one write lock: two processes registering
+        the same model at once end with one row.
+        """
+        try:
+            with self.write_lock() as conn:
+                found = conn.execute(
+                    "select id from models where name = ? and coalesce(digest, '') = ? order by id limit 1",
+                    [row["name"], row.get("digest") or ""],
+                ).fetchone()
+                if found:
+                    return found[0]
+                return self.db["models"].insert(row).last_pk
+        except sqlite3.Error as exc:
+            raise StoreError(f"{shown(self.path)}: cannot write to table models: {exc}") from exc
 
     def close(self) -> None:
         self.db.close()
 
 
-def open_store(path: Path | str, *, create: bool = True) -> Store:
-    """Open (and migrate) the store at ``path``.
+def open_store(path: Path | str, *, create: bool = True, mode: str = "rw") -> Store:
+    """Open the store at ``path``: ``mode="rw"`` (migrated, writable) or ``"ro"`` (read-only).
+
+    ``rw`` creates the file when ``create`` and it does not exist, and applies
+    pending migrations under the write lock. ``ro`` never creates a file and
+    opens it read-only; a file of an older cardproof is first upgraded (it is
+    recognisably ours, and the same migrations would be applied by the next
+    write), one of a newer cardproof is read as it is (``newer_migrations``).
 
     Raises StoreError with the file named when it is not a SQLite database,
-    is locked, or cannot be created.
+    not a cardproof database (tables, but no cardproof migrations: never
+    written to), from a newer cardproof (``rw``), or cannot be created.
     """
     path = Path(path)
-    if not create and not path.exists():
-        raise StoreError(f"{path}: no such database")
+    if mode not in ("rw", "ro"):
+        raise ValueError(f"mode must be rw or ro, not {mode!r}")
+    if (mode == "ro" or not create) and not path.exists():
+        raise StoreError(f"{shown(path)}: no such database")
+    if path.exists() and path.is_dir():
+        raise StoreError(f"{shown(path)}: is a directory, not a database")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(path), timeout=5.0)
-        db = sqlite_utils.Database(conn)
-        db.execute("PRAGMA journal_mode=WAL").fetchall()
-        db.execute("PRAGMA foreign_keys=ON")
-        migrations.apply(db)
+        if mode == "ro":
+            return _open_ro(path)
+        return _open_rw(path)
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: cannot open database: {exc}") from exc
+        raise StoreError(f"{shown(path)}: cannot open database: {exc}") from exc
     except OSError as exc:
-        raise StoreError(f"{path}: cannot open database: {exc}") from exc
-    return Store(path, db)
+        raise StoreError(f"{shown(path)}: cannot open database: {exc}") from exc
+
+
+def _open_rw(path: Path) -> Store:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # implicit transactions (before an INSERT/UPDATE) also take the write lock when they begin
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
+    try:
+        state = inspect(conn, path, migrations)  # before anything is written: a file not ours stays as it is
+        if state.unknown:
+            raise StoreError(newer_message(path, state))
+        ensure_wal(conn)
+        db = Database(conn)
+        db.execute("PRAGMA foreign_keys=ON")
+        upgraded = migrate(db, path, migrations) if state.kind == "empty" or state.pending else []
+    except BaseException:
+        conn.close()
+        raise
+    return Store(path, db, upgraded=upgraded if state.kind == "ours" else [])
+
+
+def _open_ro(path: Path) -> Store:
+    # as a URI: percent-encoded, so '?', '#' or '%' in a file name stay part of the name
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        state = inspect(conn, path, migrations)
+        if state.kind == "empty":
+            raise StoreError(f"{shown(path)}: empty database, nothing cardproof wrote (a write command "
+                             "such as cardproof run creates its tables)")
+        upgraded = []
+        if state.pending:
+            conn.close()
+            try:
+                _open_rw(path).close()
+            except (StoreError, sqlite3.Error, OSError) as exc:
+                raise StoreError(
+                    f"{shown(path)}: made by an older cardproof and could not be upgraded "
+                    f"(pending migrations {', '.join(state.pending)}): {exc}"
+                ) from exc
+            upgraded = state.pending
+            conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            state = inspect(conn, path, migrations)
+        db = sqlite_utils.Database(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return Store(path, db, readonly=True, newer_migrations=state.unknown, upgraded=upgraded)
 
 
 def dumps(obj) -> str:

@@ -284,7 +284,7 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     since the last build (per the manifest beside the articles) is not
     rendered again. Index pages are always rewritten.
     """
-    store = open_store(db_path, create=False)
+    store = open_store(db_path, mode="ro")  # the report only reads
     try:
         # damaged rows: named on stderr and read as NULL, the build goes on
         with shielded(store), charts.deferred():

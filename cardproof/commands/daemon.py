@@ -58,13 +58,10 @@ def _db(db: Path | None, config_path: Path | None) -> Path:
     return _config(config_path).db
 
 
-def _open(path: Path, *, create: bool = True):
-    from cardproof.daemon.store import StoreError, open_store
+def _open(path: Path, *, create: bool = True, readonly: bool = False):
+    from cardproof.cli import open_path
 
-    try:
-        return open_store(path, create=create)
-    except StoreError as exc:
-        _fail(str(exc))
+    return open_path(path, create=create, readonly=readonly)
 
 
 def register(cli: click.Group) -> None:
@@ -174,7 +171,7 @@ def register(cli: click.Group) -> None:
     @db_option
     def queue_list(config_path: Path | None, db: Path | None) -> None:
         """List queue entries with status, attempts, last run and reason."""
-        store = _open(_db(db, config_path), create=False)
+        store = _open(_db(db, config_path), readonly=True)
         try:
             for q in store.db.query("select * from daemon_queue order by id"):
                 run = f" run {q['last_run_id']}" if q["last_run_id"] else ""
@@ -217,7 +214,7 @@ def register(cli: click.Group) -> None:
             s = never_run(str(path), "no database there yet")
             click.echo(json.dumps(s, indent=2) if as_json else format_status(s)[0])
             sys.exit(0)
-        store = _open(path, create=False)
+        store = _open(path, readonly=True)
         try:
             s = daemon_status(store)
         finally:

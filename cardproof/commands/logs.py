@@ -33,13 +33,10 @@ def _db_option(fn):
                         help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")(fn)
 
 
-def _open(db: Path | None, *, create: bool):
-    from cardproof.daemon.store import StoreError, open_store
+def _open(db: Path | None, *, create: bool = True, readonly: bool = False):
+    from cardproof.cli import open_path
 
-    try:
-        return open_store(resolve_db(db), create=create)
-    except StoreError as exc:
-        _fail(str(exc))
+    return open_path(resolve_db(db), create=create, readonly=readonly)
 
 
 def _check_run(store, run_id: int | None) -> None:
@@ -104,7 +101,7 @@ def register(cli: click.Group) -> None:
         """List model loads with the facts their log lines state."""
         from cardproof.daemon.logs import load_summaries
 
-        store = _open(db, create=False)
+        store = _open(db, readonly=True)
         _check_run(store, run_id)
         try:
             loads = load_summaries(store.db, run_id=run_id)

@@ -1,0 +1,187 @@
+"""Opening the store's file: is it ours, the write lock, WAL, migrations that wait instead of failing.
+
+Several processes share one database (the daemon, ``cardproof run``,
+``cardproof logs import``, readers). Every connection waits for the write
+lock (busy timeout) instead of failing, every write transaction takes the
+lock when it begins (``BEGIN IMMEDIATE``: a transaction that read first and
+then writes would fail at once, without waiting, when another process wrote
+in between), and migrations run inside one such transaction, so processes
+creating the same new file at once all succeed.
+
+A file is ours when its ``_sqlite_migrations`` table (sqlite-utils'
+record of applied migrations) lists migrations of the ``cardproof`` set.
+A file with tables and no such record belongs to something else and is
+never written to; one that lists migrations this code does not know comes
+from a newer cardproof and is not written to either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlite_utils
+
+from .. import __version__
+
+BUSY_TIMEOUT_S = 30.0  # per statement: waiting for another writer beats failing
+MIGRATIONS_TABLE = "_sqlite_migrations"  # sqlite-utils' Migrations.migrations_table
+
+
+class StoreError(Exception):
+    """The database cannot be opened or written; the message names the file."""
+
+
+def shown(path: Path | str) -> str:
+    """The path for a one-line message: control characters escaped."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], str(path))
+
+
+def version_number(version: str = __version__) -> int:
+    """``1.2.3`` as 1002003: what ``PRAGMA user_version`` records of the newest cardproof that migrated a file."""
+    parts = [int(p) for p in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
+    return parts[0] * 1_000_000 + parts[1] * 1_000 + parts[2]
+
+
+def version_text(number: int) -> str:
+    return f"{number // 1_000_000}.{number // 1_000 % 1_000}.{number % 1_000}"
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class Database(sqlite_utils.Database):
+    """sqlite-utils' Database whose own transactions take the write lock when they begin.
+
+    sqlite-utils opens its transactions with a plain (deferred) ``BEGIN`` and
+    reads the table's columns before it inserts; if another process commits
+    in between, SQLite refuses the write at once ("database is locked")
+    instead of waiting. ``BEGIN IMMEDIATE`` waits for the lock up front.
+    """
+
+    @contextlib.contextmanager
+    def atomic(self):
+        if self.conn.in_transaction:
+            with super().atomic():  # a savepoint inside the caller's transaction
+                yield self
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            self.rollback()
+            raise
+        else:
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.rollback()
+                raise
+
+
+def begin_immediate(conn: sqlite3.Connection, *, wait_s: float = BUSY_TIMEOUT_S,
+                    on_wait=None) -> None:
+    """Take the write lock, waiting up to ``wait_s`` seconds in all (the busy timeout is per try)."""
+    deadline = time.monotonic() + wait_s
+    told = False
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            if on_wait is not None and not told:
+                on_wait()
+                told = True
+            time.sleep(0.05)
+
+
+@dataclass
+class FileState:
+    kind: str  # empty | ours
+    applied: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # ours, older: migrations this code would apply
+    unknown: list[str] = field(default_factory=list)  # ours, newer: migrations this code does not know
+    user_version: int = 0
+
+
+def inspect(conn: sqlite3.Connection, path: Path, migrations) -> FileState:
+    """What the file is, read without writing; StoreError when it is not ours."""
+    objects = [r[0] for r in conn.execute(
+        "select name from sqlite_master where name not like 'sqlite\\_%' escape '\\'")]
+    if not objects:
+        return FileState("empty")
+    applied = None
+    if MIGRATIONS_TABLE in objects:
+        try:
+            applied = [r[0] for r in conn.execute(
+                f"select name from {MIGRATIONS_TABLE} where migration_set = ? order by rowid", [migrations.name])]
+        except sqlite3.OperationalError:  # a table of that name with other columns: not sqlite-utils' record
+            applied = None
+    if not applied:
+        raise StoreError(
+            f"{shown(path)}: not a cardproof database: it holds {len(objects)} tables or indexes but no record "
+            f"of cardproof migrations ({MIGRATIONS_TABLE}); left untouched"
+        )
+    known = [m.name for m in migrations._migrations]
+    done = set(applied)
+    return FileState(
+        "ours",
+        applied=applied,
+        pending=[n for n in known if n not in done],
+        unknown=[n for n in applied if n not in set(known)],
+        user_version=conn.execute("pragma user_version").fetchone()[0],
+    )
+
+
+def newer_message(path: Path, state: FileState) -> str:
+    needed = (f"cardproof {version_text(state.user_version)} or later"
+              if state.user_version > version_number() else "a newer cardproof")
+    return (f"{shown(path)}: written by a newer cardproof (migrations this version does not know: "
+            f"{', '.join(state.unknown)}); cardproof {__version__} does not write to it: it needs {needed}")
+
+
+def ensure_wal(conn: sqlite3.Connection, *, wait_s: float = BUSY_TIMEOUT_S) -> None:
+    """Switch the file to WAL; several processes racing to do it on a new file take turns."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if conn.execute("pragma journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("pragma journal_mode=wal").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            # the switch needs the file to itself; it may return "locked" without waiting
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def migrate(db: sqlite_utils.Database, path: Path, migrations, *, wait_s: float = BUSY_TIMEOUT_S) -> list[str]:
+    """Apply pending migrations inside one write transaction; returns the names applied.
+
+    What the file holds is read again under the lock: another process may
+    have migrated it, or made it something else, since it was first looked at.
+    """
+    conn = db.conn
+    begin_immediate(conn, wait_s=wait_s)
+    try:
+        state = inspect(conn, path, migrations)
+        if state.unknown:
+            raise StoreError(newer_message(path, state))
+        applied = [m.name for m in migrations._migrations] if state.kind == "empty" else state.pending
+        if applied:
+            migrations.apply(db)  # sqlite-utils nests each migration as a savepoint of this transaction
+            conn.execute(f"pragma user_version = {max(state.user_version, version_number())}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return applied
