@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import gc
 import json
+import sqlite3
 import time
 from itertools import chain
 from pathlib import Path
 from typing import Callable
 
-from ..store import Store, utcnow
+from ..store import Store, StoreError, utcnow
+from ..storefile import shown
 from .access import parse_access, record_requests
 from .attribution import Attributor, scope_facts
 from .lines import clean_stamped
@@ -32,6 +34,7 @@ _LOAD_COLS = {"model_name", "model_file", "port", "pid", "start_line_id", "ready
               "exit_status", "requested_at", "ready_at", "ended_at", "end_reason", "status"}
 PROGRESS_EVERY = 50_000
 _FLUSH_ROWS = 20_000
+IMPORT_LOCK_WAIT_S = 600.0  # another import of a long journal may hold the write lock for minutes
 
 
 class _Writer:
@@ -49,6 +52,7 @@ class _Writer:
         self.conn = store.db.conn
         self.source_id = source_id
         self.run_id = run_id
+        # taken under the import's write lock: no other writer can take these ids meanwhile
         self.next_line = (self.conn.execute("select max(id) from log_lines").fetchone()[0] or 0) + 1
         self.next_fact = (self.conn.execute("select max(id) from facts").fetchone()[0] or 0) + 1
         self.lines: list[tuple] = []
@@ -132,8 +136,8 @@ class _Writer:
         self.first_buffered = self.next_line
 
 
-def _source(store: Store, kind: str, name: str) -> dict:
-    conn = store.db.conn
+def _source(conn, kind: str, name: str) -> dict:
+    """The source's row (where the last import stopped), created if new; read under the write lock."""
     row = conn.execute("select id, cursor, offset, inode, state_json from log_sources where kind = ? and name = ?",
                        [kind, name]).fetchone()
     if row is None:
@@ -221,50 +225,64 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     return n, dup, lid, requests, attr
 
 
-def run_import(store: Store, reader, source: dict, *, run_id: int | None = None,
-               progress: Callable[[str], None] | None = None) -> dict:
-    """Read all of ``reader`` into the store; returns counts (see :func:`capture_file`)."""
+def run_import(store: Store, kind: str, name: str, make_reader: Callable[[dict], object], *,
+               run_id: int | None = None, progress: Callable[[str], None] | None = None) -> dict:
+    """Read source ``kind``/``name`` into the store; returns counts (see :func:`capture_file`).
+
+    The whole import holds the write lock from its first read of the
+    store: where the source stopped, the next free line and fact ids and
+    the stored lines are all read under it, so two imports of one source
+    (two ``cardproof logs import``, the daemon and a run's final capture)
+    take turns and every line is stored once. ``make_reader(source)``
+    builds the reader from the source's stored position.
+    """
     conn = store.db.conn
-    sid = source["id"]
     started, started_cpu = time.perf_counter(), time.process_time()
     # An import is idempotent (it resumes at the stored cursor/offset), so its commit need not
     # wait for the disk: after a power cut the source is simply read again. WAL keeps the file
     # consistent either way; the store's own setting comes back right after.
     if conn.in_transaction:
-        conn.commit()  # the source's own row (new sources): the level cannot change inside a transaction
+        conn.commit()  # the level cannot change inside a transaction
     sync = conn.execute("pragma synchronous").fetchone()[0]
     conn.execute("pragma synchronous = NORMAL")
+    waiting = (lambda: progress(f"{name}: waiting for another writer to finish")) if progress else None
     try:
-        return _run_import(store, conn, reader, source, sid, run_id, started, started_cpu, progress)
+        with store.write_lock(wait_s=IMPORT_LOCK_WAIT_S, on_wait=waiting):
+            source = _source(conn, kind, name)
+            reader = make_reader(source)
+            return _run_import(store, conn, reader, source, run_id, started, started_cpu, progress)
+    except sqlite3.Error as exc:  # rolled back: the store is as it was, the next import starts at the same place
+        raise StoreError(f"{shown(store.path)}: import of {name} not stored: {exc}") from exc
     finally:
         conn.execute(f"pragma synchronous = {int(sync)}")
 
 
-def _run_import(store, conn, reader, source, sid, run_id, started, started_cpu, progress) -> dict:
-    with conn:
-        w = _Writer(store, sid, run_id)
-        # the import makes millions of small objects and frees none of them before it ends:
-        # the cyclic collector would rescan the growing buffers again and again for nothing
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            n, dup, lid, requests, attr = _import_lines(conn, w, reader, source, run_id, started, progress)
-        finally:
-            if collecting:
-                gc.enable()
-        pos = reader.position
-        state = attr.state()
-        state["observed"] = attr.observed_state
-        if pos.get("head") is not None:
-            state["file_head"] = pos["head"]
-        conn.execute(
-            "update log_sources set cursor = coalesce(?, cursor), offset = coalesce(?, offset), "
-            "inode = coalesce(?, inode), state_json = ?, updated_at = ? where id = ?",
-            [pos.get("cursor"), pos.get("offset"), pos.get("inode"), json.dumps(state), utcnow(), sid],
-        )
+def _run_import(store, conn, reader, source, run_id, started, started_cpu, progress) -> dict:
+    """The import inside the caller's write transaction."""
+    sid = source["id"]
+    w = _Writer(store, sid, run_id)
+    # the import makes millions of small objects and frees none of them before it ends:
+    # the cyclic collector would rescan the growing buffers again and again for nothing
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        n, dup, lid, requests, attr = _import_lines(conn, w, reader, source, run_id, started, progress)
+    finally:
+        if collecting:
+            gc.enable()
+    pos = reader.position
+    state = attr.state()
+    state["observed"] = attr.observed_state
+    if pos.get("head") is not None:
+        state["file_head"] = pos["head"]
+    conn.execute(
+        "update log_sources set cursor = coalesce(?, cursor), offset = coalesce(?, offset), "
+        "inode = coalesce(?, inode), state_json = ?, updated_at = ? where id = ?",
+        [pos.get("cursor"), pos.get("offset"), pos.get("inode"), json.dumps(state), utcnow(), sid],
+    )
     unattributed = conn.execute(
-        "select count(*) from log_lines where source_id = ? and id >= ? and load_id is null",
-        [sid, lid - n],
+        "select count(*) from log_lines where id >= ? and id < ? and source_id = ? and load_id is null",
+        [lid - n, lid, sid],
     ).fetchone()[0] if n else 0
     return {
         "source_id": sid,
@@ -301,10 +319,12 @@ def capture_file(store: Store, path: Path | str, *, run_id: int | None = None, f
     """
     path = Path(path)
     kind = "journal-json" if fmt == "journal-json" else "plain"
-    src = _source(store, kind, file_identity(path))
-    reader = FileReader(path, offset=src["offset"], inode=src["inode"], final=final,
-                        journal_json=(kind == "journal-json"), head=(src["state"] or {}).get("file_head"))
-    return run_import(store, reader, src, run_id=run_id, progress=progress)
+
+    def reader(src: dict) -> FileReader:
+        return FileReader(path, offset=src["offset"], inode=src["inode"], final=final,
+                          journal_json=(kind == "journal-json"), head=(src["state"] or {}).get("file_head"))
+
+    return run_import(store, kind, file_identity(path), reader, run_id=run_id, progress=progress)
 
 
 def capture_journal(store: Store, unit: str | None = None, *, run_id: int | None = None,
@@ -319,10 +339,12 @@ def capture_journal(store: Store, unit: str | None = None, *, run_id: int | None
     if not unit and not journal_file:
         raise LogSourceError("capture_journal needs a unit or a journal file")
     probe = JournalReader(unit=unit, journal_file=Path(journal_file) if journal_file else None)
-    src = _source(store, probe.kind, probe.name)
-    reader = JournalReader(unit=unit, journal_file=Path(journal_file) if journal_file else None,
-                           cursor=src["cursor"], since=since, output=output)
-    return run_import(store, reader, src, run_id=run_id, progress=progress)
+
+    def reader(src: dict) -> JournalReader:
+        return JournalReader(unit=unit, journal_file=Path(journal_file) if journal_file else None,
+                             cursor=src["cursor"], since=since, output=output)
+
+    return run_import(store, probe.kind, probe.name, reader, run_id=run_id, progress=progress)
 
 
 def import_path(store: Store, path: Path | str, *, fmt: str = "auto", run_id: int | None = None,
