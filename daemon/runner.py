@@ -134,11 +134,14 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) ->
     state = {"measured": 0, "failed": 0}
 
     logs_done = []
+    notes: list[str] = []  # what failed after the measurements: kept on the run, beside its real status
 
     def capture_once() -> None:
         if not logs_done:
             logs_done.append(True)
-            _capture_logs(store, campaign, run_id, echo)
+            problem = _capture_logs(store, campaign, run_id, echo)
+            if problem:
+                notes.append(problem)
 
     def finish(status: str, code: int, error: str | None = None) -> RunOutcome:
         capture_once()
@@ -152,7 +155,7 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) ->
                 "samples_measured": state["measured"],
                 "samples_failed": state["failed"],
                 "coverage": state["measured"] / planned if planned else 0.0,
-                "error_text": error,
+                "error_text": "; ".join(filter(None, [error, *notes])) or None,
             },
         )
         return RunOutcome(run_id, status, code, planned, state["measured"], state["failed"])
@@ -183,7 +186,7 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) ->
         if campaign.log_file:
             try:  # lines from before the run are kept, but belong to no run
                 capture_file(store, campaign.log_file)
-            except LogSourceError as exc:
+            except (LogSourceError, StoreError) as exc:
                 echo(f"warning: log capture: {exc}")
         model_ids = _register_models(store, campaign, backend)
         mem = MemoryCapture(store, run_id, source=memory_source).start()
@@ -216,15 +219,17 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) ->
     return outcome
 
 
-def _capture_logs(store: Store, campaign: Campaign, run_id: int, echo) -> None:
+def _capture_logs(store: Store, campaign: Campaign, run_id: int, echo) -> str | None:
     """Bring the server's log lines of this run into the store and link them to its loads.
 
-    A failing capture is a warning on the run, never a lost run.
+    A failing capture, whatever the cause (a locked or full database, an
+    unreadable log, a bug), is a note on the run -- returned, for the run's
+    error_text -- never a lost run: its status, gates and rules come after.
     """
     if not (campaign.log_file or campaign.journal_unit):
-        return
-    run = store.db["runs"].get(run_id)
+        return None
     try:
+        run = store.db["runs"].get(run_id)
         if campaign.log_file:
             stats = capture_file(store, campaign.log_file, run_id=run_id)
             echo(f"log {campaign.log_file}: {stats.get('lines', stats)} lines captured")
@@ -232,8 +237,14 @@ def _capture_logs(store: Store, campaign: Campaign, run_id: int, echo) -> None:
             capture_journal(store, campaign.journal_unit, run_id=run_id, since=run["started_at"])
         linked = attribute_run(store, run_id)
         echo(f"log lines linked to {len(linked.get('matched', []))} loads")
-    except (LogSourceError, StoreError) as exc:
-        echo(f"warning: log capture: {exc}")
+    except Exception as exc:  # noqa: BLE001 -- see the docstring
+        if store.db.conn.in_transaction:  # half a capture is no capture: the run's own rows come next
+            store.db.conn.rollback()
+        known = isinstance(exc, (LogSourceError, StoreError))
+        note = f"log capture failed: {exc}" if known else f"log capture failed: {type(exc).__name__}: {exc}"
+        echo(f"warning: {note}")
+        return note
+    return None
 
 
 def _register_models(store: Store, campaign: Campaign, backend) -> dict[str, int]:
