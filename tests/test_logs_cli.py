@@ -66,7 +66,7 @@ def test_import_with_run_links_loads(tmp_path):
     (["logs", "import", "/no/such/file.log"], 1, "no such file"),
     (["logs", "import", "."], 1, "is a directory"),
     (["logs", "import", str(FIXTURE), "--run", "99"], 2, "no run 99"),
-    (["logs", "import", str(FIXTURE), "--format", "journal-file"], 1, "journalctl failed"),
+    (["logs", "import", str(FIXTURE), "--format", "journal-file"], 1, "not a systemd journal file"),
     (["loads", "--run", "5"], 2, "no run 5"),
 ])
 def test_bad_input_one_line_error(tmp_path, args, code, text):

@@ -150,3 +150,20 @@ def test_date_and_number_formatters_take_any_value(value):
             assert isinstance(f(value if not isinstance(value, float) else float("inf")), str)
     assert Lang("en").datetime("2025-08-07T18:27:18.5+02:00") == "2025-08-07 16:27:18 UTC"
     assert Lang("en").num("abc") == "—" and Lang("en").num(True) == "—"
+
+
+@pytest.mark.parametrize("prefix, ts", [("0001-01-01T00:00:00+05:00", None), ("9999-12-31T23:59:59-05:00", None),
+                                        ("2026-13-45T99:99:99Z", None), ("2025-02-30 10:00:00", None),
+                                        ("0001-01-01 00:00:00.5 | ", "0001-01-01T00:00:00.500000")])
+def test_a_log_line_whose_prefix_time_cannot_be_placed_is_stored_without_a_stamp(prefix, ts, tmp_path):
+    """Container and journald prefixes: a date at the calendar's edge or none at all never stops the import."""
+    from cardproof.daemon.logs import import_path
+
+    log = tmp_path / "server.log"
+    log.write_text(f"{prefix} srv  load_model: loading model\n2025-08-07T18:27:18Z main: server is listening\n")
+    store = open_store(tmp_path / "p.db")
+    import_path(store, log)
+    rows = store.db.execute("select raw, ts from log_lines order by id").fetchall()
+    store.close()
+    assert [r[0] for r in rows] == log.read_text().splitlines()
+    assert rows[0][1] == ts

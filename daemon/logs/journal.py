@@ -1,4 +1,16 @@
-"""The systemd journal through journalctl: export (default) or JSON output, resumed by cursor."""
+"""The systemd journal through journalctl: export (default) or JSON output, resumed by cursor.
+
+A journal *file* is imported whole or not at all. journalctl reads a damaged
+file as far as it can and exits 0 (half a file gives half its entries and no
+error), so the file's own header is read first: a file without the journal
+signature is refused before anything is stored, and a read that ends short
+of what the header promises (fewer entries than it counts when read from the
+start, or a last entry before its tail sequence number) is refused after it,
+which rolls the import back. ``journalctl --verify`` is not the test: it
+fails files journalctl reads completely (appended ones with out-of-order
+monotonic times), so it only explains a refusal. A read filtered by unit
+cannot be held against the header's figures and is not checked.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +18,13 @@ import json
 import json.scanner
 import operator
 import shutil
+import struct
 import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 
+from ..validate import PATH_CHARS, shown
 from .lines import RealtimeFormatter, decode
 from .reader import LogSourceError, Reader
 
@@ -19,6 +33,43 @@ _JOURNAL_FIELDS = "MESSAGE,_PID,_SYSTEMD_UNIT,SYSLOG_IDENTIFIER"
 _SPLIT_EQ = operator.methodcaller("split", b"=", 1)
 # the C scanner itself: json.loads adds three Python layers per line
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())
+JOURNAL_MAGIC = b"LPKSHHRH"
+# systemd's journal-def.h: the header is little-endian; these fields have been there since the first version
+_SEQNUM_ID_AT, _N_ENTRIES_AT, _TAIL_SEQNUM_AT = 72, 152, 160
+
+
+def journal_file_header(path: Path) -> dict:
+    """``entries``, ``tail_seqnum`` and ``seqnum_id`` from a journal file's header.
+
+    LogSourceError (one line, naming the file) when it is not a journal file.
+    """
+    name = shown(str(path), PATH_CHARS)  # a file name may hold a newline: the message stays one line
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_TAIL_SEQNUM_AT + 8)
+    except OSError as exc:
+        raise LogSourceError(f"{name}: cannot read: {exc.strerror or exc}") from exc
+    if not head.startswith(JOURNAL_MAGIC):
+        raise LogSourceError(f"{name}: not a systemd journal file (no journal signature); nothing imported")
+    if len(head) < _TAIL_SEQNUM_AT + 8:
+        raise LogSourceError(f"{name}: journal file cut short in its header; nothing imported")
+    return {"entries": struct.unpack_from("<Q", head, _N_ENTRIES_AT)[0],
+            "tail_seqnum": struct.unpack_from("<Q", head, _TAIL_SEQNUM_AT)[0],
+            "seqnum_id": head[_SEQNUM_ID_AT:_SEQNUM_ID_AT + 16].hex()}
+
+
+def _cursor_seqnum(cursor: str | None) -> tuple[str | None, int | None]:
+    """``(seqnum_id, seqnum)`` from a cursor's ``s=`` and ``i=`` fields (hex)."""
+    sid = seq = None
+    for part in (cursor or "").split(";"):
+        if part.startswith("s="):
+            sid = part[2:]
+        elif part.startswith("i="):
+            try:
+                seq = int(part[2:], 16)
+            except ValueError:
+                return None, None
+    return sid, seq
 
 
 def journal_record(obj: dict, fmt: RealtimeFormatter, warnings: Counter):
@@ -90,8 +141,45 @@ class JournalReader(Reader):
         self.since = since
         self.position = {"cursor": cursor}
         self._fmt = RealtimeFormatter()
+        self.journal_file = Path(journal_file) if journal_file else None
+        self.unit = unit
+        self.entries_read = 0  # every entry journalctl handed over, with or without a message
+        # read now, before an import touches the store: a file that is not a journal is refused first
+        self.header = journal_file_header(self.journal_file) if self.journal_file else None
 
     def batches(self):
+        yield from self._batches()
+        if self.header is not None and not self.unit:
+            self._check_complete()
+
+    def _check_complete(self) -> None:
+        """Raise (rolling the import back) when journalctl stopped short of what the file's header promises."""
+        h = self.header
+        read = self.entries_read + self.warnings["no_message"] + self.warnings["bad_json"]
+        short = None
+        if not self.cursor and not self.since and read < h["entries"]:
+            short = f"journalctl read {read:,} of the {h['entries']:,} entries its header counts"
+        else:
+            sid, seq = _cursor_seqnum(self.position.get("cursor"))
+            if sid == h["seqnum_id"] and seq is not None and seq < h["tail_seqnum"]:
+                short = f"journalctl stopped at entry {seq:,} of {h['tail_seqnum']:,}"
+        if short:
+            raise LogSourceError(f"{shown(str(self.journal_file), PATH_CHARS)}: journal file damaged: {short} "
+                                 f"({self._verify()}); nothing imported")
+
+    def _verify(self) -> str:
+        """journalctl --verify's verdict on the file as one line: it explains a refusal, it does not decide one."""
+        try:
+            proc = subprocess.run(self.base[:1] + ["--verify", "--file", str(self.journal_file)],
+                                  capture_output=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            return "journalctl --verify: no verdict within 600 s"
+        lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+        # the line that says where, else the FAIL/PASS summary
+        where = [ln for ln in lines if "corruption" in ln.lower()] or [ln for ln in lines if ln.startswith("FAIL")]
+        return "journalctl --verify: " + (where or lines or [f"exit {proc.returncode}"])[0][:200]
+
+    def _batches(self):
         if self.cursor:
             found = yield from self._run(["--cursor", self.cursor], expect=self.cursor)
             if found:
@@ -117,6 +205,7 @@ class JournalReader(Reader):
                 if not chunk:
                     break
                 batch, pending = parse(pending + chunk)
+                self.entries_read += len(batch)
                 if first and batch and expect is not None:
                     first = False
                     if batch[0][3] != expect:
@@ -141,7 +230,7 @@ class JournalReader(Reader):
             proc.stdout.close()
             proc.stderr.close()
         if finished and found and proc.returncode != 0:
-            raise LogSourceError(f"journalctl failed (exit {proc.returncode}): {err or 'no message'}")
+            raise LogSourceError(f"{self.name}: journalctl failed (exit {proc.returncode}): {err or 'no message'}")
         return found
 
     def _json_entries(self, data: bytes):

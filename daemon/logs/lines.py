@@ -135,14 +135,16 @@ class _Stamps:
 
     @staticmethod
     def _head(date: str, clock: str, zone: str | None):
+        # isoformat, not strftime: "%Y" drops the zeros of a year before 1000 ("1-01-01")
         try:
             if zone is None:
-                return datetime.fromisoformat(f"{date}T{clock}").strftime("%Y-%m-%dT%H:%M:%S"), ""
+                return datetime.fromisoformat(f"{date}T{clock}").isoformat(timespec="seconds"), ""
             if zone != "Z" and ":" not in zone:
                 zone = zone[:3] + ":" + zone[3:]
             stamp = datetime.fromisoformat(f"{date}T{clock}{'+00:00' if zone == 'Z' else zone}")
-            return stamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"), "+00:00"
-        except ValueError:  # "2026-13-45": kept in the raw line, no stamp
+            utc = stamp.astimezone(timezone.utc).replace(tzinfo=None)
+            return utc.isoformat(timespec="seconds"), "+00:00"
+        except (ValueError, OverflowError):  # "2026-13-45", or 0001-01-01 east of UTC: raw line kept, no stamp
             return None
 
 
