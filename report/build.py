@@ -386,6 +386,8 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             p = out_dir / f"index{'' if lang == 'en' else '.' + lang}.md"
             p.write_text(render_index(all_runs, lang, comparisons, models, bench))
             written.append(p)
+        from .observed import write_log_articles  # server logs imported with no run (issue 15)
+        written += write_log_articles(db, project, show_addresses=show_addresses)
         _remove_stale(out_dir, cmp_dir, keys)
         return written, keys, manifest_path
 

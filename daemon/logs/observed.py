@@ -156,26 +156,51 @@ _ROW_KEYS = ("id", "line_id", "first_line_id", "task", "slot", "prompt_tokens", 
              "decode_ms", "draft_accepted", "draft_generated", "ts")
 
 
+# the log prints milliseconds with two decimals; a sample keeps the server's float
+_MS_TOLERANCE = 0.0051
+
+
 def observed_rows(conn, load_ids: list[int]) -> dict[int, list[dict]]:
-    """The observed requests of each load, in log order (``{load_id: [row, ...]}``)."""
+    """The observed requests of each load, in log order (``{load_id: [row, ...]}``).
+
+    ``own`` marks a request that is one of cardproof's measured samples of
+    that load: the same prompt and generated token counts and the same
+    prompt milliseconds (matched by counters, as requests.py does, never by
+    time). Those are measured already and must not count twice.
+    """
     out: dict[int, list[dict]] = {}
     if not load_ids:
         return out
     if conn.execute("select 1 from sqlite_master where name = 'observed_requests'").fetchone() is None:
         return out  # a store from before m011 opened read-only
-    for r in conn.execute(_ROWS_SQL.format(marks=", ".join("?" * len(load_ids))), list(load_ids)):
+    marks = ", ".join("?" * len(load_ids))
+    samples: dict[tuple, list[float]] = {}
+    for load, p, g, ms in conn.execute(
+            f"select load_id, prompt_tokens, generated_tokens, prompt_ms from samples "
+            f"where load_id in ({marks}) and prompt_ms is not null", list(load_ids)):
+        samples.setdefault((load, p, g), []).append(ms)
+    for r in conn.execute(_ROWS_SQL.format(marks=marks), list(load_ids)):
         row = dict(zip(_ROW_KEYS, r[1:]))
         row["decode_tps"] = tps(row["generated_tokens"], row["decode_ms"])
         row["prefill_tps"] = tps(row["prompt_tokens"], row["prompt_ms"])
+        mine = samples.get((r[0], row["prompt_tokens"], row["generated_tokens"]), [])
+        row["own"] = row["prompt_ms"] is not None and any(
+            isinstance(ms, (int, float)) and abs(ms - row["prompt_ms"]) <= _MS_TOLERANCE for ms in mine)
         out.setdefault(r[0], []).append(row)
     return out
 
 
 def observed_summary(rows: list[dict]) -> dict:
-    """Count and decode/prefill tok/s (median, min, max, n) of one load's observed requests."""
+    """Count and decode/prefill tok/s (median, min, max, n) of one load's observed requests.
+
+    cardproof's own samples (``own`` rows) are left out and counted apart.
+    """
+    own = sum(1 for r in rows if r.get("own"))
+    rows = [r for r in rows if not r.get("own")]
     accepted = [r for r in rows if r["draft_generated"]]
     return {
         "count": len(rows),
+        "own": own,
         "decode_tps": spread([r["decode_tps"] for r in rows if r["decode_tps"] is not None]),
         "prefill_tps": spread([r["prefill_tps"] for r in rows if r["prefill_tps"] is not None]),
         "draft_acceptance": (round(sum(r["draft_accepted"] for r in accepted)
