@@ -11,6 +11,7 @@ for the loads of one log instead of one run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -18,7 +19,6 @@ from cardproof.daemon.logs.summary import load_summaries
 
 from .evidence import SPEC_FACTS, _fact_rows, display_text, journal_excerpt
 from .i18n import CATALOGUE, LANGUAGES, Lang
-from .mdsafe import publishing, translator
 
 #: Lines printed per load on a log's page; every line a fact or request links to is printed too.
 MAX_LINES_PER_LOAD = 2000
@@ -84,22 +84,29 @@ def log_view(db, source: dict) -> dict:
             "evidence": evidence, "cuda_errors": errors}
 
 
-def render_log(view: dict, lang: str, *, show_addresses: bool = False) -> str:
-    from .build import _env
+def _render(template: str, lang: str, show_addresses: bool, **context) -> str:
+    """A page in the site's own Markdown environment, the way build.py renders its articles.
+
+    The message wrapper and the publishing context (addresses masked) are
+    build.py's own where it has them (report/mdsafe.py); plain ``gettext``
+    otherwise.
+    """
+    from . import build
 
     L = Lang(lang)
-    with publishing(show_addresses=show_addresses):
-        return _env().get_template("logs.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L, lang=lang,
-                                                        run={"id": None}, **view)
+    wrap = getattr(build, "translator", None)
+    publish = getattr(build, "publishing", None)
+    with publish(show_addresses=show_addresses) if publish else contextlib.nullcontext():
+        return build._env().get_template(template).render(
+            _=wrap(L.gettext, CATALOGUE) if wrap else L.gettext, L=L, lang=lang, **context)
+
+
+def render_log(view: dict, lang: str, *, show_addresses: bool = False) -> str:
+    return _render("logs.md.j2", lang, show_addresses, run={"id": None}, **view)
 
 
 def render_logs_index(sources: list[dict], lang: str, *, show_addresses: bool = False) -> str:
-    from .build import _env
-
-    L = Lang(lang)
-    with publishing(show_addresses=show_addresses):
-        return _env().get_template("logs_index.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L,
-                                                              sources=sources)
+    return _render("logs_index.md.j2", lang, show_addresses, sources=sources)
 
 
 def write_log_articles(db, project: Path, *, show_addresses: bool = False) -> list[Path]:

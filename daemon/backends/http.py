@@ -72,22 +72,20 @@ def split_lines(chunks: Iterable[bytes], *, max_chars: int = MAX_LINE_CHARS) -> 
     after_cr = False  # the last chunk ended in CR: an LF opening the next one belongs to it
     for chunk in chunks:
         text = decoder.decode(chunk)
+        if after_cr and text[:1] == "\n":
+            text = text[1:]
         if not text:
             continue
-        if after_cr and text[0] == "\n":
-            text = text[1:]
-        after_cr = False
-        start = 0
-        for m in _BREAK.finditer(text):
-            pending.append(text[start:m.start()])
+        after_cr = text[-1] == "\r"
+        parts = _BREAK.split(text) if "\r" in text else text.split("\n")
+        if len(parts) > 1:
+            pending.append(parts[0])
             yield "".join(pending)
-            pending.clear()
-            size = 0
-            start = m.end()
-            after_cr = m.end() == len(text) and m.group() == "\r"
-        if start < len(text):
-            pending.append(text[start:])
-            size += len(text) - start
+            yield from parts[1:-1]
+            pending, size = [], 0
+        if parts[-1]:
+            pending.append(parts[-1])
+            size += len(parts[-1])
             if size > max_chars:
                 raise BackendError("protocol", f"stream line longer than {max_chars} characters")
     pending.append(decoder.decode(b"", final=True))
@@ -109,16 +107,14 @@ def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
             if data:
                 yield event or "message", "\n".join(data)
             data, event = [], ""
-            continue
-        if line.startswith(":"):
-            continue  # a comment (keep-alive)
-        field, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            data.append(value)
-        elif field == "event":
-            event = value
+        elif line.startswith("data:"):  # the common case first
+            data.append(line[6:] if line[5:6] == " " else line[5:])
+        elif line[0] != ":":  # ":..." is a comment (keep-alive)
+            field, _, value = line.partition(":")
+            if field == "data":  # "data" without a colon: an empty data line
+                data.append(value)
+            elif field == "event":
+                event = value[1:] if value[:1] == " " else value
     if data:
         yield event or "message", "\n".join(data)
 
