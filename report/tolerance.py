@@ -34,6 +34,10 @@ import sqlite_utils
 MAX_REAL = 1e15
 #: At most this many lines per table and column; the rest are counted.
 MAX_LINES = 20
+#: Not scanned: log_lines is by far the largest table (a scan costs about 3 µs a line, 1.5 s for
+#: 500,000), only the importer writes it, from int() and the checked time formatters, and the
+#: report prints its text, never computes with its numbers.
+SKIP_TABLES = {"log_lines"}
 
 # JSON columns whose readers take an array or an object; any other *_json column only has to be JSON.
 _ARRAYS = {"samples_ns_json", "samples_ts_json", "arms_json", "line_ids_json"}
@@ -121,7 +125,7 @@ def find_damage(conn, warn: Callable[[str], None]) -> dict[tuple[str, str], str]
     tables = [r[0] for r in conn.execute(
         "select name from main.sqlite_master where type = 'table' and name not like 'sqlite_%' order by name")]
     out: dict[tuple[str, str], str] = {}
-    for table in tables:
+    for table in (t for t in tables if t not in SKIP_TABLES):
         columns = conn.execute(f"pragma main.table_info({_q(table)})").fetchall()
         bad, dates = _checks(table, columns)
         if not bad and not dates:
