@@ -16,7 +16,6 @@ from .storefile import newer_message
 
 __all__ = ["Store", "StoreError", "dumps", "migrations", "open_store", "utcnow"]
 
-
 migrations = Migrations("cardproof")
 
 
@@ -543,11 +542,15 @@ class Store:
 
         Commits at the end, rolls back on an exception. ``wait_s`` is how long
         to wait for another writer in all; ``on_wait`` is called once if it
-        has to wait.
+        has to wait. Inside a transaction of the caller's (which holds the
+        lock already: every transaction on a writable store begins IMMEDIATE)
+        it is a savepoint of that transaction, and the caller commits.
         """
         conn = self.db.conn
         if conn.in_transaction:
-            conn.commit()  # whatever the caller left open is its own, finished work
+            with self.db.atomic():
+                yield conn
+            return
         try:
             begin_immediate(conn, wait_s=wait_s, on_wait=on_wait)
         except sqlite3.Error as exc:

@@ -307,3 +307,15 @@ def test_two_processes_register_the_same_model_once(tmp_path):
     assert [p.returncode for p in procs] == [0, 0, 0], [e for _, e in outs]
     conn = sqlite3.connect(db)
     assert conn.execute("select count(*), count(distinct name) from models").fetchone() == (40, 40)
+
+
+def test_a_write_lock_inside_a_callers_transaction_is_part_of_it(tmp_path):
+    """The caller decides: its rollback takes back what was written under the lock, its own rows too."""
+    store = open_store(tmp_path / "n.db")
+    conn = store.db.conn
+    conn.execute("insert into campaigns (name) values ('outer')")  # the caller's transaction begins here
+    store.upsert_model({"name": "inner"})
+    assert conn.in_transaction
+    conn.rollback()
+    assert conn.execute("select (select count(*) from campaigns), (select count(*) from models)").fetchone() == (0, 0)
+    store.close()
