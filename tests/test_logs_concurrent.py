@@ -139,3 +139,32 @@ def test_an_import_waits_for_a_writer_that_holds_the_lock_longer_than_the_busy_t
     assert stats["lines"] == len(a.read_text().splitlines())
     assert waited_s >= 2.0
     assert any("waiting for another writer" in s for s in said)
+
+
+def test_a_capture_gives_up_after_its_lock_wait_and_stores_nothing(tmp_path):
+    """Captures beside a watchdog wait only so long; the next capture takes up where the store says."""
+    from cardproof.daemon.logs import capture_file
+    from cardproof.daemon.store import StoreError
+
+    a = big_log(tmp_path / "a.log", FIXTURES / "router-interleaved.log", 1)
+    db = tmp_path / "shared.db"
+    store = open_store(db)
+    store.db.conn.execute("pragma busy_timeout = 200")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys, time\n"
+         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+         "c.execute('begin immediate'); print('locked', flush=True); time.sleep(4); c.execute('commit')\n",
+         str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        t0 = time.monotonic()
+        with pytest.raises(StoreError, match="locked"):
+            capture_file(store, a, lock_wait_s=1.0)
+        gave_up_s = time.monotonic() - t0
+    finally:
+        holder.wait(timeout=30)
+    assert 0.9 <= gave_up_s < 3.5
+    assert counts(db)["log_lines"] == 0 and counts(db)["log_sources"] == 0
+    assert capture_file(store, a, final=True)["lines"] == len(a.read_text().splitlines())
+    store.close()

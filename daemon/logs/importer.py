@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..store import Store, StoreError, utcnow
-from ..storefile import shown
+from ..storefile import BUSY_TIMEOUT_S, shown
 from .access import parse_access, record_requests
 from .attribution import Attributor, scope_facts
 from .lines import clean_stamped
@@ -34,7 +34,11 @@ _LOAD_COLS = {"model_name", "model_file", "port", "pid", "start_line_id", "ready
               "exit_status", "requested_at", "ready_at", "ended_at", "end_reason", "status"}
 PROGRESS_EVERY = 50_000
 _FLUSH_ROWS = 20_000
-IMPORT_LOCK_WAIT_S = 600.0  # another import of a long journal may hold the write lock for minutes
+# How long an import waits for the write lock. ``cardproof logs import`` waits long: another
+# import of a long journal may hold the lock for minutes. Captures (the daemon's collectors,
+# a run's) wait as long as any other write: the daemon's main loop must come back to its
+# watchdog, and a run notes a capture that could not wait and goes on.
+IMPORT_LOCK_WAIT_S = 600.0
 
 
 class _Writer:
@@ -226,7 +230,8 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
 
 
 def run_import(store: Store, kind: str, name: str, make_reader: Callable[[dict], object], *,
-               run_id: int | None = None, progress: Callable[[str], None] | None = None) -> dict:
+               run_id: int | None = None, progress: Callable[[str], None] | None = None,
+               lock_wait_s: float = BUSY_TIMEOUT_S) -> dict:
     """Read source ``kind``/``name`` into the store; returns counts (see :func:`capture_file`).
 
     The whole import holds the write lock from its first read of the
@@ -234,7 +239,8 @@ def run_import(store: Store, kind: str, name: str, make_reader: Callable[[dict],
     the stored lines are all read under it, so two imports of one source
     (two ``cardproof logs import``, the daemon and a run's final capture)
     take turns and every line is stored once. ``make_reader(source)``
-    builds the reader from the source's stored position.
+    builds the reader from the source's stored position; ``lock_wait_s`` is
+    how long to wait for another writer's lock in all.
     """
     conn = store.db.conn
     started, started_cpu = time.perf_counter(), time.process_time()
@@ -247,7 +253,7 @@ def run_import(store: Store, kind: str, name: str, make_reader: Callable[[dict],
     conn.execute("pragma synchronous = NORMAL")
     waiting = (lambda: progress(f"{name}: waiting for another writer to finish")) if progress else None
     try:
-        with store.write_lock(wait_s=IMPORT_LOCK_WAIT_S, on_wait=waiting):
+        with store.write_lock(wait_s=lock_wait_s, on_wait=waiting):
             source = _source(conn, kind, name)
             reader = make_reader(source)
             return _run_import(store, conn, reader, source, run_id, started, started_cpu, progress)
@@ -308,7 +314,8 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
 
 
 def capture_file(store: Store, path: Path | str, *, run_id: int | None = None, final: bool = False,
-                 fmt: str = "plain", progress: Callable[[str], None] | None = None) -> dict:
+                 fmt: str = "plain", progress: Callable[[str], None] | None = None,
+                 lock_wait_s: float = BUSY_TIMEOUT_S) -> dict:
     """Import the lines added to a log file since the last capture (``--log-file`` or redirected stderr).
 
     Idempotent: the byte offset and inode are stored with the source, so a
@@ -324,12 +331,14 @@ def capture_file(store: Store, path: Path | str, *, run_id: int | None = None, f
         return FileReader(path, offset=src["offset"], inode=src["inode"], final=final,
                           journal_json=(kind == "journal-json"), head=(src["state"] or {}).get("file_head"))
 
-    return run_import(store, kind, file_identity(path), reader, run_id=run_id, progress=progress)
+    return run_import(store, kind, file_identity(path), reader, run_id=run_id, progress=progress,
+                      lock_wait_s=lock_wait_s)
 
 
 def capture_journal(store: Store, unit: str | None = None, *, run_id: int | None = None,
                     journal_file: Path | str | None = None, since: str | None = None,
-                    output: str = "export", progress: Callable[[str], None] | None = None) -> dict:
+                    output: str = "export", progress: Callable[[str], None] | None = None,
+                    lock_wait_s: float = BUSY_TIMEOUT_S) -> dict:
     """Import a unit's journal (``journalctl -u UNIT``) or a journal file, resuming at the stored cursor.
 
     ``since`` (any ``journalctl --since`` value) limits the first capture of
@@ -344,7 +353,8 @@ def capture_journal(store: Store, unit: str | None = None, *, run_id: int | None
         return JournalReader(unit=unit, journal_file=Path(journal_file) if journal_file else None,
                              cursor=src["cursor"], since=since, output=output)
 
-    return run_import(store, probe.kind, probe.name, reader, run_id=run_id, progress=progress)
+    return run_import(store, probe.kind, probe.name, reader, run_id=run_id, progress=progress,
+                      lock_wait_s=lock_wait_s)
 
 
 def import_path(store: Store, path: Path | str, *, fmt: str = "auto", run_id: int | None = None,
@@ -358,7 +368,9 @@ def import_path(store: Store, path: Path | str, *, fmt: str = "auto", run_id: in
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "journal-file":
-        return capture_journal(store, journal_file=path, run_id=run_id, output=journal_output, progress=progress)
+        return capture_journal(store, journal_file=path, run_id=run_id, output=journal_output, progress=progress,
+                               lock_wait_s=IMPORT_LOCK_WAIT_S)
     if fmt not in ("plain", "journal-json"):
         raise LogSourceError(f"unknown format {fmt!r}; use auto, journal-json, journal-file or plain")
-    return capture_file(store, path, run_id=run_id, final=True, fmt=fmt, progress=progress)
+    return capture_file(store, path, run_id=run_id, final=True, fmt=fmt, progress=progress,
+                        lock_wait_s=IMPORT_LOCK_WAIT_S)
