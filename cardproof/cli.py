@@ -169,16 +169,23 @@ def models_make_tiny(directory: Path) -> None:
 @cli.command("runs")
 @db_option
 def runs_cmd(db: Path | None) -> None:
-    """List runs with status and coverage."""
+    """List runs with status and coverage.
+
+    A run stored as running whose process is gone shows as interrupted, with
+    the coverage of what it stored; the database is not changed (the next
+    ``cardproof run`` or daemon start writes that).
+    """
     from cardproof.report.queries import runs as q_runs
 
     store = open_db(db, readonly=True)
     for r in q_runs(store.db):
         cov = f"{(r['coverage'] or 0):.0%}"
         click.echo(
-            f"{r['id']:>4}  {r['started_at'][:19]}  {r['status']:<11} {cov:>5} "
+            f"{r['id']:>4}  {(r['started_at'] or '')[:19]:<19}  {r['status']:<11} {cov:>5} "
             f"({r['samples_measured']}/{r['samples_planned']})  {r['campaign_name']}"
         )
+        if r.get("liveness"):
+            click.echo(f"      {r['liveness']}")
 
 
 @cli.command()

@@ -7,12 +7,13 @@ Status, exit code and coverage are written by the runner itself (principle
 from __future__ import annotations
 
 import json
+import os
 import signal
 from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlparse
 
-from . import cellchecks, hostinfo, modelfile
+from . import cellchecks, hostinfo, liveness, modelfile
 from .backends import BackendError, backend_for, evidence
 from .campaign import Campaign
 from .canaries import run_canaries
@@ -105,20 +106,26 @@ def run_campaign(
     own_backend = backend is None
     backend = backend or backend_for(campaign)
     try:
-        return _run(store, campaign, backend, echo, memory_source)
+        # held until the run's status is written; any other end leaves it unlocked: proof of an unfinished run
+        with liveness.RunLock(store.path) as lock:
+            return _run(store, campaign, backend, echo, memory_source, lock)
     finally:
         if own_backend:
             backend.close()
 
 
-def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) -> RunOutcome:
+def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None, lock=None) -> RunOutcome:
+    for gone in liveness.reconcile_runs(store, by=f"cardproof run (pid {os.getpid()})"):
+        echo(f"run {gone['run_id']} marked interrupted: {gone['why']} ({gone['measured']}/{gone['planned']} samples)")
     campaign_id = register_campaign(store, campaign)
     cells = plan_cells(campaign)
     planned = sum(c.repetitions for c in cells)
+    identity = liveness.this_process()
     run_id = store.insert(
         "runs",
         {
             "campaign_id": campaign_id,
+            **identity,
             "host": hostinfo.host_name(),
             "gpus_json": dumps(hostinfo.gpu_inventory()),
             "backend": campaign.backend,
@@ -130,6 +137,10 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) ->
             "samples_failed": 0,
         },
     )
+    if lock is not None:
+        lock.bind(run_id, identity)
+        if lock.warning:
+            echo(f"warning: {lock.warning}")
     echo(f"run {run_id}: campaign {campaign.name} ({campaign.sha256[:12]}), {len(cells)} cells, {planned} samples planned")
     state = {"measured": 0, "failed": 0}
 
@@ -158,6 +169,8 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None) ->
                 "error_text": "; ".join(filter(None, [error, *notes])) or None,
             },
         )
+        if lock is not None:
+            lock.release(finished=True)
         return RunOutcome(run_id, status, code, planned, state["measured"], state["failed"])
 
     def on_term(signum, frame):

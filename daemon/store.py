@@ -770,3 +770,14 @@ def m010_timestamp_notes(db: sqlite_utils.Database) -> None:
     # text in ts, and ts_note says why; it never stops an import or a report build
     if "ts_note" not in db["requests_seen"].columns_dict:
         db["requests_seen"].add_column("ts_note", str)
+
+
+@migrations(name="m009_run_liveness")
+def m009_run_liveness(db: sqlite_utils.Database) -> None:
+    # issue 16: which process a 'running' run belongs to, so any reader can tell a
+    # run whose process is gone (SIGKILL, OOM, power loss) from one still measuring;
+    # the start time (clock ticks since boot) and boot id tell a reused pid apart
+    for col, kind in (("pid", int), ("pid_start_ticks", int), ("boot_id", str), ("pid_ns", str)):
+        if col not in db["runs"].columns_dict:
+            db["runs"].add_column(col, kind)
+

@@ -350,7 +350,7 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             view["gates"] = gate_summary(db, r["id"])
             view["comparison"] = compare_runs(db, prev[r["id"]], r["id"], views) if prev[r["id"]] else None
             h = view["headline"]
-            if h and h.get("other"):
+            if h and h.get("other") and r["status"] == "completed":  # an unfinished run gets no headline
                 rr = ratio_range(db, r["campaign_name"], h["best"]["name"], h["other"]["name"], h["cls"], views)
                 view["ratio"] = rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
             else:
@@ -380,7 +380,8 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
                     path.write_text(render_compare(cmp, lang, cmp_dir / "img"))
                     written.append(path)
             comparisons.append(cmp or compare_runs(db, p_id, r["id"], views))
-        models = _models_across(db, all_runs, view_of)
+        # unfinished runs stay out of every cross-run figure; their own articles still show what they stored
+        models = _models_across(db, [r for r in all_runs if r["status"] == "completed"], view_of)
         bench = llama_bench_view(db)
         for lang in LANGUAGES:
             p = out_dir / f"index{'' if lang == 'en' else '.' + lang}.md"

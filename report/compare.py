@@ -60,6 +60,8 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict 
         conditions.append(("date", (ra["started_at"] or "")[:10], (rb["started_at"] or "")[:10]))
     return {
         "a": ra, "b": rb,
+        # asked for explicitly (cardproof compare A B): still compared, but said
+        "unfinished": [r for r in (ra, rb) if r["status"] != "completed"],
         "rows": rows,
         "only_a": only_a, "only_b": only_b,
         "median_deviation": statistics.median(devs) if devs else None,
@@ -71,12 +73,19 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict 
 
 
 def ratio_range(db: sqlite_utils.Database, campaign_name: str, model_a: str, model_b: str,
-                prompt_class: str = "short", views: dict | None = None) -> dict | None:
-    """Decode ratio A/B over every run of the same campaign that measured both: a range, not a point."""
+                prompt_class: str = "short", views: dict | None = None, *,
+                include_unfinished: bool = False) -> dict | None:
+    """Decode ratio A/B over every run of the same campaign that measured both: a range, not a point.
+
+    Runs that did not complete (interrupted, failed, still running) count
+    only with ``include_unfinished``.
+    """
     ratios = []
     views = views if views is not None else {}
     for r in queries.runs(db):
         if r["campaign_name"] != campaign_name:
+            continue
+        if r["status"] != "completed" and not include_unfinished:
             continue
         v = views.get(r["id"]) or queries.run_view(db, r["id"])
         cells = _cells(v)
@@ -89,12 +98,20 @@ def ratio_range(db: sqlite_utils.Database, campaign_name: str, model_a: str, mod
     return {"runs": [i for i, _ in ratios], "low": min(vals), "high": max(vals), "n": len(vals)}
 
 
-def previous_run(db: sqlite_utils.Database, run: dict) -> int | None:
-    """The latest earlier run of the same campaign name, if any."""
+def previous_run(db: sqlite_utils.Database, run: dict, *, include_unfinished: bool = False) -> int | None:
+    """The latest earlier run of the same campaign name, if any.
+
+    Only completed runs compare, on either side, unless ``include_unfinished``:
+    an interrupted run's cells hold whatever it reached, and a run stored as
+    ``running`` may be one whose process is gone.
+    """
+    if run["status"] != "completed" and not include_unfinished:
+        return None
     row = db.execute(
-        """select runs.id from runs join campaigns on campaigns.id = runs.campaign_id
+        f"""select runs.id from runs join campaigns on campaigns.id = runs.campaign_id
            where campaigns.name = ? and runs.started_at < ? and runs.id != ?
-           order by runs.started_at desc limit 1""",
+           {"" if include_unfinished else "and runs.status = 'completed'"}
+           order by runs.started_at desc, runs.id desc limit 1""",
         [run["campaign_name"], run["started_at"], run["id"]],
     ).fetchone()
     return row[0] if row else None

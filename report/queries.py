@@ -7,13 +7,20 @@ from collections import defaultdict
 
 import sqlite_utils
 
+from cardproof.daemon.liveness import effective_runs
+
 from .gates import excluded_samples
 from .stats import spread
 
 
 def runs(db: sqlite_utils.Database) -> list[dict]:
-    """All runs, newest first, with their campaign's name and hash."""
-    return list(
+    """All runs, newest first, with their campaign's name and hash.
+
+    A run stored as ``running`` shows its effective status (``interrupted``
+    once its process is gone, see daemon/liveness.py) and the coverage of
+    the samples it stored so far; nothing is written.
+    """
+    return effective_runs(db, list(
         db.query(
             """
             select runs.*, campaigns.name as campaign_name, campaigns.sha256 as campaign_sha256,
@@ -22,7 +29,7 @@ def runs(db: sqlite_utils.Database) -> list[dict]:
             order by runs.started_at desc, runs.id desc
             """
         )
-    )
+    ))
 
 
 def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
@@ -41,6 +48,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     )
     if run is None:
         raise KeyError(f"no run {run_id}")
+    run = effective_runs(db, [run])[0]
     cells = list(
         db.query(
             """

@@ -16,7 +16,11 @@ def register(cli: click.Group) -> None:
                   help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")
     @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
     def compare_cmd(run_a: int, run_b: int, db: Path | None, as_json: bool) -> None:
-        """Compare RUN_B against RUN_A: per-cell deviation, median and range, cells in one run only."""
+        """Compare RUN_B against RUN_A: per-cell deviation, median and range, cells in one run only.
+
+        Either run may be one that did not finish (the article and the index
+        never compare those); the output says so first.
+        """
         from cardproof.cli import fail, open_run
         from cardproof.report.compare import compare_runs
 
@@ -24,10 +28,15 @@ def register(cli: click.Group) -> None:
         if store.db["runs"].count_where("id = ?", [run_b]) == 0:
             fail(f"{store.path}: no run {run_b}")
         cmp = compare_runs(store.db, run_a, run_b)
+        unfinished = [{"run": r["id"], "status": r["status"], "why": r.get("liveness") or r.get("error_text")}
+                      for r in cmp["unfinished"]]
         if as_json:
-            click.echo(json.dumps({k: v for k, v in cmp.items() if k not in ("a", "b")} | {
-                "run_a": run_a, "run_b": run_b}, indent=2, default=str))
+            click.echo(json.dumps({k: v for k, v in cmp.items() if k not in ("a", "b", "unfinished")} | {
+                "run_a": run_a, "run_b": run_b, "unfinished": unfinished}, indent=2, default=str))
             return
+        for u in unfinished:
+            click.echo(f"note: run {u['run']} did not finish ({u['status']}"
+                       + (f": {u['why']}" if u["why"] else "") + "); its cells hold only what it stored")
         click.echo(f"run {run_b} against run {run_a}: {len(cmp['rows'])} comparable cells")
         if cmp["rows"]:
             click.echo(f"median deviation {cmp['median_deviation']:+.1%}, range {cmp['low']:+.1%} to {cmp['high']:+.1%}")

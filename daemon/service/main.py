@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from ..liveness import reconcile_runs
 from ..runner import EXIT_INTERRUPTED
 from ..store import Store, StoreError, dumps, open_store, utcnow
 from . import queue
@@ -132,6 +133,11 @@ class Daemon:
         })
         recovered = queue.recover(store, daemon_id=self.daemon_id, max_attempts=cfg.max_attempts,
                                   last_heartbeat=last)
+        # foreground runs recover() leaves alone: interrupted where their process is provably gone
+        gone = reconcile_runs(store, by=f"daemon {self.daemon_id} start")
+        ended = {g["run_id"] for g in gone}
+        recovered = [r for r in recovered if not (r.get("action") == "left running" and r.get("run_id") in ended)]
+        recovered += gone
         store.update("daemon_state", self.daemon_id, {"recovered_json": dumps(recovered)})
         for item in recovered:
             self.log("recovered: " + ", ".join(f"{k} {v}" for k, v in item.items()))

@@ -13,6 +13,7 @@ import os
 import socket
 from datetime import datetime, timezone
 
+from ..liveness import effective_runs
 from ..store import Store
 
 
@@ -78,9 +79,13 @@ def daemon_status(store: Store, *, now: datetime | None = None) -> dict:
         "from daemon_queue where status in ('queued', 'running') or id in "
         "(select id from daemon_queue where status not in ('queued', 'running') order by id desc limit 5) "
         "order by id")]
-    out["runs_running"] = [dict(r) for r in db.query(
-        "select r.id, r.started_at, r.samples_planned, q.queue_id from runs r "
-        "left join daemon_queue_runs q on q.run_id = r.id where r.status = 'running' order by r.id")]
+    # stored as running; 'status' says whether its process still is (daemon/liveness.py)
+    out["runs_running"] = [
+        {k: r.get(k) for k in ("id", "started_at", "samples_planned", "samples_measured", "queue_id", "status",
+                               "liveness")}
+        for r in effective_runs(db, [dict(r) for r in db.query(
+            "select r.*, q.queue_id from runs r "
+            "left join daemon_queue_runs q on q.run_id = r.id where r.status = 'running' order by r.id")])]
     wait = db.execute("select * from quiet_waits order by id desc limit 1").fetchone()
     if wait is not None:
         cols = [c[0] for c in db.execute("select * from quiet_waits limit 0").description]
@@ -106,7 +111,8 @@ def format_status(s: dict) -> list[str]:
         lines.append(f"collector {name}: {st.get('state')}" + (f" ({extra})" if extra else ""))
     for r in s["runs_running"]:
         owner = f"queue entry {r['queue_id']}" if r["queue_id"] else "not the daemon's (a foreground run?)"
-        lines.append(f"run {r['id']} marked running since {r['started_at'][:19]}: {owner}")
+        lines.append(f"run {r['id']} marked running since {(r['started_at'] or '?')[:19]}: {owner}"
+                     + (f"; now {r['status']}: {r['liveness']}" if r.get("liveness") else ""))
     if s["queue"]:
         lines.append("queue:")
         for q in s["queue"]:
