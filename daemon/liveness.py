@@ -88,7 +88,7 @@ class RunLock:
     """
 
     def __init__(self, db_file: str | Path):
-        self.db_file = Path(db_file).absolute()  # readers find it by the database's absolute path
+        self.db_file = Path(os.path.realpath(db_file))  # readers find it by the database's real path
         self.fd: int | None = None
         self.path: Path | None = None
         self.warning: str | None = None
@@ -232,7 +232,7 @@ def db_file(db) -> str | None:
     try:
         for _, name, path in conn.execute("pragma database_list"):
             if name == "main":
-                return path or None
+                return os.path.realpath(path) if path else None
     except sqlite3.Error:
         return None
     return None
@@ -264,8 +264,9 @@ def _progress(db, ids: list[int]) -> dict[int, dict]:
 
 def _apply(row: dict, verdict: Verdict, prog: dict) -> dict:
     measured, failed = prog.get("measured", 0), prog.get("failed", 0)
-    planned = row.get("samples_planned") or 0
-    last_seen = prog.get("last_seen_at") or row.get("started_at")
+    planned = row.get("samples_planned")
+    planned = planned if isinstance(planned, (int, float)) and planned > 0 else 0  # a damaged row: no ratio
+    last_seen = prog.get("last_seen_at") or (row.get("started_at") if parse_ts(row.get("started_at")) else None)
     last = prog.get("last_sample_at")
     return {**row, "stored_status": row["status"], "status": verdict.status, "samples_measured": measured,
             "samples_failed": failed, "coverage": measured / planned if planned else 0.0,
@@ -345,7 +346,7 @@ def reconcile_runs(store, *, by: str, here: dict | None = None) -> list[dict]:
 
 def _sweep_locks(store) -> None:
     """Remove lock files nobody holds whose run is no longer running (or that never got a run)."""
-    path = Path(store.path)
+    path = Path(os.path.realpath(store.path))
     running = {r[0] for r in store.db.execute("select id from runs where status = 'running'")}
     for f in path.parent.glob(f"{path.name}.run-*.lock"):
         rest = f.name[len(path.name) + len(".run-"):-len(".lock")]

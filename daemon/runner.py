@@ -115,8 +115,13 @@ def run_campaign(
 
 
 def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None, lock=None) -> RunOutcome:
-    for gone in liveness.reconcile_runs(store, by=f"cardproof run (pid {os.getpid()})"):
-        echo(f"run {gone['run_id']} marked interrupted: {gone['why']} ({gone['measured']}/{gone['planned']} samples)")
+    try:
+        gone = liveness.reconcile_runs(store, by=f"cardproof run (pid {os.getpid()})")
+    except Exception as exc:  # noqa: BLE001 -- another run's death must never stop this one
+        gone = []
+        echo(f"warning: runs whose process is gone not marked interrupted: {type(exc).__name__}: {exc}")
+    for g in gone:
+        echo(f"run {g['run_id']} marked interrupted: {g['why']} ({g['measured']}/{g['planned']} samples)")
     campaign_id = register_campaign(store, campaign)
     cells = plan_cells(campaign)
     planned = sum(c.repetitions for c in cells)

@@ -207,3 +207,53 @@ def test_daemon_start_marks_a_dead_foreground_run_interrupted_and_status_shows_i
     assert _row(store, live)["status"] == "running"
     recovered = store.db.execute("select recovered_json from daemon_state").fetchone()[0]
     assert f'"run_id":{dead}' in recovered and "marked interrupted" in recovered
+
+
+def test_damaged_running_rows_are_shown_not_crashed_on(tmp_path):
+    """Rows no runner writes (a hand edit, a damaged merge) never stop `cardproof runs` or a reconcile."""
+    db = tmp_path / "h.db"
+    store = open_store(db)
+    here = liveness.this_process()
+    odd = [
+        _insert(store, **{**here, "pid": "abc", "pid_start_ticks": "x"}, samples_planned="many"),
+        _insert(store, **{**here, "pid": -5}, started_at="not a time", samples_planned=-3),
+        _insert(store, host=None, boot_id=12, pid=None, started_at=None, samples_planned=None),
+    ]
+    store.insert("samples", {"run_id": odd[1], "repetition": 1, "kind": "measure", "started_at": "yesterday"})
+    out = CliRunner().invoke(cli, ["runs", "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    shown = {r["id"]: r for r in q_runs(store.db)}
+    assert [shown[i]["status"] for i in odd] == ["interrupted", "interrupted", "stale"]
+    assert shown[odd[0]]["coverage"] == 0.0
+    assert {d["run_id"] for d in liveness.reconcile_runs(store, by="test")} == set(odd[:2])
+
+
+def test_a_database_reached_through_a_symlink_finds_the_same_lock(tmp_path):
+    real = tmp_path / "real.db"
+    store = open_store(real)
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    with liveness.RunLock(link) as lock:
+        ident = liveness.this_process()
+        rid = _insert(store, **ident)
+        lock.bind(rid, ident)
+        assert "holds the run's lock" in _effective(store, rid)["liveness"]
+    assert "no longer holds the run's lock" in _effective(store, rid)["liveness"]
+
+
+def test_a_failing_reconcile_never_stops_the_next_run(tmp_path, monkeypatch):
+    """Fault injected into the check itself: the new run still runs and writes its own status."""
+    from cardproof.daemon.llamacpp import free_port
+    from cardproof.daemon.runner import run_campaign
+
+    def broken(*a, **k):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(liveness, "reconcile_runs", broken)
+    store = open_store(tmp_path / "x.db")
+    lines = []
+    camp = parse_campaign(campaign_text(f"http://127.0.0.1:{free_port()}"), "c.toml")
+    outcome = run_campaign(store, camp, echo=lines.append)
+    assert outcome.status == "failed" and _row(store, outcome.run_id)["status"] == "failed"
+    assert any("not marked interrupted: RuntimeError: injected" in ln for ln in lines)
+    assert not list(tmp_path.glob("*.lock"))

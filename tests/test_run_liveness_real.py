@@ -136,3 +136,31 @@ def test_sigkilled_runs_never_look_finished(llama_server, tmp_path):
     assert _q(db, "select cell_id, repetition, count(*) from samples group by 1, 2 having count(*) > 1") == []
     assert _q(db, "select count(*) - count(distinct nonce) from samples") == [(0,)]
     assert not list(tmp_path.glob("*.lock"))
+
+
+def test_a_live_run_reads_running_with_the_coverage_stored_so_far(llama_server, tmp_path):
+    """Another connection, mid-run, sees the runner's lock held and the samples stored so far."""
+    from cardproof.daemon.campaign import parse_campaign
+    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.store import open_store
+    from cardproof.report.queries import runs as q_runs
+
+    db = tmp_path / "live.db"
+    store = open_store(db)
+    camp = parse_campaign(campaign_text(llama_server.url, models=("tiny-a",), reps=4, max_tokens=4), "c.toml")
+    seen = []
+
+    def echo(line: str) -> None:
+        if line.startswith("[2/4]"):
+            reader = open_store(db)
+            seen.append(q_runs(reader.db)[0])
+            reader.close()
+
+    outcome = run_campaign(store, camp, echo=echo)
+    assert outcome.status == "completed" and len(seen) == 1
+    live = seen[0]
+    assert live["status"] == "running" and "holds the run's lock" in live["liveness"]
+    assert live["samples_measured"] + live["samples_failed"] == 2  # the third request is not sent yet
+    assert live["coverage"] == live["samples_measured"] / 4
+    assert not list(tmp_path.glob("*.lock"))
+    assert q_runs(store.db)[0]["status"] == "completed" and "liveness" not in q_runs(store.db)[0]

@@ -134,7 +134,11 @@ class Daemon:
         recovered = queue.recover(store, daemon_id=self.daemon_id, max_attempts=cfg.max_attempts,
                                   last_heartbeat=last)
         # foreground runs recover() leaves alone: interrupted where their process is provably gone
-        gone = reconcile_runs(store, by=f"daemon {self.daemon_id} start")
+        try:
+            gone = reconcile_runs(store, by=f"daemon {self.daemon_id} start")
+        except Exception as exc:  # noqa: BLE001 -- the daemon starts anyway; the next start tries again
+            gone = []
+            self.log(f"runs whose process is gone not marked interrupted: {type(exc).__name__}: {exc}")
         ended = {g["run_id"] for g in gone}
         recovered = [r for r in recovered if not (r.get("action") == "left running" and r.get("run_id") in ended)]
         recovered += gone
