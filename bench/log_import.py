@@ -8,6 +8,12 @@ Not a timed test: it prints what it measured, goals met or not.
    llama-server build) with fresh ports per cycle, a single-model server
    under its own PIDs, and Ollama lines in the published formats. A few
    per cent carry ANSI colours, which journalctl hands over as byte arrays.
+   About a tenth are a default-verbosity server run by ``docker compose
+   up`` in a unit (each line behind compose's ``llama-1  | `` prefix, with
+   its per-request ``print_timing`` blocks), and about one line in twenty
+   an older build's start (ik_llama.cpp's ``INFO [ main]`` and
+   ``llm_load_tensors`` lines) -- real third-party logs from
+   tests/fixtures/logs/real/.
 2. Times ``journalctl --file F -o json > /dev/null``.
 3. Times ``cardproof logs import F`` (a subprocess, as a user runs it) and
    the same import in-process, which reports how long it waited for and
@@ -38,6 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "logs" / "router-interleaved.log"
+REAL = ROOT / "tests" / "fixtures" / "logs" / "real"
 JOURNAL_REMOTE = "/lib/systemd/systemd-journal-remote"
 
 # Ollama lines in the formats of github.com/ollama/ollama issues #8098, #11819, #13552
@@ -73,6 +80,11 @@ def export_entries(n_lines: int):
     """Journal export entries (bytes) for ``n_lines`` messages."""
     router = FIXTURE.read_text().splitlines()
     ports = sorted({int(p) for p in re.findall(r"on port (\d+)", "\n".join(router))})
+    # poseidon's first process (lines 8-61): start, default-verbosity load, one request block, exit;
+    # production traffic repeats its request (lines 48-60) a few times before the exit
+    poseidon = (REAL / "poseidon-rocm-then-cpu.log").read_text().splitlines()
+    compose = poseidon[7:60] + poseidon[47:60] * 4 + poseidon[60:61]
+    older = (REAL / "ik-llama-pr237-15x3090.log").read_text().splitlines()
     t_us = 1_700_000_000_000_000
     produced = cycle = 0
     while produced < n_lines:
@@ -98,6 +110,15 @@ def export_entries(n_lines: int):
                     yield _entry(t_us, ollama_pid, "ollama.service", tpl)
                     t_us += 1000
                     produced += 1
+        for line in compose:  # `docker compose up` in a unit: the journal keeps compose's prefix
+            yield _entry(t_us, 60000 + cycle % 10000, "compose-llama.service", "llama-1  | " + line)
+            t_us += 1000
+            produced += 1
+        if cycle % 5 == 0:  # an older build restarted now and then
+            for line in older:
+                yield _entry(t_us, 70000 + cycle % 10000, "ik-llama.service", line)
+                t_us += 1000
+                produced += 1
         if produced >= n_lines:
             break
 

@@ -120,16 +120,16 @@ class Attributor:
         ``stream`` names the writer where a prefix gave no PID (a compose
         service, journald's ``kernel``); without either the file is one stream.
         """
-        key = str(pid) if pid is not None else (stream or "-")
         if port is not None:
             load = self.ports.get(port)
             if load is None:
-                self.routers.add(key)
+                self.routers.add(str(pid) if pid is not None else (stream or "-"))
                 self.unplaced["unknown_port"] += 1
                 return None, "unattributed", None
             if has_phase_word(text):
                 self._phase(load, line_id, text, ts)
             return load, "port", None
+        key = str(pid) if pid is not None else (stream or "-")
         if key in self.routers:
             return self._router_line(key, line_id, text, ts)
         if key in self.ollama_keys or "source=" in text and ("level=" in text) and "msg=" in text:

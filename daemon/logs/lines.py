@@ -64,9 +64,11 @@ def clean_stamped(raw: str) -> tuple[int | None, int | None, str, str | None, st
     """
     text = _ANSI.sub("", raw) if "\x1b" in raw else raw
     first = text[:1]
-    if first == "[":  # the common case first: a router child's line
-        port, rest = _port_split(text)
-        return port, None, rest, None, None
+    if first == "[":  # the common case first: a router child's line (inlined: it is most lines of a router)
+        end = text.find("] ", 1, 8)
+        if end > 1 and text[1:end].isdigit():
+            return int(text[1:end]), None, text[end + 2:], None, None
+        return None, None, text, None, None
     if "\x00" in text:
         text = text.replace("\x00", "")
     pid = stamp = stream = rest = None

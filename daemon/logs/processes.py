@@ -39,8 +39,6 @@ _START = re.compile(
     r"|cmn +common_param: common_params_print_info|(?:srv +)?llama_server: initializing"
     r"|INFO \[ *w?main\] (?:build|system) info"
     r"|\{.*\"(?:msg|message)\": ?\"(?:build|system) info\")")
-# words whose presence makes a line worth the start pattern at all (most lines have none)
-_START_WORDS = ("build", "system", "log_info", "device_info", "common_params_print_info", "initializing")
 _PREAMBLE = re.compile(r"(?:ggml_\w+: |load_backend: |register_backend: | {1,2}Device \d+: |warning: |warn: "
                        r"|WARNING: |common_download|no remote preset)")
 # of those, the ones a process never prints after its exit line (ggml_metal_free, for one, it does)
@@ -49,23 +47,23 @@ _NEXT_PREAMBLE = re.compile(r"(?:ggml_cuda_init: |ggml_metal_device_init: |ggml_
 _LOADING_MODEL = re.compile(r"loading model '([^']+)'")
 _META_MODEL = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?)"
                          r" \(version ")
-_EXIT = ("cleaning up before exit", "exiting due to", "Received second interrupt")
 _CRASH = re.compile(r"(?:\.cu:\d+: (CUDA error)|(GGML_ASSERT\(.*\) failed))")
 # llama.cpp's own line shapes: its timestamp, "function: ", its 2024 INFO and JSON forms
 _LLAMA_LIKE = re.compile(r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d [A-Z] |[a-z_][a-z0-9_]*: |INFO \[|VERB \[|\{\")")
 _PROXY = ("[INFO] ", "[DEBUG] ", "[WARN] ", "[ERROR] ", "[llama-swap] ", "llama-swap listening")
 _MAX_PENDING = 20000
-_PHASE_WORDS = ("draft", "model loaded", "initializing", "KV cache", "kv_cache: size")
 
 
 def has_phase_word(text: str) -> bool:
     """Whether a load's line may change its phase (draft model, KV cache, ready)."""
-    return any(w in text for w in _PHASE_WORDS)
+    # an "or" chain, not any() over a tuple: this runs for every line of a load
+    return ("draft" in text or "model loaded" in text or "initializing" in text or "KV cache" in text
+            or "kv_cache: size" in text)
 
 
 def is_start(text: str) -> bool:
     """Whether ``text`` is one of a server binary's first lines."""
-    return any(w in text for w in _START_WORDS) and _START.match(text) is not None
+    return _START.match(text) is not None  # anchored: most lines fail at their first characters
 
 
 def named_model(text: str) -> str | None:
@@ -170,7 +168,8 @@ class Streams:
         if "failed to load model" in text and not proc.get("why"):
             proc["why"] = "exit after the model failed to load"
             hooks.update_load(load, status="failed", end_reason="model failed to load")
-        if any(e in text for e in _EXIT):
+        if "exit" in text and ("cleaning up before exit" in text or "exiting due to" in text) \
+                or "Received second interrupt" in text:
             hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=proc.get("why") or "process exit")
             proc["ended"] = True
         elif "failed" in text or "CUDA error" in text:
