@@ -296,3 +296,48 @@ def test_loads_and_logs_show_on_the_command_line(tmp_path):
     assert shown["observed_requests"][0]["generated_tokens"] == 16
     bad = CliRunner().invoke(cli, ["logs", "show", "999", "--db", str(db)])
     assert bad.exit_code == 2 and "no load 999" in bad.output
+
+
+def test_absurd_numbers_in_counter_lines_are_no_request_and_no_crash(tmp_path, store):
+    """A damaged line's 400-digit count fits no integer column; the import goes on without it."""
+    lines = POSEIDON.read_text().splitlines()[7:61]
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("prompt eval time"))
+    huge = "9" * 400
+    lines[at] = f"prompt eval time =      26.59 ms / {huge} tokens (    1.40 ms per token,   714.47 tokens per second)"
+    lines.insert(at + 3, f"0.01.001.100 I slot   load_model: id  0 | task -1 | new slot, n_ctx = {huge}")
+    path = tmp_path / "damaged.log"
+    path.write_text("\n".join(lines) + "\n")
+    stats = import_path(store, path)
+    assert stats["lines"] == len(lines)
+    (ld,) = load_summaries(store.db)
+    # the request still has its generation counters; its prompt figures are gone, not invented
+    assert store.db.execute("select prompt_tokens, generated_tokens from observed_requests").fetchall() == [(None, 12)]
+    assert ld["facts"]["slot_ctx_size"] == 8192  # the absurd slot line is no fact
+
+
+def test_a_shell_job_notice_is_no_router_port(tmp_path, store):
+    """`llama-server ... &` in an interactive shell prints "[1] 4242": that stream is no router."""
+    lines = ["[1] 4242"] + POSEIDON.read_text().splitlines()[7:61]
+    path = tmp_path / "job.log"
+    path.write_text("\n".join(lines) + "\n")
+    import_path(store, path)
+    (ld,) = load_summaries(store.db)
+    assert ld["lines"] == 54 and ld["end_reason"] == "process exit"
+
+
+def test_a_source_last_read_by_an_older_cardproof_resumes(tmp_path, store):
+    """The stored state of a source from before issue 15 knew only load, pending and ended per stream."""
+    lines = POSEIDON.read_text().splitlines(keepends=True)
+    path = tmp_path / "older.log"
+    path.write_text("".join(lines[:40]))
+    capture_file(store, path)
+    sid, state = store.db.execute("select id, state_json from log_sources").fetchone()
+    state = json.loads(state)
+    state["procs"] = {k: {"load": v["load"], "pending": v["pending"]} for k, v in state["procs"].items()}
+    del state["observed"]
+    with store.db.conn:
+        store.db.conn.execute("update log_sources set state_json = ? where id = ?", [json.dumps(state), sid])
+    with open(path, "a") as f:
+        f.write("".join(lines[40:]))
+    capture_file(store, path, final=True)
+    assert owners(store) == poseidon_truth()

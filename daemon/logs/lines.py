@@ -66,7 +66,7 @@ def clean_stamped(raw: str) -> tuple[int | None, int | None, str, str | None, st
     first = text[:1]
     if first == "[":  # the common case first: a router child's line (inlined: it is most lines of a router)
         end = text.find("] ", 1, 8)
-        if end > 1 and text[1:end].isdigit():
+        if end > 4 and text[1:end].isdigit() and int(text[1:end]) <= 65535:
             return int(text[1:end]), None, text[end + 2:], None, None
         return None, None, text, None, None
     if "\x00" in text:
@@ -106,8 +106,10 @@ def clean_stamped(raw: str) -> tuple[int | None, int | None, str, str | None, st
 
 
 def _port_split(text: str) -> tuple[int | None, str]:
+    """``[54611] rest`` -> ``(54611, "rest")``: a router child's port (1024-65535, where a router puts its
+    children); ``[1] 4242``, a shell's job notice, is no port."""
     end = text.find("] ", 1, 8)
-    if end > 1 and text[1:end].isdigit():
+    if end > 4 and text[1:end].isdigit() and int(text[1:end]) <= 65535:
         return int(text[1:end]), text[end + 2:]
     return None, text
 

@@ -32,8 +32,8 @@ import re
 from .parsers import marker
 
 _HEADER = re.compile(r"print_timing: id +(\d+) \| task (\d+) \| *$")
-_TASK = re.compile(r"\| task (\d+) \||id_task\"?[=:] ?(\d+)")
-_SLOT = re.compile(r"\bid +(\d+) \| task|id_slot\"?[=:] ?(\d+)")
+_TASK = re.compile(r"\| task (\d{1,12}) \||id_task\"?[=:] ?(\d{1,12})\b")
+_SLOT = re.compile(r"\bid +(\d{1,12}) \| task|id_slot\"?[=:] ?(\d{1,12})\b")
 _PROMPT = re.compile(r"prompt eval time *= *([\d.]+) ms / *(\d+) tokens")
 _GEN = re.compile(r"(?<!prompt )(?:generation )?eval time *= *([\d.]+) ms / *(\d+) (?:tokens|runs)")
 _ACCEPT = re.compile(r"draft acceptance(?: rate)? = ([\d.]+) \( *(\d+) accepted / *(\d+) generated\)")
@@ -46,11 +46,22 @@ COLUMNS = ("source_id", "run_id", "line_id", "first_line_id", "task", "slot", "p
            "generated_tokens", "decode_ms", "draft_accepted", "draft_generated", "ts")
 
 
+# a count or a duration beyond these is a damaged line, not a request (and would not fit an integer column)
+_MAX_TOKENS = 10**12
+_MAX_MS = 1e12
+
+
 def _num(text: str) -> float | None:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:  # "1.2.3" fits the pattern and is no number
         return None
+    return value if value <= _MAX_MS else None  # "999...9" (400 digits) is inf: no duration
+
+
+def _count(text: str) -> int | None:
+    value = int(text)
+    return value if value <= _MAX_TOKENS else None
 
 
 class RequestCounters:
@@ -83,19 +94,19 @@ class RequestCounters:
         key = f"{load}/{task}"
         p = _PROMPT.search(text)
         if p:
-            ms = _num(p[1])
-            if ms is not None:
+            ms, n = _num(p[1]), _count(p[2])
+            if ms is not None and n is not None:
                 self.open[key] = {"first_line_id": line_id, "task": task, "slot": slot, "prompt_ms": ms,
-                                  "prompt_tokens": int(p[2]), "ts": ts}
+                                  "prompt_tokens": n, "ts": ts}
             return
         g = _GEN.search(text)
         if g:
-            ms = _num(g[1])
-            if ms is None:
+            ms, n = _num(g[1]), _count(g[2])
+            if ms is None or n is None:
                 return
             row = self.open.pop(key, None) or {"first_line_id": line_id, "task": task, "slot": slot,
                                                 "prompt_ms": None, "prompt_tokens": None, "ts": ts}
-            row.update(line_id=line_id, decode_ms=ms, generated_tokens=int(g[2]),
+            row.update(line_id=line_id, decode_ms=ms, generated_tokens=n,
                        draft_accepted=None, draft_generated=None)
             if ts is not None:
                 row["ts"] = ts
@@ -103,7 +114,7 @@ class RequestCounters:
             self._last[key] = row
             return
         a = _ACCEPT.search(text) if "acceptance" in text else None
-        if a and key in self._last:
+        if a and key in self._last and _count(a[2]) is not None and _count(a[3]) is not None:
             row = self._last.pop(key)
             row["draft_accepted"], row["draft_generated"] = int(a[2]), int(a[3])
         if self.block and line_id - self.block["line"] > _BLOCK_LINES:

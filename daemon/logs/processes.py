@@ -89,7 +89,12 @@ class Streams:
 
     def __init__(self, owner, state: dict | None):
         self.owner = owner
-        self.procs: dict[str, dict] = {k: dict(v) for k, v in (state or {}).items()}
+        self.procs: dict[str, dict] = {}
+        for k, v in (state or {}).items():
+            # a source last read by an older cardproof stored only load, pending and ended
+            p = {"load": None, "pending": [], "pre": [], "started": False, "ended": False} | dict(v)
+            p["started"] = p["started"] or p["load"] is not None or bool(p["pending"])
+            self.procs[k] = p
 
     def line(self, key: str, pid: int | None, line_id: int, text: str, ts: str | None):
         proc = self.procs.get(key)

@@ -93,9 +93,9 @@ def parse_ctx(text: str) -> list[Fact]:
 # "srv    load_model: initializing, n_slots = 1, n_ctx_slot = 65536"          (2026)
 # "INFO [  init] new slot | tid="..." timestamp=... id_slot=0 n_ctx_slot=32768" (2024, ik_llama.cpp)
 # {"function":"initialize",...,"msg":"new slot","n_ctx_slot":2048,...}         (2024 JSON log)
-_SLOT_CTX = re.compile(r"new slot, n_ctx = (\d+)|n_ctx_slot\"?[ =:]+(\d+)")
+_SLOT_CTX = re.compile(r"new slot, n_ctx = (\d{1,12})\b|n_ctx_slot\"?[ =:]+(\d{1,12})\b")
 # "srv    load_model: initializing slots, n_slots = 4"; "INFO [ init] initializing slots | ... n_slots=1"
-_N_SLOTS = re.compile(r"n_slots\"?[ =:]+(\d+)")
+_N_SLOTS = re.compile(r"n_slots\"?[ =:]+(\d{1,12})\b")
 
 
 @parser("new slot", "n_ctx_slot", "n_slots")

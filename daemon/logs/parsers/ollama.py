@@ -71,7 +71,7 @@ def parse_required_full(text: str) -> list[Fact]:
 
 # msg=load request="{Operation:commit LoraPath:[] Parallel:4 BatchSize:512 FlashAttention:Enabled KvSize:16384 ...}"
 # (0.12 on): the context the runner allocates (all slots together) and the number of slots
-_LOAD_REQUEST = re.compile(r"\bParallel:(\d+)\b.*?\bKvSize:(\d+)\b")
+_LOAD_REQUEST = re.compile(r"\bParallel:(\d{1,12})\b.*?\bKvSize:(\d{1,12})\b")
 
 
 @parser("KvSize:")
