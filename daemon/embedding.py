@@ -10,6 +10,7 @@ import time
 
 import httpx
 
+from .redact import public_url
 from .store import utcnow
 
 
@@ -19,7 +20,7 @@ def probe(url: str, model: str | None = None, *, timeout_s: float = 10.0) -> dic
     if model:
         body["model"] = model
     t0 = time.perf_counter()
-    out = {"at": utcnow(), "url": url}
+    out = {"at": utcnow(), "url": public_url(url)}  # stored for display: no login
     try:
         r = httpx.post(url.rstrip("/") + "/v1/embeddings", json=body, timeout=timeout_s)
     except httpx.HTTPError as exc:

@@ -25,6 +25,7 @@ from .memory.capture import MemoryCapture
 from .memory.procinfo import children, listening_pids, pids_with_arg
 from .probes.run import run_model_probes
 from .prompts import build_prompt, new_nonce
+from .redact import public_url
 from .rules.outcome import evaluate_rules
 from .sampling import take_sample
 from .store import Store, StoreError, dumps, utcnow
@@ -134,7 +135,7 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None, lo
             "host": hostinfo.host_name(),
             "gpus_json": dumps(hostinfo.gpu_inventory()),
             "backend": campaign.backend,
-            "server_url": campaign.url,
+            "server_url": public_url(campaign.url),  # shown in the article: no login
             "started_at": utcnow(),
             "status": "running",
             "samples_planned": planned,
@@ -190,7 +191,7 @@ def _run(store: Store, campaign: Campaign, backend, echo, memory_source=None, lo
         try:
             props = backend.server_info()
         except BackendError as exc:
-            echo(f"error: server {campaign.url} not reachable: {exc}")
+            echo(f"error: server {public_url(campaign.url)} not reachable: {exc}")
             return finish("failed", EXIT_FAILED, f"server not reachable: {exc}")
         store.update(
             "runs",

@@ -1,8 +1,29 @@
-"""Client addresses from access logs are personal data: masked when published."""
+"""Client addresses are personal data, credentials are secrets: neither reaches the published site.
+
+:func:`public_text` is what every text on its way into a page goes through
+(``report.mdsafe`` calls it for every foreign value): addresses masked
+unless the author opted out with ``--show-client-addresses``, credentials
+always removed (``daemon.redact``).
+
+What counts as an address: anything in the text that parses as an IPv4 or
+IPv6 address, except loopback and the unspecified address (they name no
+one's network). A version string shaped like an address (``1.2.3.4``) is
+masked too: a masked version is better than a leaked address.
+"""
 
 from __future__ import annotations
 
 import ipaddress
+import re
+
+from cardproof.daemon.redact import redact_secrets
+
+# Dotted quads: not inside a longer run of digits and dots ("1.2.3.4.5" is a version, not an address).
+_IPV4 = re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?!\d|\.\d)")
+# IPv6 candidates: a run of hex digits, colons and dots with at least two colons, not glued to a
+# word ("std::vector" stays); whether it is an address is decided by ipaddress, not by the regex.
+# Possessive: a megabyte of hex digits is scanned once, never backtracked into.
+_IPV6 = re.compile(r"(?<![0-9A-Za-z_:.])[0-9A-Fa-f:.]++(?![G-Zg-z_])")
 
 
 def mask_ip(address: str | None) -> str:
@@ -22,6 +43,58 @@ def mask_ip(address: str | None) -> str:
     if ip.version == 4:
         return ".".join(str(ip).split(".")[:3] + ["x"])
     return ":".join(ip.exploded.split(":")[:3]) + ":x"
+
+
+def _keep(ip) -> bool:
+    return ip.is_loopback or ip.is_unspecified
+
+
+def _v6(m: re.Match) -> str:
+    text = m.group(0)
+    if text.count(":") < 2:
+        return text
+    # "addr:port", "addr." at the end of a sentence: try the run, then without its tail
+    for cut in (text, text.rstrip(":."), text.rsplit(":", 1)[0]):
+        if len(cut) > 45 or cut.count(":") < 2:
+            continue
+        try:
+            ip = ipaddress.IPv6Address(cut)
+        except ValueError:
+            continue
+        shown = str(ip) if _keep(ip) else mask_ip(cut)
+        return shown + text[len(cut):]
+    return text
+
+
+def _v4(m: re.Match) -> str:
+    octets = [int(g) for g in m.groups()]
+    if any(o > 255 for o in octets):
+        return m.group(0)  # "0.21.162.986": a version number, no address
+    # leading zeros ("010.001.002.003") are still an address to a reader
+    ip = ipaddress.IPv4Address(".".join(map(str, octets)))
+    if _keep(ip):
+        return m.group(0)
+    return ".".join(m.groups()[:3]) + ".x"
+
+
+def mask_addresses(text: str | None) -> str | None:
+    """Every non-loopback IPv4/IPv6 address in ``text`` masked as :func:`mask_ip` does, the rest of
+    the text unchanged (``client 192.168.1.5:51234 POST`` -> ``client 192.168.1.x:51234 POST``)."""
+    if not text:
+        return text
+    if ":" in text:
+        text = _IPV6.sub(_v6, text)
+    if "." in text:
+        text = _IPV4.sub(_v4, text)
+    return text
+
+
+def public_text(text: str | None, *, show_addresses: bool = False) -> str | None:
+    """``text`` as it may be published: credentials removed, addresses masked unless opted out."""
+    if not text:
+        return text
+    text = redact_secrets(text)
+    return text if show_addresses else mask_addresses(text)
 
 
 def requests_by_client(db, run_id: int, *, show_addresses: bool = False) -> list[dict]:

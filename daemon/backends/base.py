@@ -6,21 +6,24 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from ..redact import strip_userinfo
+
 
 class BackendError(Exception):
     """A request that did not produce a measurement.
 
     ``kind`` is one of ``connection`` (refused, reset, server died),
     ``timeout``, ``http`` (an error status) or ``protocol`` (an answer we
-    cannot read). The message keeps the server's own text.
+    cannot read). The message keeps the server's own text, but never the
+    login of a ``http://user:password@host`` URL: it is stored for display.
     """
 
     def __init__(self, kind: str, text: str, *, status: int | None = None, partial: dict | None = None):
         self.kind = kind
-        self.text = text
+        self.text = strip_userinfo(text)
         self.status = status
         self.partial = partial or {}
-        super().__init__(f"{kind}: {text}")
+        super().__init__(f"{kind}: {self.text}")
 
 
 @dataclass
