@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import html
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -29,45 +27,22 @@ from .privacy import requests_by_client
 from .probes import decision_view
 from .provenance import counter_provenance
 from .llama_bench import llama_bench_view
-from .i18n import LANGUAGES, Lang
+from .i18n import CATALOGUE, LANGUAGES, Lang
+# esc and code_span are imported from here by other modules
+from .mdsafe import MD, code_span, esc, markdown_environment, publishing, translator  # noqa: F401
 from .tolerance import shielded
-
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!])")
 
 
 class ReportError(Exception):
     """The site could not be built; the message says which step and why."""
 
 
-def esc(value) -> str:
-    """Escape foreign text (model names, log lines, answers) for Markdown+HTML."""
-    if value is None:
-        return ""
-    text = html.escape(str(value), quote=False)
-    text = text.replace("\r", " ").replace("\n", " ")
-    return _MD_SPECIAL.sub(r"\\\1", text)
-
-
-def code_span(value) -> str:
-    """Foreign text as a Markdown code span: shown verbatim, never as HTML.
-
-    Markdown escapes ``<`` and ``&`` inside code spans itself, so the text is
-    not HTML-escaped here (that would show ``&gt;``); the fence is longer
-    than any run of backticks in the text, so it cannot close early.
-    """
-    text = "" if value is None else str(value).replace("\r", " ").replace("\n", " ")
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
 @functools.lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     """One environment for the process: it caches compiled templates."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("cardproof.report", "templates"),
-        autoescape=False,  # Markdown, not HTML: foreign text goes through |esc
+    # every printed value is escaped for Markdown+HTML unless it is MD (report/mdsafe.py)
+    return markdown_environment(
+        jinja2.PackageLoader("cardproof.report", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=False,
@@ -76,30 +51,34 @@ def _env() -> jinja2.Environment:
         comment_start_string="{%#",
         comment_end_string="#%}",
     )
-    env.filters["esc"] = esc
-    env.filters["code"] = code_span
-    return env
 
 
-def _cellvalue(L: Lang, cell: dict | None) -> str:
+def _cellvalue(L: Lang, cell: dict | None) -> MD:
+    """A main-table cell as Markdown: the median linked to its evidence (MD: every part escaped)."""
     if cell is None:
-        return "—"
+        return MD("—")
+    link = MD("[{}](#cell-{})")
     d = cell["decode"]
     if d is None:
         if cell["excluded"] and not cell["errors"]:
-            gates = sorted({g for x in cell["excluded"] for g in x["excluded_by"]})
-            return f"[{L.gettext('excluded')}](#cell-{cell['id']}) ({', '.join(gates)})"
+            gates = sorted({str(g) for x in cell["excluded"] for g in x["excluded_by"]})
+            return link.format(L.gettext("excluded"), cell["id"]) + MD(" ({})").format(MD(", ").join(gates))
         if not cell["errors"]:
-            return "—"
+            return MD("—")
         kinds = {s["error_kind"] for s in cell["errors"]}
         # "crash" only where the server went away; a refused request is an error
         word = "crash" if "connection" in kinds else ("timeout" if kinds == {"timeout"} else "error")
-        return f"[{L.gettext(word)}](#cell-{cell['id']})"
-    return f"[{L.num(d.median)}](#cell-{cell['id']}) ({L.num(d.low)}–{L.num(d.high)}, n={d.n})"
+        return link.format(L.gettext(word), cell["id"])
+    return link.format(L.num(d.median), cell["id"]) + MD(" ({}–{}, n={})").format(L.num(d.low), L.num(d.high), d.n)
 
 
 def render_caveat(c, L: Lang) -> dict:
-    """Title and text of a caveat in ``L``'s language, numbers formatted for it."""
+    """Title and text of a caveat in ``L``'s language, numbers formatted for it.
+
+    The message comes from the catalogue (trusted); every parameter is
+    escaped on its way in (``MD.format``), a prompt class translated first.
+    """
+    _ = translator(L.gettext, CATALOGUE)
     params = {}
     for key, value in c.params.items():
         if isinstance(value, tuple) and value[0] == "pct":
@@ -107,13 +86,13 @@ def render_caveat(c, L: Lang) -> dict:
         elif isinstance(value, tuple) and value[0] == "int":
             params[key] = L.num(value[1], 0)
         elif key == "cls":
-            params[key] = esc(L.gettext(value))
+            params[key] = _(value)
         else:
-            params[key] = esc(value)
+            params[key] = value
     return {
         "kind": c.kind,
-        "title": L.gettext(c.title),
-        "text": L.gettext(c.text).format(**params),
+        "title": _(c.title),
+        "text": _(c.text).format(**params),
         "cells": c.cells,
     }
 
@@ -175,43 +154,50 @@ def _notes(project: Path | None, run_id: int, lang: str) -> dict:
     for part in out:
         p = Path(project) / "notes" / f"run-{run_id}.{part}.{lang}.md"
         if p.exists():
-            out[part] = p.read_text(encoding="utf-8").strip()
+            # the author's own Markdown: as trusted as the templates
+            out[part] = MD(p.read_text(encoding="utf-8").strip())
     return out
 
 
-def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path | None = None) -> str:
+def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path | None = None, *,
+               show_addresses: bool = False) -> str:
     L = Lang(lang)
     tpl = _env().get_template("run.md.j2")
-    return tpl.render(
-        notes=_notes(project, view["run"]["id"], lang),
-        lang=lang,
-        charts=_charts(view, L, img_dir),
-        caveats=[render_caveat(c, L) for c in caveats_for(view)],
-        _=L.gettext,
-        L=L,
-        cellvalue=lambda c: _cellvalue(L, c),
-        exception_groups=_exception_groups(view),
-        **view,
-    )
+    with publishing(show_addresses=show_addresses):
+        return tpl.render(
+            notes=_notes(project, view["run"]["id"], lang),
+            lang=lang,
+            charts=_charts(view, L, img_dir),
+            caveats=[render_caveat(c, L) for c in caveats_for(view)],
+            _=translator(L.gettext, CATALOGUE),
+            L=L,
+            cellvalue=lambda c: _cellvalue(L, c),
+            exception_groups=_exception_groups(view),
+            **view,
+        )
 
 
 def render_index(runs: list[dict], lang: str, comparisons: list[dict] | None = None,
-                 models: list[dict] | None = None, llama_bench: dict | None = None) -> str:
+                 models: list[dict] | None = None, llama_bench: dict | None = None, *,
+                 show_addresses: bool = False) -> str:
     L = Lang(lang)
-    return _env().get_template("runs_index.md.j2").render(
-        _=L.gettext, L=L, runs=runs, comparisons=comparisons or [], models=models or [],
-        llama_bench=llama_bench or {"available": False})
+    with publishing(show_addresses=show_addresses):
+        return _env().get_template("runs_index.md.j2").render(
+            _=translator(L.gettext, CATALOGUE), L=L, runs=runs, comparisons=comparisons or [], models=models or [],
+            llama_bench=llama_bench or {"available": False})
 
 
-def render_compare(cmp: dict, lang: str, img_dir: Path | None = None) -> str:
+def render_compare(cmp: dict, lang: str, img_dir: Path | None = None, *, show_addresses: bool = False) -> str:
     L = Lang(lang)
     chart = None
-    if cmp["rows"]:
-        name = f"compare-{cmp['b']['id']}-vs-{cmp['a']['id']}-{lang}.svg"
-        if img_dir is not None:
-            charts.write_svg(img_dir / name, charts.deviation_chart(cmp["rows"], L))
-        chart = f"img/{name}"
-    return _env().get_template("compare.md.j2").render(_=L.gettext, L=L, cmp=cmp, chart=chart)
+    with publishing(show_addresses=show_addresses):
+        if cmp["rows"]:
+            name = f"compare-{cmp['b']['id']}-vs-{cmp['a']['id']}-{lang}.svg"
+            if img_dir is not None:
+                charts.write_svg(img_dir / name, charts.deviation_chart(cmp["rows"], L))
+            chart = f"img/{name}"
+        return _env().get_template("compare.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L, cmp=cmp,
+                                                           chart=chart)
 
 
 def _models_across(db, all_runs: list[dict], view_of=None) -> list[dict]:
@@ -362,7 +348,7 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             view["clients"] = requests_by_client(db, r["id"], show_addresses=show_addresses)
             view["provenance"] = [p for p in counter_provenance(db, r["id"]) if p["source"] != "none"]
             for lang, path in zip(LANGUAGES, files):
-                path.write_text(render_run(view, lang, out_dir / "img", project))
+                path.write_text(render_run(view, lang, out_dir / "img", project, show_addresses=show_addresses))
                 written.append(path)
             if progress:
                 progress(f"[{i}/{total}] run {r['id']} rendered")
@@ -377,7 +363,7 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             if not fresh(key, files):
                 cmp = compare_runs(db, p_id, r["id"], views)
                 for lang, path in zip(LANGUAGES, files):
-                    path.write_text(render_compare(cmp, lang, cmp_dir / "img"))
+                    path.write_text(render_compare(cmp, lang, cmp_dir / "img", show_addresses=show_addresses))
                     written.append(path)
             comparisons.append(cmp or compare_runs(db, p_id, r["id"], views))
         # unfinished runs stay out of every cross-run figure; their own articles still show what they stored
@@ -385,7 +371,7 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
         bench = llama_bench_view(db)
         for lang in LANGUAGES:
             p = out_dir / f"index{'' if lang == 'en' else '.' + lang}.md"
-            p.write_text(render_index(all_runs, lang, comparisons, models, bench))
+            p.write_text(render_index(all_runs, lang, comparisons, models, bench, show_addresses=show_addresses))
             written.append(p)
         from .observed import write_log_articles  # server logs imported with no run (issue 15)
         written += write_log_articles(db, project, show_addresses=show_addresses)

@@ -17,6 +17,13 @@ import altair as alt
 import vl_convert
 
 from .i18n import Lang
+from .mdsafe import publishable
+
+
+def _label(text) -> str:
+    """Foreign text (model names, prompt classes) as a chart label: publishable, and short,
+    since an SVG is published as it is (no page escaping reaches it)."""
+    return publishable(text)[:200]
 
 _WIDTH = 560
 
@@ -82,7 +89,7 @@ def decode_rows(view: dict, L: Lang, reasoning: bool) -> list[dict]:
             c = m["cells"].get((cls, reasoning))
             if c and c["decode"]:
                 d = c["decode"]
-                rows.append({"model": m["name"], "class": L.gettext(cls), "median": round(d.median, 2),
+                rows.append({"model": _label(m["name"]), "class": _label(L.gettext(cls)), "median": round(d.median, 2),
                              "low": round(d.low, 2), "high": round(d.high, 2), "n": d.n, "cell": c["id"]})
     return rows
 
@@ -109,7 +116,8 @@ def reasoning_rows(view: dict, L: Lang) -> list[dict]:
             off, on = m["cells"].get((cls, False)), m["cells"].get((cls, True))
             if off and on and off["decode"] and on["decode"]:
                 delta = on["decode"].median / off["decode"].median - 1
-                rows.append({"model": m["name"], "class": L.gettext(cls), "off": round(off["decode"].median, 2),
+                rows.append({"model": _label(m["name"]), "class": _label(L.gettext(cls)),
+                             "off": round(off["decode"].median, 2),
                              "on": round(on["decode"].median, 2), "delta": round(delta, 4),
                              "cell_off": off["id"], "cell_on": on["id"]})
     return rows
@@ -137,7 +145,7 @@ def write_svg(path: Path, svg) -> Path:
 
 def deviation_chart(rows: list[dict], L: Lang) -> str:
     """Per-cell change of run B against run A; cells beyond their own spread drawn dark."""
-    data = [{"cell": f"{r['model']} · {L.gettext(r['prompt_class'])}" + (" · R" if r["reasoning"] else ""),
+    data = [{"cell": _label(f"{r['model']} · {L.gettext(r['prompt_class'])}" + (" · R" if r["reasoning"] else "")),
              "deviation": round(r["deviation"], 4), "beyond": bool(r["beyond_spread"])} for r in rows]
     chart = alt.Chart(alt.Data(values=data)).mark_bar().encode(
         x=alt.X("deviation:Q", title=L.gettext("change"), axis=alt.Axis(format="+%")),
@@ -159,7 +167,7 @@ def memory_rows(memory: dict, L: Lang) -> list[dict]:
                   ("unexplained", r.get("unexplained_mib"))]
         for order, (item, mib) in enumerate(parts):
             if mib:
-                rows.append({"model": r["model"], "item": L.gettext(item), "gib": round(mib / 1024, 3),
+                rows.append({"model": _label(r["model"]), "item": _label(L.gettext(item)), "gib": round(mib / 1024, 3),
                              "order": order, "selfreport": round((r.get("selfreport_mib") or 0) / 1024, 3)})
     return rows
 

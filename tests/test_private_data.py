@@ -1,18 +1,25 @@
 """Client addresses are masked everywhere they are published, credentials are never stored for display.
 
 The masking of free text (log lines, error texts) is checked on its own;
-the capture side against a closed loopback port for the error text of a
-failed request.
+the capture side against the real llama-server with a login in its URL
+(llama-server without ``--api-key`` ignores the Basic header httpx sends), and
+against a closed loopback port for the error text of a failed request.
 """
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from cardproof.daemon.backends.base import BackendError
 from cardproof.daemon.backends.http import make_client, request_json
-from cardproof.daemon.redact import redact_campaign_text, redact_secrets, strip_userinfo
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.redact import public_url, redact_campaign_text, redact_secrets, strip_userinfo
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.build import write_articles
 from cardproof.report.privacy import mask_addresses, public_text
+from conftest import campaign_text
 
 
 @pytest.mark.parametrize("raw, shown", [
@@ -97,3 +104,36 @@ def test_backend_errors_never_carry_the_login_of_the_url():
         request_json(client, "GET", "/models")
     assert err.value.kind == "connection" and "hunter2" not in str(err.value) and "admin" not in err.value.text
     assert "127.0.0.1:9/models" in err.value.text
+
+
+def test_a_login_in_the_server_url_is_stored_for_display_without_it(llama_server, tmp_path):
+    url = llama_server.url.replace("http://", "http://admin:hunter2@")
+    assert httpx.get(url + "/health", timeout=10).status_code == 200  # the server ignores the Basic header
+    db = tmp_path / "u.db"
+    store = open_store(db)
+    text = campaign_text(url, reps=1, max_tokens=4).replace(
+        "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
+    run_id = run_campaign(store, parse_campaign(text, "u.toml"), echo=lambda s: None).run_id
+    row = store.db.execute("select server_url, status from runs where id = ?", [run_id]).fetchone()
+    assert row == (public_url(url), "completed") and "hunter2" not in row[0]
+    # the frozen file is evidence and keeps what was run; it is the article that must not show it
+    assert "admin:hunter2@" in store.db.execute("select toml_text from campaigns").fetchone()[0]
+    lines = store.db.execute("select id from log_lines where run_id = ? order by id", [run_id]).fetchall()
+    assert lines, "the server log was captured"
+    # a recorded access line as a LAN client would leave it, and one with the login in it
+    store.db.execute("update log_lines set raw = ? where id = ?",
+                     ["srv  log_server_r: request: POST /v1/chat/completions 192.168.1.23 200", lines[0][0]])
+    store.db.execute("update log_lines set raw = ? where id = ?",
+                     [f"main: connecting to {url} from [2001:db8:1:2::42]:5555", lines[-1][0]])
+    store.db.conn.commit()
+    store.close()
+    project = tmp_path / "proj"
+    write_articles(db, project)
+    for lang in ("", ".de"):
+        md = (project / "site" / "runs" / f"run-{run_id}{lang}.md").read_text()
+        assert "hunter2" not in md and "192.168.1.23" not in md and "2001:db8:1:2::42" not in md
+        assert "POST /v1/chat/completions 192\\.168\\.1\\.x 200" in md or "completions 192.168.1.x 200" in md
+        assert "2001:0db8:0001:x" in md
+    write_articles(db, project, show_addresses=True)
+    md = (project / "site" / "runs" / f"run-{run_id}.md").read_text()
+    assert "192.168.1.23" in md and "2001:db8:1:2::42" in md and "hunter2" not in md  # addresses only
