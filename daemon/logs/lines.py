@@ -89,7 +89,7 @@ def clean_stamped(raw: str) -> tuple[int | None, int | None, str, str | None, st
         m = _SYSLOG_PREFIX.match(text)
         if m:
             pid, stream, rest = (int(m[2]) if m[2] else None), m[1], text[m.end():]
-    if rest is None and " | " in text[:80]:
+    if rest is None and text.find(" | ", 0, 80) >= 0:  # find: no copy of the line
         m = _COMPOSE_PREFIX.match(text)
         if m:
             stream, rest = m[1], text[m.end():]
