@@ -341,3 +341,16 @@ def test_a_source_last_read_by_an_older_cardproof_resumes(tmp_path, store):
         f.write("".join(lines[40:]))
     capture_file(store, path, final=True)
     assert owners(store) == poseidon_truth()
+
+
+def test_buffers_named_apart_still_count_as_card_memory(tmp_path, store):
+    """The SWA KV cache and the projector's compute buffer are their own facts now; the self-report the
+    memory section compares with the card still adds every buffer line (metal log, read by hand)."""
+    from cardproof.daemon.memory.selfreport import facts_selfreport
+
+    import_path(store, REAL / "llama-runner-metal-2026.log")
+    facts = [dict(zip(("name", "device", "value_num", "line_id"), r)) for r in store.db.execute(
+        "select name, device, value_num, line_id from facts where load_id is not null")]
+    report = facts_selfreport(facts)
+    # model 680.00 + 7,798.32, KV 1,024.00 + SWA 40.00, compute 517.50 + 140.02, projector 101.27 + 6.77, output 1.00
+    assert report["total_mib"] == pytest.approx(10308.88)

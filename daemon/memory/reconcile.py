@@ -19,8 +19,11 @@ from .selfreport import latest_selfreport
 # fact name -> item category
 CATEGORY = {
     "model_buffer_mib": "weights",
+    "lora_buffer_mib": "weights",  # an adapter's weights (Ollama prints its LoRA buffer per device)
     "kv_buffer_mib": "kv",
+    "kv_swa_buffer_mib": "kv",  # the second KV cache of a sliding-window model
     "compute_buffer_mib": "compute",
+    "projector_compute_mib": "compute",  # the vision projector's compute buffer
     "output_buffer_mib": "output",
     "draft_context_mib": "draft",
     "projector_mib": "projector",
