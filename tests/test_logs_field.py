@@ -354,3 +354,26 @@ def test_buffers_named_apart_still_count_as_card_memory(tmp_path, store):
     report = facts_selfreport(facts)
     # model 680.00 + 7,798.32, KV 1,024.00 + SWA 40.00, compute 517.50 + 140.02, projector 101.27 + 6.77, output 1.00
     assert report["total_mib"] == pytest.approx(10308.88)
+
+
+def test_slot_and_adapter_lines_of_every_era():
+    from cardproof.daemon.logs.parsers import parse_line
+
+    def facts(text):
+        return {(f.name, f.device): f.value_num for f in parse_line(text)}
+
+    # ikawrakow/ik_llama.cpp pull request #558 (2025): the INFO format
+    assert facts('INFO [                    init] new slot | tid="140147414781952" timestamp=1751293931 id_slot=0 '
+                 'n_ctx_slot=32768') == {("slot_ctx_size", None): 32768}
+    # ggml-org/llama.cpp issue #5930 (2024): the JSON log format
+    assert facts('{"function":"initialize","level":"INFO","line":433,"msg":"initializing slots","n_slots":1,'
+                 '"tid":"12388","timestamp":1709862836}') == {("slots", None): 1}
+    # 2026: one line for both (ggml-org/llama.cpp issue #26188)
+    assert facts("0.10.913.035 I srv    load_model: initializing, n_slots = 1, n_ctx_slot = 65536, "
+                 "kv_unified = 'true'") == {("slots", None): 1, ("slot_ctx_size", None): 65536}
+    # ngxson/llama.cpp pull request #9 (2024): a LoRA adapter's buffers, per device
+    lora = ["llama_lora_adapter_init_internal:  CUDA_Host LoRA buffer size =    18.08 MiB",
+            "llama_lora_adapter_init_internal:      CUDA0 LoRA buffer size =   110.00 MiB",
+            "llama_lora_adapter_init_internal:      CUDA1 LoRA buffer size =    40.00 MiB"]
+    assert [facts(x) for x in lora] == [{("lora_buffer_mib", "CUDA_Host"): 18.08},
+                                        {("lora_buffer_mib", "CUDA0"): 110.0}, {("lora_buffer_mib", "CUDA1"): 40.0}]
