@@ -3,7 +3,9 @@
 An import stores every line it reads (raw text unchanged), the facts parsed
 from it, the loads it discovered, and where the next import starts, all in
 one transaction: a crash leaves the store as it was, and re-running imports
-only what is new.
+only what is new. A log file's backlog is captured in chunks of
+CAPTURE_CHUNK_LINES lines, each such a transaction, so other writers get
+the lock between them; a journal is always one.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ _FLUSH_ROWS = 20_000
 # a run's) wait as long as any other write: the daemon's main loop must come back to its
 # watchdog, and a run notes a capture that could not wait and goes on.
 IMPORT_LOCK_WAIT_S = 600.0
+# A log file is captured in transactions of about this many lines (2-4 s of work here), each
+# storing where the next one starts: the write lock is never held for a whole backlog.
+CAPTURE_CHUNK_LINES = 100_000
+# between chunks the lock is free this long: SQLite's busy handler retries every 100 ms at most,
+# so a writer that waits gets in before the next chunk instead of missing the moment
+_BETWEEN_CHUNKS_S = 0.2
 
 
 class _Writer:
@@ -157,8 +165,12 @@ def _redirects(conn) -> dict[int, int]:
     return {a: b for a, b in rows}
 
 
-def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progress):
-    """The loop over every line: clean, attribute, parse, buffer; full buffers are stored as they fill."""
+def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progress, max_lines=None):
+    """The loop over every line: clean, attribute, parse, buffer; full buffers are stored as they fill.
+
+    With ``max_lines`` it stops after the first batch that reaches it where
+    the reader can resume (``more`` is then True).
+    """
     attr = Attributor(source["state"], w)
     attr.redirect(_redirects(conn))
     observed = RequestCounters((source["state"] or {}).get("observed"))
@@ -177,7 +189,9 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     markers = MARKERS
     next_report = PROGRESS_EVERY
     accesses: list = []
-    for batch in reader.batches():
+    more = False
+    batches = reader.batches()
+    for batch in batches:
         for ts, unit, pid, cursor, offset, raw, raw_bytes in batch:
             if known is not None and cursor in known:
                 dup += 1
@@ -217,6 +231,10 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
             rate = n / max(time.perf_counter() - started, 1e-9)
             progress(f"{reader.name}: {n:,} lines imported ({rate:,.0f} lines/s)")
             next_report += PROGRESS_EVERY
+        if max_lines is not None and n >= max_lines and reader.resumable:
+            more = True
+            break
+    batches.close()
     w.flush()
     requests = record_requests(conn, run_id, accesses)  # access lines -> requests_seen
     attr.observed_count = observed.store(conn, sid, run_id)
@@ -226,12 +244,12 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
                      [sid, utcnow(), reason, skipped])
     if hasattr(reader, "finish"):
         reader.finish()
-    return n, dup, lid, requests, attr
+    return n, dup, lid, requests, attr, more
 
 
 def run_import(store: Store, kind: str, name: str, make_reader: Callable[[dict], object], *,
                run_id: int | None = None, progress: Callable[[str], None] | None = None,
-               lock_wait_s: float = BUSY_TIMEOUT_S) -> dict:
+               lock_wait_s: float = BUSY_TIMEOUT_S, max_lines: int | None = None) -> dict:
     """Read source ``kind``/``name`` into the store; returns counts (see :func:`capture_file`).
 
     The whole import holds the write lock from its first read of the
@@ -240,7 +258,8 @@ def run_import(store: Store, kind: str, name: str, make_reader: Callable[[dict],
     (two ``cardproof logs import``, the daemon and a run's final capture)
     take turns and every line is stored once. ``make_reader(source)``
     builds the reader from the source's stored position; ``lock_wait_s`` is
-    how long to wait for another writer's lock in all.
+    how long to wait for another writer's lock in all. ``max_lines`` ends the
+    import early where the reader can resume (the result's ``more``).
     """
     conn = store.db.conn
     started, started_cpu = time.perf_counter(), time.process_time()
@@ -256,14 +275,14 @@ def run_import(store: Store, kind: str, name: str, make_reader: Callable[[dict],
         with store.write_lock(wait_s=lock_wait_s, on_wait=waiting):
             source = _source(conn, kind, name)
             reader = make_reader(source)
-            return _run_import(store, conn, reader, source, run_id, started, started_cpu, progress)
+            return _run_import(store, conn, reader, source, run_id, started, started_cpu, progress, max_lines)
     except sqlite3.Error as exc:  # rolled back: the store is as it was, the next import starts at the same place
         raise StoreError(f"{shown(store.path)}: import of {name} not stored: {exc}") from exc
     finally:
         conn.execute(f"pragma synchronous = {int(sync)}")
 
 
-def _run_import(store, conn, reader, source, run_id, started, started_cpu, progress) -> dict:
+def _run_import(store, conn, reader, source, run_id, started, started_cpu, progress, max_lines=None) -> dict:
     """The import inside the caller's write transaction."""
     sid = source["id"]
     w = _Writer(store, sid, run_id)
@@ -272,7 +291,8 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
     collecting = gc.isenabled()
     gc.disable()
     try:
-        n, dup, lid, requests, attr = _import_lines(conn, w, reader, source, run_id, started, progress)
+        n, dup, lid, requests, attr, more = _import_lines(conn, w, reader, source, run_id, started, progress,
+                                                          max_lines)
     finally:
         if collecting:
             gc.enable()
@@ -310,7 +330,25 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
         "cpu_seconds": time.process_time() - started_cpu,
         "read_seconds": reader.read_seconds,
         "read_cpu_seconds": reader.read_cpu_seconds,
+        "more": more,
+        "line_ids": (lid - n, lid),  # this import's lines: ids from, to (exclusive)
     }
+
+
+def _add(total: dict | None, part: dict) -> dict:
+    """The counts of two parts of one capture, as if it had been one."""
+    if total is None:
+        return dict(part)
+    out = dict(part)
+    for key in ("lines", "attributed", "unattributed", "facts", "loads", "gaps", "duplicates_skipped", "requests",
+                "seconds", "cpu_seconds", "read_seconds", "read_cpu_seconds"):
+        if isinstance(total.get(key), (int, float)) and isinstance(part.get(key), (int, float)):
+            out[key] = total[key] + part[key]
+    warnings = dict(total.get("warnings") or {})
+    for key, count in (part.get("warnings") or {}).items():
+        warnings[key] = warnings.get(key, 0) + count
+    out["warnings"] = warnings
+    return out
 
 
 def capture_file(store: Store, path: Path | str, *, run_id: int | None = None, final: bool = False,
@@ -319,7 +357,8 @@ def capture_file(store: Store, path: Path | str, *, run_id: int | None = None, f
     """Import the lines added to a log file since the last capture (``--log-file`` or redirected stderr).
 
     Idempotent: the byte offset and inode are stored with the source, so a
-    second call reads only new lines; rotation and truncation are recorded
+    second call reads only new lines (a long backlog is stored in chunks of
+    CAPTURE_CHUNK_LINES, each its own transaction); rotation and truncation are recorded
     as capture gaps. ``fmt`` is ``plain`` or ``journal-json`` (a
     ``journalctl -o json`` export). Returns counts: ``lines``, ``attributed``,
     ``unattributed``, ``facts``, ``loads``, ``gaps``, ``warnings``.
@@ -331,8 +370,24 @@ def capture_file(store: Store, path: Path | str, *, run_id: int | None = None, f
         return FileReader(path, offset=src["offset"], inode=src["inode"], final=final,
                           journal_json=(kind == "journal-json"), head=(src["state"] or {}).get("file_head"))
 
-    return run_import(store, kind, file_identity(path), reader, run_id=run_id, progress=progress,
-                      lock_wait_s=lock_wait_s)
+    # one transaction per CAPTURE_CHUNK_LINES: a long backlog never keeps other writers
+    # (a run storing its samples, the daemon's heartbeat) out longer than one chunk takes
+    total = None
+    spans = []
+    while True:
+        part = run_import(store, kind, file_identity(path), reader, run_id=run_id, progress=progress,
+                          lock_wait_s=lock_wait_s, max_lines=CAPTURE_CHUNK_LINES)
+        total = _add(total, part)
+        spans.append(part["line_ids"])
+        if not part["more"]:
+            break
+        time.sleep(_BETWEEN_CHUNKS_S)
+    if len(spans) > 1:  # lines a later chunk bound to their load count as attributed
+        total["unattributed"] = sum(store.db.conn.execute(
+            "select count(*) from log_lines where id >= ? and id < ? and source_id = ? and load_id is null",
+            [a, b, total["source_id"]]).fetchone()[0] for a, b in spans)
+        total["attributed"] = total["lines"] - total["unattributed"]
+    return total
 
 
 def capture_journal(store: Store, unit: str | None = None, *, run_id: int | None = None,

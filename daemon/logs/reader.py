@@ -23,6 +23,7 @@ class Reader:
         self.read_cpu_seconds = 0.0  # this process's CPU time for the same
         self.position: dict = {}
         self.dedupe = False  # set when a re-read may repeat stored lines
+        self.resumable = False  # True while ``position`` after the last batch is a place to resume from
 
     def _clock(self, t0: float, c0: float) -> None:
         self.read_seconds += time.perf_counter() - t0

@@ -95,6 +95,8 @@ class FileReader(Reader):
     def batches(self):
         for path, offset in self._plan:
             is_current = path == self.path
+            # an import may stop after a batch of the current file: its position says where to go on
+            self.resumable = is_current
             yield from self._read(path, offset, is_current)
 
     def _read(self, path: Path, offset: int, is_current: bool):
