@@ -63,6 +63,8 @@ FIND_INJECTED = """() => {
   const holding = (sel, text) => [...document.querySelectorAll(sel)].filter(e => e.textContent.includes(text));
   bad.push(...holding('script', '__pwned').map(() => 'script'), ...holding('style', 'display:none').map(() => 'style'));
   if (document.body.innerText.includes('SSTI49')) bad.push('a template expression was evaluated');
+  const ids = [...document.querySelectorAll('[id]')].map(e => e.id).filter(i => /^(cell|sample|line|load|probe)-/.test(i));
+  bad.push(...ids.filter((i, k) => ids.indexOf(i) !== k).map(i => `duplicate anchor ${i}`));
   return bad;
 }"""
 
@@ -120,6 +122,8 @@ def hostile_site(llama_server, tmp_path_factory):
     written = fill(db, keep_status={first, second})
     with sqlite3.connect(db) as conn:  # the vector of issue 16: a run status from a merged database
         conn.execute("update runs set status = ? where id = ?", [STATUS, second + 1])
+        # a name that is an evidence anchor: a heading made from it must not take that id
+        conn.execute("update models set name = 'line-1' where id = (select min(id) from models)")
     _access_log(db, first)
     out = build(db, root / "proj")["site_dir"]
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
