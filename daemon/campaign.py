@@ -276,6 +276,20 @@ def _prompt_tokens(c: Checker, data: dict) -> dict[str, int]:
     return out
 
 
+def parse_gates(text: str, path: str = "<campaign>") -> dict[str, GateConfig]:
+    """Only the ``[gates]`` of campaign TOML text, validated as :func:`parse_campaign` does.
+
+    For a campaign frozen by an older cardproof that no longer validates as
+    a whole (a key since removed, such as ``[server] api_key``): its gates
+    still say which samples its medians left out.
+    """
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise CampaignError(path, "-", f"not valid TOML: {exc}") from exc
+    return _gates(Checker(path), data)
+
+
 def _gates(c: Checker, data: dict) -> dict[str, GateConfig]:
     gates_raw = c.table(data.get("gates", {}), "gates")
     c.unknown(gates_raw, set(GATES), "gates.")

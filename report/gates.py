@@ -3,18 +3,37 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import sqlite_utils
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.gates import GATES
+from cardproof.daemon.campaign import CampaignError, parse_campaign, parse_gates
+from cardproof.daemon.gates import GATES, default_config
+
+_warned: set[tuple[str, int]] = set()
 
 
 def run_gate_config(db: sqlite_utils.Database, run_id: int) -> dict:
-    """The gate configuration frozen with the run's campaign."""
+    """The gate configuration frozen with the run's campaign.
+
+    A frozen campaign that no longer validates as a whole (written by an
+    older cardproof, or merged from elsewhere) gives its ``[gates]`` alone;
+    one whose gates are unreadable too gives the defaults, said on stderr.
+    """
     run = db["runs"].get(run_id)
-    text = db["campaigns"].get(run["campaign_id"])["toml_text"]
-    return parse_campaign(text, "frozen campaign").gates
+    text = db["campaigns"].get(run["campaign_id"])["toml_text"] or ""
+    try:
+        return parse_campaign(text, "frozen campaign").gates
+    except CampaignError:
+        pass
+    try:
+        return parse_gates(text, "frozen campaign")
+    except CampaignError as exc:
+        if (id(db.conn), run_id) not in _warned:  # once per run, not once per query
+            _warned.add((id(db.conn), run_id))
+            print(f"report: run {run_id}: frozen campaign unreadable, gates shown with their defaults: {exc}",
+                  file=sys.stderr)
+        return default_config()
 
 
 def excluded_samples(db: sqlite_utils.Database, run_id: int) -> dict[int, list[str]]:

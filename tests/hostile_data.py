@@ -9,16 +9,16 @@ rows usable:
 * ids and numeric columns are not text and stay;
 * JSON columns keep their shape: every string inside is replaced by a
   payload, so readers still find objects and arrays;
-* timestamps (``*_at``, ``ts``, ...) stay, except in display-only columns
-  (access-log and log-line times), because runs are ordered and compared by
-  them: damaged timestamps are the tolerance tests' subject, not this one;
+* ``runs.started_at`` stays: runs are ordered and compared by it (every
+  other timestamp gets a payload; the page shows such text as it is);
 * the row-selecting vocabulary (``samples.kind``, ``cells.kind``) stays, and
   ``runs.status`` stays where ``keep_status`` says, so the articles still
   have measurements and a comparison to render;
 * ``samples.error_kind`` and ``gate_results.gate`` get payloads on every
   other row only, so that cells keep some medians;
-* ``campaigns.toml_text`` becomes a valid campaign file carrying payloads
-  (the report parses it for the gate configuration).
+* ``campaigns.toml_text`` becomes the campaign file carrying payloads in
+  comments, a login in its URL and an ``api_key`` under ``[server]`` (as an
+  older cardproof froze it: the report must still read its gates).
 
 Every payload that would execute sets ``window.__pwned`` or carries a
 ``data-pwn`` attribute; every Markdown injection carries a marker (MDH
@@ -65,15 +65,10 @@ BIG = "A" * (1 << 20)  # 1 MB
 # A few columns get the 1 MB string (in one row each): enough to prove size is handled.
 BIG_COLUMNS = {("log_lines", "raw"), ("samples", "error_text"), ("loads", "error_text")}
 
-_TIMESTAMPS = ("_at", "ts_from", "ts_to")
 _KEEP = {("samples", "kind"), ("cells", "kind"), ("runs", "status")}
 _HALF = {("samples", "error_kind"), ("gate_results", "gate")}
 _SAME_FOR_ALL_ROWS = {("campaigns", "name"), ("cells", "prompt_class")}
-_DISPLAY_ONLY_TIMES = {("requests_seen", "ts"), ("log_lines", "ts")}
-
-
-def _is_timestamp(column: str) -> bool:
-    return column in ("ts", "at", "test_time") or column.endswith(_TIMESTAMPS)
+_KEPT_TIMES = {("runs", "started_at")}
 
 
 def payload(table: str, column: str, rowid: int) -> str:
@@ -111,8 +106,9 @@ def hostile_campaign(text: str) -> str:
     out = []
     for line in text.split("\n"):
         if line.startswith("url = "):
-            # the login goes into the frozen text, the way a user might have written it
-            line = line.replace("http://", f"http://admin:{PASSWORD}@", 1)
+            # the login goes into the frozen text, the way a user might have written it, and an API key
+            # the way an older cardproof froze it (the file no longer validates as a whole)
+            line = line.replace("http://", f"http://admin:{PASSWORD}@", 1) + f'\napi_key = "{API_KEY}"'
         out.append(line)
     return "\n".join(lines + out + ["# " + "```" * 3, "# </details><script>window.__pwned='toml'</script>"])
 
@@ -133,7 +129,7 @@ def fill(db_path, *, keep_status: set[int] = frozenset()) -> dict[str, int]:
                 key = (table, col)
                 if key in _KEEP and not (key == ("runs", "status") and rowid not in keep_status):
                     continue
-                if _is_timestamp(col) and key not in _DISPLAY_ONLY_TIMES:
+                if key in _KEPT_TIMES:
                     continue
                 if key in _HALF and rowid % 2 == 0:
                     continue
