@@ -11,8 +11,8 @@ from pathlib import Path
 import sqlite_utils
 from sqlite_utils import Migrations
 
-from .storefile import BUSY_TIMEOUT_S, Database, StoreError, begin_immediate, ensure_wal, inspect, migrate, shown
-from .storefile import newer_message
+from .storefile import BUSY_TIMEOUT_S, Database, StoreError, begin_immediate, ensure_wal, inspect, inspect_file
+from .storefile import migrate, newer_message, shown
 
 __all__ = ["Store", "StoreError", "dumps", "migrations", "open_store", "utcnow"]
 
@@ -633,6 +633,8 @@ def open_store(path: Path | str, *, create: bool = True, mode: str = "rw") -> St
 
 
 def _open_rw(path: Path) -> Store:
+    if path.exists():
+        inspect_file(path, migrations)  # a file that is not ours is refused before anything is created beside it
     path.parent.mkdir(parents=True, exist_ok=True)
     # implicit transactions (before an INSERT/UPDATE) also take the write lock when they begin
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
@@ -651,6 +653,7 @@ def _open_rw(path: Path) -> Store:
 
 
 def _open_ro(path: Path) -> Store:
+    inspect_file(path, migrations)  # a file that is not ours is refused before anything is created beside it
     # as a URI: percent-encoded, so '?', '#' or '%' in a file name stay part of the name
     conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     try:

@@ -141,6 +141,28 @@ def inspect(conn: sqlite3.Connection, path: Path, migrations) -> FileState:
     )
 
 
+def inspect_file(path: Path, migrations) -> FileState:
+    """:func:`inspect` on a connection of its own that creates nothing beside the file.
+
+    Reading a WAL-mode file makes SQLite create its -wal and -shm files. A
+    WAL-mode file without a -wal file holds all its data itself, so it is
+    read as immutable (no locks, no side files): a file that turns out not
+    to be ours is left exactly as it was, directory included.
+    """
+    if path.stat().st_size == 0:
+        return FileState("empty")
+    with open(path, "rb") as f:
+        head = f.read(20)
+    wal = head[:16] == b"SQLite format 3\x00" and head[18:20] == b"\x02\x02"
+    immutable = wal and not Path(f"{path}-wal").exists()
+    conn = sqlite3.connect(path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro"),
+                           uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        return inspect(conn, path, migrations)
+    finally:
+        conn.close()
+
+
 def newer_message(path: Path, state: FileState) -> str:
     needed = (f"cardproof {version_text(state.user_version)} or later"
               if state.user_version > version_number() else "a newer cardproof")

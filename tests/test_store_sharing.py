@@ -97,6 +97,18 @@ def foreign_db(path: Path) -> Path:
     return path
 
 
+def foreign_wal_db(path: Path) -> Path:
+    """Another application's file in WAL mode, closed cleanly: no -wal or -shm beside it."""
+    conn = sqlite3.connect(path)
+    conn.execute("pragma journal_mode=wal")
+    conn.executescript("create table notes (id integer primary key, body text);"
+                       "insert into notes (body) values ('keep me');")
+    conn.commit()
+    conn.close()
+    assert not Path(f"{path}-wal").exists()
+    return path
+
+
 def sqlite_utils_app_db(path: Path) -> Path:
     """Another application that also records its migrations with sqlite-utils."""
     conn = sqlite3.connect(path)
@@ -141,7 +153,7 @@ def _args(cmd: list[str], db: Path, tmp_path: Path) -> list[str]:
     return [subst.get(a, a) for a in cmd] + ["--db", str(db)]
 
 
-@pytest.mark.parametrize("make", [foreign_db, sqlite_utils_app_db, odd_migrations_table_db])
+@pytest.mark.parametrize("make", [foreign_db, foreign_wal_db, sqlite_utils_app_db, odd_migrations_table_db])
 def test_every_command_refuses_a_database_that_is_not_ours_and_leaves_it_as_it_was(tmp_path, make):
     db = make(tmp_path / "some-other-app.sqlite")
     before = digest(db)
@@ -166,7 +178,7 @@ def test_every_command_refuses_a_database_that_is_not_ours_and_leaves_it_as_it_w
 
 
 def _objects(db: Path) -> int:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     try:
         return conn.execute("select count(*) from sqlite_master where name not like 'sqlite\\_%' escape '\\'"
                             ).fetchone()[0]
@@ -319,3 +331,18 @@ def test_a_write_lock_inside_a_callers_transaction_is_part_of_it(tmp_path):
     conn.rollback()
     assert conn.execute("select (select count(*) from campaigns), (select count(*) from models)").fetchone() == (0, 0)
     store.close()
+
+
+def test_a_real_process_leaves_nothing_beside_a_wal_file_that_is_not_ours(tmp_path):
+    """A process that exits without closing its connection leaves SQLite's -wal and -shm files behind."""
+    db = foreign_wal_db(tmp_path / "other.sqlite")
+    before = digest(db)
+    log = tmp_path / "server.log"
+    log.write_text("srv  main: server is listening on http://127.0.0.1:1\n")
+    for cmd in (["runs"], ["gates"], ["logs", "import", str(log)], ["report", "build", "--no-mkdocs", "--project",
+                                                                    str(tmp_path / "project")]):
+        r = subprocess.run([sys.executable, "-m", "cardproof.cli", *cmd, "--db", str(db)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and "not a cardproof database" in r.stderr, (cmd, r.stderr)
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(db.name)) == [db.name], cmd
+    assert digest(db) == before
