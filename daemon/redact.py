@@ -21,10 +21,12 @@ MASK = "***"
 
 #: Key names whose values are secrets wherever they appear (TOML, JSON, query strings, headers, logs).
 #: The name must end there ("api_key_env" names a variable and stays; "n_tokens" is a count).
-_SECRET_NAME = (r"[A-Za-z0-9_.\-]*(?:api[_\-]?key|apikey|access[_\-]?key|secret[_\-]?key|private[_\-]?key"
-                r"|client[_\-]?secret|secret|password|passwd|pwd|token|authorization|credentials?|cookie)")
+_SECRET_NAME = re.compile(r"(?i)(?:api[_\-]?key|apikey|access[_\-]?key|secret[_\-]?key|private[_\-]?key"
+                          r"|client[_\-]?secret|secret|password|passwd|pwd|token|authorization|credentials?|cookie)$")
+# Every "name = value" / "name: value" pair; whether the name is a secret's is decided per match
+# (one pass over the words, instead of trying each secret name at every word).
 _KEY_VALUE = re.compile(
-    r"(?i)(?<![A-Za-z0-9_.\-])(" + _SECRET_NAME + r")(?![A-Za-z0-9_\-])"  # the key
+    r"(?<![A-Za-z0-9_.\-])([A-Za-z0-9_.\-]++)"                            # the key
     r"(\"|')?(\s*[:=]\s*)"                                               # its separator
     r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s&,;\"'<>`]+)")                          # the value
 #: ``--api-key VALUE`` / ``--hf-token=VALUE`` on a logged command line.
@@ -56,6 +58,8 @@ def public_url(url: str | None) -> str | None:
 
 
 def _key_value(m: re.Match) -> str:
+    if not _SECRET_NAME.search(m.group(1)):
+        return m.group(0)
     value = m.group(4)
     bare = value.strip("\"'")
     # a count or a flag next to a secret-sounding name ("EOS token = 2") is not a secret

@@ -46,10 +46,10 @@ _SPACE = re.compile(r"[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029 ]+")
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
 # Characters that start Markdown or HTML syntax anywhere in a line: emphasis, code, links and
 # images (brackets), attribute lists, headings, table cells, and HTML tags and entities.
-_MD_ALWAYS = re.compile(r"([\\`*_{}\[\]#|])")
+# One translation table for both (a single pass in C: every value of every page goes through it).
+_ESCAPES = str.maketrans({**{c: "\\" + c for c in "\\`*_{}[]#|"},
+                          "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"})
 _WORD = re.compile(r"\w")
-_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
-_HTML_CHARS = re.compile("[&<>\"']")
 # Foreign text has no line breaks left, so only its first character can begin a line, and there
 # a few more characters have meaning: list markers, "1." (ordered list), "!!!" (admonition),
 # "???" (details), "===" (setext heading), "~~~" (fence).
@@ -113,9 +113,7 @@ def _escape_text(value) -> str:
     # (", ", " ") have no letter or digit and keep theirs.
     if _WORD.search(text):
         text = text.strip()
-    text = _MD_ALWAYS.sub(r"\\\1", text)
-    text = _HTML_CHARS.sub(lambda m: _HTML[m.group(0)], text)
-    return _LINE_START.sub(_line_start, text, count=1)
+    return _LINE_START.sub(_line_start, text.translate(_ESCAPES), count=1)
 
 
 def esc(value) -> MD:
