@@ -23,8 +23,9 @@ from cardproof.daemon.campaign import parse_campaign
 from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
+from cardproof.report.mdsafe import MAX_SHOWN_CHARS
 from conftest import campaign_text
-from hostile_data import CLIENT_V4, CLIENT_V6, PAYLOADS, SECRETS, fill
+from hostile_data import BIG, CLIENT_V4, CLIENT_V6, PAYLOADS, SECRETS, fill
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -42,6 +43,7 @@ max_tokens = 4
 fast = 'decode.short >= 1'
 """
 
+SSTI = "SSTI{{ 7*7 }} {% raw %}x{% endraw %}"
 STATUS = '<img src=x data-pwn onerror="window.__pwned=\'status\'">'
 
 # Everything a payload could have made of the page: handlers, javascript: URLs, injected elements,
@@ -124,6 +126,10 @@ def hostile_site(llama_server, tmp_path_factory):
         conn.execute("update runs set status = ? where id = ?", [STATUS, second + 1])
         # a name that is an evidence anchor: a heading made from it must not take that id
         conn.execute("update models set name = 'line-1' where id = (select min(id) from models)")
+        # where the payloads land varies with the number of log lines: two of them at a known place
+        conn.execute("update runs set host = ? where id = ?", [SSTI, first])
+        conn.execute("update loads set error_text = ? where id = (select min(id) from loads where run_id = ?)",
+                     [BIG, first])
     _access_log(db, first)
     out = build(db, root / "proj")["site_dir"]
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
@@ -189,8 +195,8 @@ def test_payloads_are_shown_as_the_text_they_are(hostile_site, pages):
     for page in ("runs/index.html", "de/runs/index.html", f"runs/run-{third}/index.html"):
         assert STATUS in pages[page]["text"], page  # the status of a merged run, as the text it is
     article = pages[f"runs/run-{first}/index.html"]["text"]
-    assert "SSTI{{ 7*7 }}" in "".join(i["text"] for i in pages.values())
-    assert "characters not shown]" in article  # the 1 MB log line, cut with a note
+    assert SSTI in article  # shown, not evaluated
+    assert f"[+{len(BIG) - MAX_SHOWN_CHARS} characters not shown]" in article  # the 1 MB error text, cut
 
 
 def test_nothing_private_is_published_in_any_file(hostile_site):
