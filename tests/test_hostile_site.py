@@ -43,6 +43,7 @@ max_tokens = 4
 fast = 'decode.short >= 1'
 """
 
+TITLE = '</title><script>window.__pwned="title"</script><img src=x data-pwn onerror="window.__pwned=1"> "x\ny: z'
 SSTI = "SSTI{{ 7*7 }} {% raw %}x{% endraw %}"
 STATUS = '<img src=x data-pwn onerror="window.__pwned=\'status\'">'
 
@@ -128,6 +129,7 @@ def hostile_site(llama_server, tmp_path_factory):
         conn.execute("update models set name = 'line-1' where id = (select min(id) from models)")
         # where the payloads land varies with the number of log lines: two of them at a known place
         conn.execute("update runs set host = ? where id = ?", [SSTI, first])
+        conn.execute("update campaigns set name = ?", [TITLE])  # page titles: front matter, <title>, search
         conn.execute("update loads set error_text = ? where id = (select min(id) from loads where run_id = ?)",
                      [BIG, first])
     _access_log(db, first)
@@ -161,6 +163,7 @@ def pages(hostile_site):
             info["pwned"] = page.evaluate("() => window.__pwned === undefined ? null : String(window.__pwned)")
             info["injected"] = page.evaluate(FIND_INJECTED)
             info["text"] = page.evaluate("() => document.body.textContent")  # collapsed blocks included
+            info["title"] = page.title()
             out[rel] = info
             page.close()
         browser.close()
@@ -196,6 +199,7 @@ def test_payloads_are_shown_as_the_text_they_are(hostile_site, pages):
         assert STATUS in pages[page]["text"], page  # the status of a merged run, as the text it is
     article = pages[f"runs/run-{first}/index.html"]["text"]
     assert SSTI in article  # shown, not evaluated
+    assert TITLE.replace("\n", " ") in pages[f"runs/run-{first}/index.html"]["title"]
     assert f"[+{len(BIG) - MAX_SHOWN_CHARS} characters not shown]" in article  # the 1 MB error text, cut
 
 
@@ -223,3 +227,30 @@ def test_charts_hold_payloads_only_as_text(hostile_site):
             assert not [a for a in el.attrib if a.lower().startswith("on") or a == "data-pwn"], (svg, el.attrib)
             labels += bool(el.text and "data-pwn" in el.text)
     assert labels, "the model names with payloads are in the charts, as text"
+
+
+def test_search_results_show_payloads_as_text(hostile_site):
+    """Material renders search hits from search_index.json into the page: typing a payload's words
+    must find the pages and run nothing."""
+    from playwright.sync_api import sync_playwright
+
+    box = "input[data-md-component='search-query']"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page()
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(hostile_site["base"] + "/runs/", wait_until="networkidle")
+        found = {}
+        for query in ("onerror", "script", "MDK", "hunter2pw"):
+            page.fill(box, "")
+            page.locator(box).press_sequentially(query, delay=20)
+            page.wait_for_function("() => !document.querySelector('.md-search-result__meta')"
+                                   ".textContent.includes('Type to start')", timeout=30_000)
+            page.wait_for_timeout(500)
+            found[query] = page.eval_on_selector_all(".md-search-result__item", "els => els.length")
+            assert page.evaluate("() => window.__pwned === undefined") and dialogs == [], (query, dialogs)
+            assert page.evaluate(FIND_INJECTED) == [], query
+        browser.close()
+    assert found["onerror"] and found["script"], found  # the payloads are in the index, as text
+    assert found["hunter2pw"] == 0  # and the password is not
