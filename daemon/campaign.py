@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import validate
+from .backends import BACKENDS, taking
 from .campaign_check import (
     MAX_CAMPAIGN_BYTES,
     MAX_CODE_TIMEOUT_S,
@@ -43,9 +44,6 @@ from .gates import GATES, GateConfig, default_config
 from .probes import PROBES, VERDICTS
 from .prompts import PROMPT_CLASSES
 from .rules import RuleError, validate_rule
-
-BACKENDS = ("llama-server", "ollama", "llama-swap", "openai")
-
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -163,15 +161,16 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
     server = c.table(data["server"], "server")
     c.unknown(server, _SERVER_KEYS, "server.")
     backend = server.get("backend", "llama-server")
-    if backend not in BACKENDS:
+    if not isinstance(backend, str) or backend not in BACKENDS:  # a TOML table or list is unhashable
         c.fail("server.backend", f"expected one of {', '.join(BACKENDS)}, got {validate.describe(backend)}")
     url = c.value(server, "url", "server.", validate.http_url, required="an http:// or https:// URL")
     log_file = c.value(server, "log_file", "server.", validate.path)
     journal_unit = c.value(server, "journal_unit", "server.", validate.unit_name)
     timeout = c.number(server, "request_timeout_s", "server.", 300.0, 0, MAX_REQUEST_TIMEOUT_S, above=True)
     num_ctx = c.integer(server, "num_ctx", "server.", 0, 1, MAX_NUM_CTX) or None
-    if num_ctx and backend != "ollama":
-        c.fail("server.num_ctx", f"only the ollama backend takes num_ctx (backend is {backend!r})")
+    if num_ctx and "num_ctx" not in BACKENDS[backend].options:
+        c.fail("server.num_ctx", f"only the {' and '.join(taking('num_ctx'))} backend takes num_ctx "
+                                 f"(backend is {backend!r})")
     api_key_env = c.value(server, "api_key_env", "server.", validate.env_name)
 
     models = _models(c, data)

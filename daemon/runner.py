@@ -276,11 +276,12 @@ def _register_models(store: Store, campaign: Campaign, backend) -> dict[str, int
     for spec in campaign.models:
         path = spec.file or _model_path_from_args(listed.get(spec.name))
         row = modelfile.describe(spec.name, path)
-        if hasattr(backend, "describe_model"):  # Ollama: digest, quantisation, capabilities from its API
-            try:
-                row = {**backend.describe_model(spec.name), **{k: v for k, v in row.items() if v is not None}}
-            except BackendError:
-                pass
+        try:  # Ollama: digest, quantisation, capabilities from its API
+            described = backend.describe_model(spec.name)
+        except BackendError:
+            described = None
+        if described is not None:
+            row = {**described, **{k: v for k, v in row.items() if v is not None}}
         ids[spec.name] = store.upsert_model(row)
     return ids
 
@@ -358,7 +359,7 @@ def _run_cells(store, campaign, backend, run_id, cells, model_ids, state, echo, 
                 child = router_child_pid(backend.url, cell.model) if backend.is_router() else None
                 if child:
                     store.update("loads", load_id, {"pid": child})
-                mem.after_load(load_id, pid=child, arg=runner_arg(backend, cell.model))
+                mem.after_load(load_id, pid=child, arg=backend.runner_arg(cell.model))
             if taken.ok:
                 state["measured"] += 1
             else:
@@ -437,21 +438,15 @@ def _explicit_load(store, backend, run_id, model_id, name, echo, mem=None, check
             "pid": res.pid,
         },
     )
-    blob = getattr(backend, "model_blob", None)
-    if blob is not None:  # Ollama: the weights file its runner is started with, for linking the log's loads
-        store.update("loads", load_id, {"model_file": blob(name)})
+    model_file = backend.model_blob(name)  # Ollama: the weights file its runner is started with
+    if model_file is not None:  # for linking the log's loads
+        store.update("loads", load_id, {"model_file": model_file})
     if mem is not None and res.status in ("loaded", "already_loaded"):
         pid = res.pid or router_child_pid(backend.url, name) if backend.is_router() else res.pid
         if pid and not res.pid:
             store.update("loads", load_id, {"pid": pid})
-        mem.after_load(load_id, pid=pid, arg=runner_arg(backend, name))
+        mem.after_load(load_id, pid=pid, arg=backend.runner_arg(name))
     return load_id
-
-
-def runner_arg(backend, name: str) -> str | None:
-    """An argument on the command line of the process serving ``name`` (Ollama: its blob), if the backend knows one."""
-    find = getattr(backend, "runner_arg", None)
-    return find(name) if find is not None else None
 
 
 def router_child_pid(url: str, name: str) -> int | None:

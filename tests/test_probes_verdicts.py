@@ -19,6 +19,7 @@ import json
 
 import pytest
 
+from cardproof.daemon.backends import OpenAICompatBackend
 from cardproof.daemon.probes import PROBES, coding, reasoning, thinking, tools, vision
 from cardproof.daemon.probes.base import ProbeContext, Unit, apply_declaration, summarise
 from cardproof.daemon.probes.capabilities import from_llama_props, from_ollama_show
@@ -173,12 +174,13 @@ def test_capabilities_from_recorded_props_and_show():
     assert show == {"tools": True, "thinking": True, "vision": False}
 
 
-class RecordedBackend:
-    """Answers probe requests from recorded responses; counts what was asked."""
+class RecordedBackend(OpenAICompatBackend):
+    """Answers probe requests from recorded responses; counts what was asked (nothing is sent)."""
 
     kind = "llama-server"
 
     def __init__(self, replies):
+        super().__init__("http://127.0.0.1:9")
         self.replies = replies
         self.bodies = []
 

@@ -1,43 +1,50 @@
-"""Backends: one class per kind of model server, registered in BACKENDS."""
+"""Backends: one class per kind of model server, each a :class:`~.interface.Backend`.
+
+``BACKENDS`` is the one list of them; campaign validation reads the names
+and each backend's ``options`` from it. Adding a server kind is a module
+here with a ``Backend`` subclass, and its class in ``_ALL``.
+"""
 
 from __future__ import annotations
 
+import os
+
 from .base import BackendError, LoadResult, SampleResult
+from .interface import Backend, LoadWatch
 from .llamaserver import LlamaServerBackend
 from .llamaswap import LlamaSwapBackend
 from .ollama import OllamaBackend
 from .openai import OpenAICompatBackend
 
-BACKENDS = {
-    "llama-server": LlamaServerBackend,
-    "ollama": OllamaBackend,
-    "llama-swap": LlamaSwapBackend,
-    "openai": OpenAICompatBackend,
-}
+_ALL: tuple[type[Backend], ...] = (LlamaServerBackend, OllamaBackend, LlamaSwapBackend, OpenAICompatBackend)
 
-# Campaign options each backend accepts (``[server]`` keys beyond backend/url).
-OPTIONS = {"ollama": ("num_ctx",), "llama-swap": ("api_key",), "openai": ("api_key",)}
+#: kind -> class, in the order campaign errors list them
+BACKENDS: dict[str, type[Backend]] = {cls.kind: cls for cls in _ALL}
 
 
-def make_backend(kind: str, url: str, timeout_s: float, **options):
+def taking(option: str) -> list[str]:
+    """The kinds of backend that take the campaign option ``option`` (e.g. ``num_ctx``)."""
+    return [kind for kind, cls in BACKENDS.items() if option in cls.options]
+
+
+def make_backend(kind: str, url: str, timeout_s: float, **options) -> Backend:
     """Instantiate the backend registered under ``kind``.
 
     ``options`` (e.g. Ollama's ``num_ctx``) reach only the backends that take
     them; an option left unset (None) is not passed, so the server's own
     default applies and is recorded rather than overridden.
     """
-    accepted = OPTIONS.get(kind, ())
-    kwargs = {k: v for k, v in options.items() if k in accepted and v is not None}
-    return BACKENDS[kind](url, timeout_s=timeout_s, **kwargs)
+    cls = BACKENDS[kind]
+    kwargs = {k: v for k, v in options.items() if k in cls.options and v is not None}
+    return cls(url, timeout_s=timeout_s, **kwargs)
 
 
-def backend_for(campaign):
+def backend_for(campaign) -> Backend:
     """The backend a campaign names, with the options it sets (API key read from its variable)."""
-    import os
-
-    key = os.environ.get(campaign.api_key_env) if getattr(campaign, "api_key_env", None) else None
+    key = os.environ.get(campaign.api_key_env) if campaign.api_key_env else None
     return make_backend(campaign.backend, campaign.url, campaign.request_timeout_s,
-                        num_ctx=getattr(campaign, "num_ctx", None), api_key=key)
+                        num_ctx=campaign.num_ctx, api_key=key)
 
 
-__all__ = ["BACKENDS", "BackendError", "LoadResult", "SampleResult", "backend_for", "make_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendError", "LoadResult", "LoadWatch", "OpenAICompatBackend", "SampleResult", "backend_for",
+           "make_backend", "taking"]

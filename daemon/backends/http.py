@@ -11,6 +11,7 @@ import codecs
 import json
 import math
 import re
+from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 import httpx
@@ -42,6 +43,27 @@ def request_json(client: httpx.Client, method: str, path: str, *, json_body=None
         if allow_text:
             return r.text
         raise BackendError("protocol", f"{where}: not JSON: {r.text[:200]!r}") from exc
+
+
+@contextmanager
+def answer_errors(timeout_s: float, *, undecodable: bool = True) -> Iterator[None]:
+    """httpx's failures during a chat request as BackendErrors: ``timeout``, ``connection``, ``protocol``.
+
+    ``undecodable``: a body that does not decode as its Content-Encoding
+    says is a ``protocol`` error too. llama-server's ``chat_raw`` passes
+    False: there it has always reached the probe as httpx's own exception
+    (a probe ERROR with its traceback), and stored probe results keep that.
+    """
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise BackendError("timeout", f"no answer within {timeout_s:.0f} s: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
+    except httpx.HTTPError as exc:
+        if not undecodable:
+            raise
+        raise BackendError("protocol", f"{type(exc).__name__}: {exc}") from exc
 
 
 def check_stream_status(response: httpx.Response) -> None:

@@ -1,7 +1,10 @@
 """llama.cpp's llama-server, single-model or router mode, over httpx.
 
-Throughput comes from the response's ``timings`` counters only (principle 1);
-the wall clock is kept beside them, never substituted for them.
+It speaks the OpenAI-compatible API (the streamed request is read by
+:func:`openai.read_stream`), and adds the router's loads, ``/props``,
+``/metrics`` and ``/tokenize``. Throughput comes from the response's
+``timings`` counters only (principle 1); the wall clock is kept beside
+them, never substituted for them.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import httpx
 
 from ..store import utcnow
 from .base import BackendError, LoadResult, PollingLoadWatcher, SampleResult
-from .http import check_stream_status, parse_prometheus, request_json, sse_chunks
-from .shapes import chunk_pieces, timings_counters
+from .http import answer_errors, parse_prometheus, request_json
+from .openai import OpenAICompatBackend, read_stream, request_record
+from .shapes import timings_counters
 from .validate import model_list, show
 
 
@@ -26,26 +30,14 @@ def _model_status(entry: dict) -> str | None:
     return status if isinstance(status, str) else None
 
 
-class LlamaServerBackend:
+class LlamaServerBackend(OpenAICompatBackend):
     kind = "llama-server"
+    options = ()
+    sends_cache_prompt = True  # every measured prompt is evaluated in full
 
     def __init__(self, url: str, *, timeout_s: float = 300.0):
-        self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout_s, connect=5.0))
+        super().__init__(url, timeout_s=timeout_s)
         self._router: bool | None = None
-        self._side: httpx.Client | None = None
-
-    def close(self) -> None:
-        self.client.close()
-        if self._side is not None:
-            self._side.close()
-
-    def side_client(self) -> httpx.Client:
-        """A second client for polling beside a running request (thread-safe, made once)."""
-        if self._side is None:
-            self._side = httpx.Client(base_url=self.url, timeout=5.0)
-        return self._side
 
     # -- plain GETs ------------------------------------------------------
     def _get_json(self, path: str, **params) -> dict:
@@ -156,78 +148,38 @@ class LlamaServerBackend:
         return LoadWatcher(self, name)
 
     # -- one measured request -------------------------------------------
-    def chat(
-        self,
-        model: str,
-        prompt: str,
-        *,
-        max_tokens: int,
-        reasoning: bool,
-        extra: dict | None = None,
-        client: httpx.Client | None = None,
-    ) -> SampleResult:
-        """One streamed chat request; ``client`` lets a canary speak from another address."""
-        body = {
-            "model": model,
-            "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens,
-            "stream": True,
-            "cache_prompt": False,
-            "chat_template_kwargs": {"enable_thinking": reasoning},
-            "stream_options": {"include_usage": True},
-        }
-        if extra:
-            body.update(extra)
-        answer_parts: list[str] = []
-        reasoning_parts: list[str] = []
+    def chat(self, model: str, prompt: str, *, max_tokens: int, reasoning: bool, extra: dict | None = None,
+             client: httpx.Client | None = None) -> SampleResult:
+        """One streamed chat request; ``client`` lets a canary speak from another address.
+
+        Unlike a generic server's, the sample needs llama.cpp's ``timings``:
+        a stream whose last ``timings`` is missing or null is an exception
+        sample, never a wall-clock figure.
+        """
+        body = self.request_body(model, prompt, max_tokens, reasoning, extra)
+        s = read_stream(client or self.client, "/v1/chat/completions", body, timeout_s=self.timeout_s)
         final: dict = {}
-        finish_reason = None
-        ttft_ms = None
-        t0 = time.perf_counter()
-        try:
-            # A fresh connection per measured request: the router sometimes
-            # drops a kept-alive connection between requests, which would turn
-            # into a false "server disconnected" exception.
-            with (client or self.client).stream(
-                "POST", "/v1/chat/completions", json=body, headers={"Connection": "close"}
-            ) as r:
-                check_stream_status(r)
-                for chunk in sse_chunks(r):
-                    for piece in chunk_pieces(chunk):
-                        if (piece.content or piece.reasoning) and ttft_ms is None:
-                            ttft_ms = (time.perf_counter() - t0) * 1000.0
-                        answer_parts.append(piece.content)
-                        reasoning_parts.append(piece.reasoning)
-                        finish_reason = piece.finish_reason or finish_reason
-                    if "timings" in chunk:
-                        final["timings"] = chunk["timings"]
-                    if chunk.get("usage"):
-                        final["usage"] = chunk["usage"]
-        except httpx.TimeoutException as exc:
-            raise BackendError("timeout", f"no answer within {self.timeout_s:.0f} s: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
-        except httpx.HTTPError as exc:  # e.g. a body that does not decode as its Content-Encoding says
-            raise BackendError("protocol", f"{type(exc).__name__}: {exc}") from exc
-        wall_ms = (time.perf_counter() - t0) * 1000.0
+        if s.timings:
+            final["timings"] = s.timings[-1]
+        usage = next((u for u in reversed(s.usage) if u), None)  # an empty usage object counts nothing
+        if usage:
+            final["usage"] = usage
         if final.get("timings") is None:
             raise BackendError("protocol", "stream ended without a timings object (no counters)")
         counters = timings_counters(final)
-        answer = "".join(answer_parts)
-        reasoning_text = "".join(reasoning_parts)
-        final["finish_reason"] = finish_reason
+        final["finish_reason"] = s.finish_reason
         # the whole answer is evidence (bounded by max_tokens): gates read it later
-        final["answer"] = answer
-        final["reasoning"] = reasoning_text
+        final["answer"] = s.answer
+        final["reasoning"] = s.reasoning
         return SampleResult(
             **counters,
-            ttft_ms=ttft_ms,
-            wall_ms=wall_ms,
-            stop_reason=finish_reason,
-            answer_chars=len(answer),
-            reasoning_chars=len(reasoning_text),
+            ttft_ms=s.ttft_ms,
+            wall_ms=s.wall_ms,
+            stop_reason=s.finish_reason,
+            answer_chars=len(s.answer),
+            reasoning_chars=len(s.reasoning),
             counter_source="timings",
-            request={k: v for k, v in body.items() if k != "messages"} | {"prompt_chars": len(prompt)},
+            request=request_record(body, len(prompt)),
             response=final,
         )
 
@@ -236,15 +188,14 @@ class LlamaServerBackend:
 
         For probes: tool definitions, tool results, images. Not a
         measurement (no counters are read); errors keep the server's text.
+        Not :func:`http.chat_raw`: its errors are worded ``POST <url>: ...``
+        and this one's, stored in probe results of earlier runs, are not;
+        and it sends ``Connection: close`` as the measured requests do.
         """
         full = body | {"model": model, "stream": False}
-        try:
-            r = self.client.post("/v1/chat/completions", json=full, headers={"Connection": "close"},
-                                 timeout=timeout_s or self.timeout_s)
-        except httpx.TimeoutException as exc:
-            raise BackendError("timeout", f"no answer within {timeout_s or self.timeout_s:.0f} s: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
+        limit = timeout_s or self.timeout_s
+        with answer_errors(limit, undecodable=False):
+            r = self.client.post("/v1/chat/completions", json=full, headers={"Connection": "close"}, timeout=limit)
         if r.status_code >= 400:
             raise BackendError("http", f"HTTP {r.status_code}: {r.text[:500]}", status=r.status_code)
         try:

@@ -25,7 +25,7 @@ import httpx
 
 from ..store import utcnow
 from .base import BackendError, LoadResult, PollingLoadWatcher
-from .http import make_client, not_supported, parse_prometheus, request_json
+from .http import not_supported, parse_prometheus, request_json
 from .validate import as_object, model_list
 from .openai import OpenAICompatBackend
 
@@ -34,21 +34,10 @@ _STATUS = {"ready": "loaded", "starting": "loading", "stopping": "unloading"}
 
 class LlamaSwapBackend(OpenAICompatBackend):
     kind = "llama-swap"
+    sends_cache_prompt = True  # llama-server upstream: no prompt cache reuse
 
     def __init__(self, url: str, *, timeout_s: float = 300.0, api_key: str | None = None):
         super().__init__(url, timeout_s=timeout_s, use_counters=True, api_key=api_key)
-        self._side: httpx.Client | None = None
-
-    def close(self) -> None:
-        super().close()
-        if self._side is not None:
-            self._side.close()
-
-    def side_client(self) -> httpx.Client:
-        if self._side is None:
-            self._side = make_client(self.url, 5.0)
-            self._side.headers.update({k: v for k, v in self.client.headers.items() if k == "authorization"})
-        return self._side
 
     def is_router(self) -> bool:
         return True
@@ -108,11 +97,6 @@ class LlamaSwapBackend(OpenAICompatBackend):
         if not isinstance(tokens, list):
             return None
         return tokens[0] if len(tokens) == 1 and isinstance(tokens[0], int) else None
-
-    def request_body(self, model, prompt, max_tokens, reasoning, extra):
-        body = super().request_body(model, prompt, max_tokens, reasoning, extra)
-        body.setdefault("cache_prompt", False)  # llama-server upstream: no prompt cache reuse
-        return body
 
     # -- loads ---------------------------------------------------------------
     def load(self, name: str, *, poll_s: float = 0.05, limit_s: float | None = None, **_) -> LoadResult:

@@ -24,7 +24,8 @@ import httpx
 from ..modelfile import blob_digest
 from ..store import utcnow
 from .base import BackendError, LoadResult, SampleResult
-from .http import chat_raw, client_address, json_lines, make_client, not_supported, request_json
+from .http import answer_errors, chat_raw, check_stream_status, client_address, json_lines, not_supported, request_json
+from .interface import Backend
 from .shapes import ollama_final
 from .validate import MAX_VALUE, as_object, as_text, model_list, show
 
@@ -63,31 +64,19 @@ def ps_entry(ps: dict, model: str) -> dict | None:
     return None
 
 
-class OllamaBackend:
+class OllamaBackend(Backend):
     kind = "ollama"
+    options = ("num_ctx",)
 
     def __init__(self, url: str, *, timeout_s: float = 300.0, num_ctx: int | None = None,
                  unload_wait_s: float = 30.0):
-        self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
+        super().__init__(url, timeout_s=timeout_s)
         # None: Ollama's own default applies (and /api/ps records what it chose)
         self.num_ctx = num_ctx
         self.unload_wait_s = unload_wait_s
-        self.client = make_client(self.url, timeout_s)
-        self._side: httpx.Client | None = None
         self._shows: dict[str, dict] = {}
         self._seen_prompts: dict[tuple[str, str], int] = {}
         self.last_final: dict = {}
-
-    def close(self) -> None:
-        self.client.close()
-        if self._side is not None:
-            self._side.close()
-
-    def side_client(self) -> httpx.Client:
-        if self._side is None:
-            self._side = make_client(self.url, 5.0)
-        return self._side
 
     # -- what the server says about itself ---------------------------------
     def version(self) -> str | None:
@@ -125,6 +114,10 @@ class OllamaBackend:
         """
         hexdigest = blob_digest(self.model_blob(model))
         return f"sha256-{hexdigest}" if hexdigest else None
+
+    def model_card(self, name: str) -> dict | None:
+        """``/api/show``: its ``capabilities`` list is what the probes hold the model to."""
+        return self.show(name)
 
     def capabilities(self, model: str) -> list[str]:
         try:
@@ -276,12 +269,10 @@ class OllamaBackend:
         final: dict = {}
         ttft_ms = None
         t0 = time.perf_counter()
-        try:
+        with answer_errors(self.timeout_s):
             with client.stream("POST", "/api/chat", json=body, headers={"Connection": "close"}) as r:
                 addr = client_address(r)
-                if r.status_code >= 400:
-                    text = r.read().decode("utf-8", "replace")
-                    raise BackendError("http", f"HTTP {r.status_code}: {text[:500]}", status=r.status_code)
+                check_stream_status(r)
                 for obj in json_lines(r):
                     if obj.get("error"):
                         raise BackendError("http", f"error in stream: {str(obj['error'])[:500]}")
@@ -295,12 +286,6 @@ class OllamaBackend:
                     if obj.get("done"):
                         final = {k: v for k, v in obj.items() if k != "message"}
                         break
-        except httpx.TimeoutException as exc:
-            raise BackendError("timeout", f"no answer within {self.timeout_s:.0f} s: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
-        except httpx.HTTPError as exc:  # e.g. a body that does not decode as its Content-Encoding says
-            raise BackendError("protocol", f"{type(exc).__name__}: {exc}") from exc
         if not final:
             raise BackendError("protocol", "stream ended without a final object (no counters)",
                                partial={"answer": "".join(answer)})

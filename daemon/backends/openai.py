@@ -12,12 +12,14 @@ batching and our own reading (principle 1). The report labels it.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import httpx
 
 from ..store import utcnow
 from .base import BackendError, LoadResult, SampleResult
-from .http import check_stream_status, chat_raw, client_address, make_client, not_supported, request_json, sse_chunks
+from .http import answer_errors, chat_raw, check_stream_status, client_address, not_supported, request_json, sse_chunks
+from .interface import Backend
 from .shapes import chunk_pieces, timings_counters, usage_counts
 from .validate import model_list
 
@@ -25,22 +27,20 @@ COUNTERS = "timings"
 WALL_CLOCK = "wall_clock_stream"
 
 
-class OpenAICompatBackend:
+class OpenAICompatBackend(Backend):
     """``/v1/models`` and streamed ``/v1/chat/completions``; no loads, no metrics."""
 
     kind = "openai"
+    options = ("api_key",)
+    #: llama.cpp servers behind this API reuse a cached prompt unless told not to
+    sends_cache_prompt = False
 
     def __init__(self, url: str, *, timeout_s: float = 300.0, use_counters: bool = True,
                  api_key: str | None = None):
-        self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
+        super().__init__(url, timeout_s=timeout_s)
         self.use_counters = use_counters
-        self.client = make_client(self.url, timeout_s)
         if api_key:
             self.client.headers["Authorization"] = f"Bearer {api_key}"
-
-    def close(self) -> None:
-        self.client.close()
 
     # -- what the server says about itself ---------------------------------
     def models(self) -> list[dict]:
@@ -105,6 +105,8 @@ class OpenAICompatBackend:
         }
         if extra:
             body.update(extra)
+        if self.sends_cache_prompt:
+            body.setdefault("cache_prompt", False)  # what the run asks of a llama.cpp server: no cache reuse
         return body
 
     def chat(self, model: str, prompt: str, *, max_tokens: int, reasoning: bool, extra: dict | None = None,
@@ -115,19 +117,45 @@ class OpenAICompatBackend:
                            timeout_s=self.timeout_s, use_counters=self.use_counters)
 
 
-def stream_chat(client: httpx.Client, path: str, body: dict, *, prompt_chars: int, timeout_s: float,
-                use_counters: bool = True) -> SampleResult:
-    """Send ``body`` as a streamed chat completion and build the sample from what came back."""
+@dataclass
+class Streamed:
+    """What one streamed chat completion brought, before any backend reads counters from it.
+
+    ``timings`` and ``usage`` hold every value the stream sent under that
+    key, in order (nulls included): the backends differ in which one counts.
+    """
+
+    answer: str
+    reasoning: str
+    finish_reason: str | None
+    stamps: list[float]  # perf_counter at each chunk that carried text
+    t0: float
+    wall_ms: float
+    timings: list = field(default_factory=list)
+    usage: list = field(default_factory=list)
+    client_addr: str | None = None
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return (self.stamps[0] - self.t0) * 1000.0 if self.stamps else None
+
+
+def read_stream(client: httpx.Client, path: str, body: dict, *, timeout_s: float) -> Streamed:
+    """Send ``body`` as a streamed chat completion and collect text, counters and arrival times."""
     answer: list[str] = []
     thinking: list[str] = []
-    stamps: list[float] = []  # perf_counter at each chunk that carried text
-    final: dict = {}
+    stamps: list[float] = []
+    timings: list = []
+    usage: list = []
     finish_reason = None
+    addr = None
     t0 = time.perf_counter()
-    try:
-        # a fresh connection per measured request (see the llama-server backend)
+    with answer_errors(timeout_s):
+        # A fresh connection per measured request: llama-server's router sometimes
+        # drops a kept-alive connection between requests, which would turn into a
+        # false "server disconnected" exception.
         with client.stream("POST", path, json=body, headers={"Connection": "close"}) as r:
-            final["client_addr"] = client_address(r)
+            addr = client_address(r)
             check_stream_status(r)
             for chunk in sse_chunks(r):
                 for piece in chunk_pieces(chunk):
@@ -136,32 +164,47 @@ def stream_chat(client: httpx.Client, path: str, body: dict, *, prompt_chars: in
                     answer.append(piece.content)
                     thinking.append(piece.reasoning)
                     finish_reason = piece.finish_reason or finish_reason
-                if chunk.get("timings") is not None:
-                    final["timings"] = chunk["timings"]
-                if chunk.get("usage") is not None:
-                    final["usage"] = chunk["usage"]
-    except httpx.TimeoutException as exc:
-        raise BackendError("timeout", f"no answer within {timeout_s:.0f} s: {exc}") from exc
-    except httpx.TransportError as exc:
-        raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
-    except httpx.HTTPError as exc:  # e.g. a body that does not decode as its Content-Encoding says
-        raise BackendError("protocol", f"{type(exc).__name__}: {exc}") from exc
+                if "timings" in chunk:
+                    timings.append(chunk["timings"])
+                if "usage" in chunk:
+                    usage.append(chunk["usage"])
     wall_ms = (time.perf_counter() - t0) * 1000.0
-    final["finish_reason"] = finish_reason
-    final["answer"] = "".join(answer)
-    final["reasoning"] = "".join(thinking)
+    return Streamed("".join(answer), "".join(thinking), finish_reason, stamps, t0, wall_ms, timings, usage, addr)
+
+
+def _last(values: list, keep) -> object:
+    """The last of ``values`` that ``keep`` accepts, else None."""
+    return next((v for v in reversed(values) if keep(v)), None)
+
+
+def stream_chat(client: httpx.Client, path: str, body: dict, *, prompt_chars: int, timeout_s: float,
+                use_counters: bool = True) -> SampleResult:
+    """Send ``body`` as a streamed chat completion and build the sample from what came back."""
+    s = read_stream(client, path, body, timeout_s=timeout_s)
+    final: dict = {"client_addr": s.client_addr}
+    for key, values in (("timings", s.timings), ("usage", s.usage)):
+        value = _last(values, lambda v: v is not None)  # a null is no counter and hides none sent before
+        if value is not None:
+            final[key] = value
+    final["finish_reason"] = s.finish_reason
+    final["answer"] = s.answer
+    final["reasoning"] = s.reasoning
     usage = usage_counts(final)  # checked even where timings are used: it is stored with the sample
-    final["wall_clock"] = wall_clock_rates(t0, stamps, usage)
+    final["wall_clock"] = wall_clock_rates(s.t0, s.stamps, usage)
     # an empty timings object carries no counters; one of the wrong kind is an error (timings_counters)
     counted = use_counters and final.get("timings") not in (None, {})
     rates = _from_counters(final) if counted else _from_wall_clock(final, usage)
-    ttft_ms = (stamps[0] - t0) * 1000.0 if stamps else None
     return SampleResult(
-        ttft_ms=ttft_ms, wall_ms=wall_ms, stop_reason=finish_reason,
+        ttft_ms=s.ttft_ms, wall_ms=s.wall_ms, stop_reason=s.finish_reason,
         answer_chars=len(final["answer"]), reasoning_chars=len(final["reasoning"]),
-        request={k: v for k, v in body.items() if k != "messages"} | {"prompt_chars": prompt_chars},
+        request=request_record(body, prompt_chars),
         response=final, **rates,
     )
+
+
+def request_record(body: dict, prompt_chars: int) -> dict:
+    """The request as stored with its sample: everything but the prompt text, and the prompt's length."""
+    return {k: v for k, v in body.items() if k != "messages"} | {"prompt_chars": prompt_chars}
 
 
 def wall_clock_rates(t0: float, stamps: list[float], usage: dict | None) -> dict:

@@ -73,11 +73,8 @@ class ProbeContext:
             "chat_template_kwargs": {"enable_thinking": self.reasoning if reasoning is None else reasoning},
         } | body
         t0 = time.perf_counter()
-        raw = getattr(self.backend, "chat_raw", None)
-        if raw is None:
-            return None, 0.0, BackendError("protocol", f"backend {getattr(self.backend, 'kind', '?')} has no chat_raw")
         try:
-            resp = raw(self.model, full)
+            resp = self.backend.chat_raw(self.model, full)
         except BackendError as exc:
             return None, (time.perf_counter() - t0) * 1000.0, exc
         return resp, (time.perf_counter() - t0) * 1000.0, None

@@ -77,16 +77,16 @@ def from_ollama_show(show: dict) -> dict:
 def read_declared(backend, model: str) -> dict:
     """Ask the backend; never raises (an unreadable source declares nothing either way)."""
     try:
-        show = getattr(backend, "show", None)
-        if show is not None:  # Ollama
-            return from_ollama_show(show(model))
+        card = backend.model_card(model)
+        if card is not None:  # Ollama's /api/show
+            return from_ollama_show(card)
         props = backend.server_info(model)
         if "chat_template" in props or "modalities" in props:  # llama-server, also behind llama-swap
             return from_llama_props(props)
     except BackendError as exc:
         reason = f"could not be read: {exc}"
         return {"declared": {c: None for c in CAPABILITIES}, "evidence": {c: reason for c in CAPABILITIES},
-                "source": getattr(backend, "kind", "?")}
+                "source": backend.kind}
     return {"declared": {c: None for c in CAPABILITIES},
             "evidence": {c: "this backend reports no capabilities" for c in CAPABILITIES},
-            "source": getattr(backend, "kind", "?")}
+            "source": backend.kind}

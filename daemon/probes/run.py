@@ -55,12 +55,6 @@ def run_model_probes(store: Store, backend, campaign, run_id: int, model: str, m
                                   "json": dumps(caps), "at": utcnow()})
     declared_text = ", ".join(f"{c}={'?' if v is None else ('yes' if v else 'no')}" for c, v in caps["declared"].items())
     echo(f"probes on {model}: declared {declared_text} ({caps['source']})")
-    if not hasattr(backend, "chat_raw"):
-        echo(f"probes on {model}: SKIP (the {getattr(backend, 'kind', '?')} backend has no raw chat request)")
-        for name in settings.run:
-            u = Unit("*", "SKIP", "backend_has_no_raw_chat", 0.0, {"backend": getattr(backend, "kind", "?")})
-            store.insert("probe_results", _row(run_id, model_id, name, 1, u))
-        return {}
     ctx = ProbeContext(backend, model, caps["declared"], max_tokens=settings.max_tokens,
                        reasoning=settings.reasoning, code_timeout_s=settings.code_timeout_s)
     summaries = {}
