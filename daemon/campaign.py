@@ -39,6 +39,7 @@ from .campaign_check import (
     CampaignError,
     Checker,
     class_name,
+    report_settings,
 )
 from .gates import GATES, GateConfig, default_config
 from .probes import PROBES, VERDICTS
@@ -89,13 +90,14 @@ class Campaign:
     rules: dict[str, str] = field(default_factory=dict)  # name -> rule text, frozen with the campaign
     num_ctx: int | None = None  # Ollama only; unset: the server's default, recorded from /api/ps
     api_key_env: str | None = None  # the variable holding an API key; the key never enters the store
+    unstable_ratio: float = 1.5  # [report]: max/min of a cell's decode samples beyond which it states nothing
 
     def repetitions_for(self, reasoning: bool) -> int:
         return self.repetitions_reasoning if reasoning else self.repetitions
 
 
 _PROBE_KEYS = {"run", "repeat", "max_tokens", "reasoning", "code_timeout_s"}
-_TOP_KEYS = {"probes", "rules", "campaign", "server", "models", "prompts", "gates", "embedding"}
+_TOP_KEYS = {"probes", "rules", "campaign", "server", "models", "prompts", "gates", "embedding", "report"}
 _CAMPAIGN_KEYS = {
     "name",
     "prompt_classes",
@@ -206,6 +208,7 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
     emb_model = c.value(emb, "model", "embedding.", _name)
 
     probes = _probes(c, data)
+    report = report_settings(data, path)
     return Campaign(
         name=cname,
         path=path,
@@ -231,6 +234,7 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         rules=_rules(c, data, probes, classes),
         num_ctx=num_ctx,
         api_key_env=api_key_env,
+        unstable_ratio=report["unstable_ratio"],
     )
 
 

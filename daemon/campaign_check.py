@@ -111,3 +111,22 @@ class Checker:
                 self.fail(f"{prefix}{key}[{i}]", f"{what} {validate.quoted(item)} is listed twice")
             seen.add(item)
         return items
+
+
+DEFAULT_UNSTABLE_RATIO = 1.5  # max/min of a cell's decode samples beyond which the cell is noise, not a finding
+MIN_UNSTABLE_RATIO = 1.01  # 1.0 would call every cell with two different samples unstable
+MAX_UNSTABLE_RATIO = 100.0
+_REPORT_KEYS = {"unstable_ratio"}
+
+
+def report_settings(data: dict, path: str) -> dict:
+    """``[report]`` of a parsed campaign: how the article judges what it may state.
+
+    ``unstable_ratio``: a cell whose slowest and fastest decode sample differ
+    by more than this factor is marked unstable and no finding is stated from it.
+    """
+    c = Checker(path)
+    table = c.table(data.get("report", {}), "report")
+    c.unknown(table, _REPORT_KEYS, "report.")
+    return {"unstable_ratio": c.number(table, "unstable_ratio", "report.", DEFAULT_UNSTABLE_RATIO,
+                                       MIN_UNSTABLE_RATIO, MAX_UNSTABLE_RATIO)}

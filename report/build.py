@@ -69,7 +69,12 @@ def _cellvalue(L: Lang, cell: dict | None) -> MD:
         # "crash" only where the server went away; a refused request is an error
         word = "crash" if "connection" in kinds else ("timeout" if kinds == {"timeout"} else "error")
         return link.format(L.gettext(word), cell["id"])
-    return link.format(L.num(d.median), cell["id"]) + MD(" ({}–{}, n={})").format(L.num(d.low), L.num(d.high), d.n)
+    # the median on the first line, its spread on a second, smaller one (rounded once, as in the chart data)
+    out = link.format(L.num(d.median), cell["id"]) + MD("<br><small>{}–{} · n={}</small>").format(
+        L.num(d.low), L.num(d.high), d.n)
+    if cell.get("unstable"):
+        out += MD(" <small>**{}**</small>").format(L.gettext("unstable"))
+    return out
 
 
 def render_caveat(c, L: Lang) -> dict:
@@ -85,6 +90,13 @@ def render_caveat(c, L: Lang) -> dict:
             params[key] = L.pct(value[1], 0)
         elif isinstance(value, tuple) and value[0] == "int":
             params[key] = L.num(value[1], 0)
+        elif isinstance(value, tuple) and value[0] == "num2":
+            params[key] = L.num(value[1], 2)
+        elif isinstance(value, tuple) and value[0] == "cells":
+            # model · class (· reasoning on), escaped part by part
+            params[key] = MD("; ").join(
+                MD("{} · {}{}").format(model, _(cls), MD(" · ") + _("reasoning on") if r else MD(""))
+                for model, cls, r in value[1])
         elif key == "cls":
             params[key] = _(value)
         else:
@@ -95,6 +107,20 @@ def render_caveat(c, L: Lang) -> dict:
         "text": _(c.text).format(**params),
         "cells": c.cells,
     }
+
+
+def merged_caveats(caveats: list, L: Lang) -> list[dict]:
+    """One box per caveat rule: every affected model/class is an item of it, with its evidence links.
+
+    A rule that fired once keeps its own title and text; several findings of
+    one rule become a list under the rule's title, never repeated boxes.
+    """
+    boxes: dict[str, dict] = {}
+    for c in caveats:
+        r = render_caveat(c, L)
+        box = boxes.setdefault(c.rule, {"rule": c.rule, "kind": r["kind"], "title": r["title"], "items": []})
+        box["items"].append(r)
+    return list(boxes.values())
 
 
 def _exception_groups(view: dict) -> list[dict]:
@@ -137,6 +163,9 @@ def _charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
         if img_dir is not None:
             charts.write_svg(img_dir / name, charts.memory_chart(rows, L))
         out["memory"] = {"file": f"img/{name}", "rows": rows}
+    from .findings import reasoning_pairs
+
+    out["reasoning_left_out"] = reasoning_pairs(view)[1]
     rows = charts.reasoning_rows(view, L)
     if rows:
         name = f"run-{rid}-reasoning-{L.code}.svg"
@@ -168,7 +197,7 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
             notes=_notes(project, view["run"]["id"], lang),
             lang=lang,
             charts=_charts(view, L, img_dir),
-            caveats=[render_caveat(c, L) for c in caveats_for(view)],
+            caveats=merged_caveats(caveats_for(view), L),
             _=translator(L.gettext, CATALOGUE),
             L=L,
             cellvalue=lambda c: _cellvalue(L, c),
@@ -225,6 +254,12 @@ def scaffold(project: Path) -> None:
     for name in ("index.md", "index.de.md"):
         if not (site / name).exists():
             (site / name).write_text((src / name).read_text())
+    # Ours, not the author's: always the current copy (mkdocs.yml names it).
+    shim = site / "assets" / "cardproof" / "iframe-worker.js"
+    shim.parent.mkdir(parents=True, exist_ok=True)
+    text = (src / "iframe-worker.js").read_text()
+    if not shim.exists() or shim.read_text() != text:
+        shim.write_text(text)
 
 
 MANIFEST = ".cardproof-build.json"
@@ -411,8 +446,8 @@ def mkdocs_build(project: Path) -> Path:
     # beside each page every switch logs a 404 in the reader's console.
     sitemap = out / "sitemap.xml"
     if sitemap.exists():
-        for index in out.rglob("index.html"):
-            dst = index.parent / "sitemap.xml"
+        for folder in {page.parent for page in out.rglob("*.html")}:
+            dst = folder / "sitemap.xml"
             if not dst.exists():
                 shutil.copy(sitemap, dst)
     return out

@@ -89,8 +89,11 @@ def decode_rows(view: dict, L: Lang, reasoning: bool) -> list[dict]:
             c = m["cells"].get((cls, reasoning))
             if c and c["decode"]:
                 d = c["decode"]
-                rows.append({"model": _label(m["name"]), "class": _label(L.gettext(cls)), "median": round(d.median, 2),
-                             "low": round(d.low, 2), "high": round(d.high, 2), "n": d.n, "cell": c["id"]})
+                # raw values: the page rounds each once, as the main table does
+                rows.append({"model": _label(m["name"]), "class": _label(L.gettext(cls)), "median": d.median,
+                             "low": d.low, "high": d.high, "n": d.n, "cell": c["id"],
+                             "unstable": bool(c.get("unstable")),
+                             "stability": L.gettext("unstable") if c.get("unstable") else L.gettext("stable")})
     return rows
 
 
@@ -102,24 +105,28 @@ def decode_chart(rows: list[dict], L: Lang) -> str:
     whisker = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("low:Q", title=L.gettext("decode tok/s (median, min–max)")), x2="high:Q", y=y,
         yOffset=alt.YOffset("class:N", sort=None), color=color)
-    dots = base.mark_point(filled=True, size=60).encode(
-        x="median:Q", y=y, yOffset=alt.YOffset("class:N", sort=None), color=color)
+    # an unstable cell's median is drawn as a hollow mark: it is shown, not stated as a finding
+    dots = base.mark_point(size=60).encode(
+        x="median:Q", y=y, yOffset=alt.YOffset("class:N", sort=None), color=color,
+        fill=alt.condition("datum.unstable", alt.value("white"), color),
+        shape=alt.Shape("stability:N", title=None, sort=None))
     height = max(80, 26 * len({r["model"] for r in rows}) * max(1, len({r["class"] for r in rows})))
     chart = (whisker + dots).properties(width=_WIDTH, height=height).configure_axis(labelLimit=240)
     return _svg(chart, L)
 
 
 def reasoning_rows(view: dict, L: Lang) -> list[dict]:
+    """On/off pairs that may be read as an effect (report.findings.reasoning_pairs); raw values,
+    so the page rounds each figure once."""
+    from .findings import reasoning_pairs
+
     rows = []
-    for m in view["models"]:
-        for cls in view["classes"]:
-            off, on = m["cells"].get((cls, False)), m["cells"].get((cls, True))
-            if off and on and off["decode"] and on["decode"]:
-                delta = on["decode"].median / off["decode"].median - 1
-                rows.append({"model": _label(m["name"]), "class": _label(L.gettext(cls)),
-                             "off": round(off["decode"].median, 2),
-                             "on": round(on["decode"].median, 2), "delta": round(delta, 4),
-                             "cell_off": off["id"], "cell_on": on["id"]})
+    for p in reasoning_pairs(view)[0]:
+        if p["delta"] is None:
+            continue
+        rows.append({"model": _label(p["model"]), "class": _label(L.gettext(p["cls"])),
+                     "off": p["off"]["decode"].median, "on": p["on"]["decode"].median, "delta": p["delta"],
+                     "measurable": p["measurable"], "cell_off": p["off"]["id"], "cell_on": p["on"]["id"]})
     return rows
 
 

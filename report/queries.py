@@ -9,6 +9,7 @@ import sqlite_utils
 
 from cardproof.daemon.liveness import effective_runs
 
+from . import findings
 from .gates import excluded_samples
 from .stats import spread
 
@@ -49,6 +50,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     if run is None:
         raise KeyError(f"no run {run_id}")
     run = effective_runs(db, [run])[0]
+    limit = findings.unstable_ratio(run["campaign_text"])
     cells = list(
         db.query(
             """
@@ -68,11 +70,15 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     )
     loads = list(
         db.query(
-            """select loads.*, models.name as model from loads join models on models.id = loads.model_id
+            """select loads.*, models.name as model, samples.kind as sample_kind
+               from loads join models on models.id = loads.model_id
+               left join samples on samples.id = loads.sample_id
                where loads.run_id = ? and loads.merged_into is null order by loads.id""",
             [run_id],
         )
     )
+    for ld in loads:
+        ld["measured"] = is_measured_load(ld)
     excluded = excluded_samples(db, run_id)
     fired: dict[int, list[str]] = defaultdict(list)
     for r in db.query(
@@ -96,6 +102,8 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         c["errors"] = [s for s in ss if s["error_kind"]]
         c["excluded"] = [s for s in ss if s["excluded_by"]]
         c["decode"] = spread(s["decode_tps"] for s in valid)
+        c["spread_ratio"] = findings.spread_ratio(c["decode"])
+        c["unstable"] = findings.is_unstable(c["decode"], limit)
         c["prefill"] = spread(s["prefill_tps"] for s in valid)
         c["ttft"] = spread(s["ttft_ms"] for s in valid)
         toks = [s["prompt_tokens"] for s in valid if s["prompt_tokens"] is not None]
@@ -113,7 +121,8 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         if ld["model"] in models:
             models[ld["model"]]["loads"].append(ld)
     for m in models.values():
-        m["load"] = spread(ld["load_seconds"] for ld in m["loads"] if ld["load_seconds"])
+        # canary reloads, canary and probe requests never enter a measured figure
+        m["load"] = spread(ld["load_seconds"] for ld in m["loads"] if ld["measured"] and ld["load_seconds"])
 
     classes = list(dict.fromkeys(c["prompt_class"] for c in cells))
     reasoning_modes = sorted({bool(c["reasoning"]) for c in cells})
@@ -137,7 +146,9 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         "canary_samples": canary_samples,
         "excluded_count": sum(1 for s in samples if s["excluded_by"]),
         "excluded_by_gate": _count_by_gate(samples),
-        "headline": headline(list(models.values()), classes),
+        "headline": findings.headline(list(models.values()), classes),
+        "unstable_ratio": limit,
+        "unstable_cells": [c for c in cells if c["unstable"]],
     }
 
 
@@ -165,36 +176,15 @@ def _count_by_gate(samples: list[dict]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def headline(models: list[dict], classes: list[str]) -> dict | None:
-    """Fastest model on the first prompt class against the pinned model (or the slowest).
+def is_measured_load(ld: dict) -> bool:
+    """A load the runner made for a measured cell: an explicit load, or one inside a measured request.
 
-    The ratio is given as a range over all sample pairs, not just medians.
+    A load seen only in a server log, one inside a canary request (the
+    ``load_time`` canary evicts on purpose) or inside a probe is no
+    measurement of how long the model takes to load.
     """
-    if not classes:
-        return None
-    cls = classes[0]
-    rated = []
-    for m in models:
-        c = m["cells"].get((cls, False)) or m["cells"].get((cls, True))
-        if c and c["decode"]:
-            rated.append((m, c))
-    if len(rated) < 1:
-        return None
-    rated.sort(key=lambda mc: mc[1]["decode"].median, reverse=True)
-    best_m, best_c = rated[0]
-    others = [mc for mc in rated[1:]]
-    if not others:
-        return {"cls": cls, "best": best_m, "best_cell": best_c, "other": None}
-    pinned = [mc for mc in others if mc[0]["pinned"]]
-    other_m, other_c = pinned[0] if pinned else others[-1]
-    a, b = best_c["decode"], other_c["decode"]
-    return {
-        "cls": cls,
-        "best": best_m,
-        "best_cell": best_c,
-        "other": other_m,
-        "other_cell": other_c,
-        "ratio": a.median / b.median if b.median else None,
-        "ratio_low": a.low / b.high if b.high else None,
-        "ratio_high": a.high / b.low if b.low else None,
-    }
+    if ld.get("origin") == "log":
+        return False
+    if ld.get("trigger") == "explicit":
+        return True
+    return ld.get("sample_id") is not None and (ld.get("sample_kind") or "measure") == "measure"

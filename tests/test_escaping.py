@@ -149,7 +149,7 @@ def test_python_helpers_escape_what_they_mix_in():
     out = _cellvalue(L, cell)
     assert isinstance(out, MD) and "<img" not in out and "\\|\\`x\\`" in out and out.startswith("[excluded](#cell-7)")
     ok = _cellvalue(L, {"id": 3, "decode": spread([1.0, 2.0, 3.0]), "errors": [], "excluded": []})
-    assert ok == "[2.0](#cell-3) (1.0–3.0, n=3)"
+    assert ok == "[2.0](#cell-3)<br><small>1.0–3.0 · n=3</small>"
     c = Caveat("x", "warning", "Reproducible failure",
                "{model} · {cls}: {failed} of {total} requests failed with the same error ({kind}: {text}). "
                "That is reproducible, not a glitch; the cell has no number.",

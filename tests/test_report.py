@@ -71,7 +71,7 @@ def test_report_builds_strict_and_table_holds_stored_medians(real_run_db, tmp_pa
         for text, lang in ((en, "en"), (de, "de")):
             L = Lang(lang)
             if n:  # a cell whose every sample was excluded has no median to show
-                expected = f"[{L.num(med)}](#cell-{cell_id}) ({L.num(lo)}–{L.num(hi)}, n={n})"
+                expected = f"[{L.num(med)}](#cell-{cell_id})<br><small>{L.num(lo)}–{L.num(hi)} · n={n}</small>"
                 assert expected in text, (lang, name, cls, expected)
             # every linked cell has its evidence anchor in the same article
             assert f'<span id="cell-{cell_id}"></span>' in text
@@ -101,7 +101,7 @@ def test_pinned_model_is_last_and_marked(real_run_db, tmp_path):
     CliRunner().invoke(cli, ["report", "build", "--db", str(real_run_db), "--project", str(project), "--no-mkdocs"])
     en = next(p for p in (project / "site" / "runs").glob("run-*.md") if not p.name.endswith(".de.md")).read_text()
     table = en[en.index("## The numbers"):en.index("## Loads")]
-    assert table.index("| tiny-b |") < table.index("| tiny-a (in production) |")
+    assert table.index("| tiny-b<br>") < table.index("| tiny-a (in production)<br>")
 
 
 def test_escaping_of_foreign_text():

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from . import exception_rate, load_refused, prompt_tokens, reasoning_switch, speculative, unproven_gates
+from . import exception_rate, load_refused, prompt_tokens, reasoning_switch, speculative, unproven_gates, unstable
 from .base import Caveat
 
 RULES = {
+    "unstable": unstable.check,
     "prompt_tokens": prompt_tokens.check,
     "speculative": speculative.check,
     "reasoning_switch": reasoning_switch.check,

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+from ..findings import reasoning_took
 from .base import Caveat
 
 
 def check(view: dict) -> list[Caveat]:
     out = []
     for m in view["models"]:
+        # the same test keeps these rows out of the on/off chart (report.findings.reasoning_pairs)
+        if reasoning_took(m) is not False:
+            continue
         cells = [c for (cls, r), c in m["cells"].items() if r and c["valid"]]
-        if cells and all((s["reasoning_chars"] or 0) == 0 for c in cells for s in c["valid"]):
-            out.append(
-                Caveat(
-                    "reasoning_switch",
-                    "warning",
-                    "The reasoning switch did not take",
-                    "Reasoning was switched on for {model}, but none of its {n} answered samples returned "
-                    "reasoning text: its \"reasoning on\" rows measure the same thing as \"reasoning off\".",
-                    {"model": m["name"], "n": ("int", sum(len(c["valid"]) for c in cells))},
-                    tuple(c["id"] for c in cells),
-                )
+        out.append(
+            Caveat(
+                "reasoning_switch",
+                "warning",
+                "The reasoning switch did not take",
+                "Reasoning was switched on for {model}, but none of its {n} answered samples returned "
+                "reasoning text: its \"reasoning on\" rows measure the same thing as \"reasoning off\".",
+                {"model": m["name"], "n": ("int", sum(len(c["valid"]) for c in cells))},
+                tuple(c["id"] for c in cells),
             )
+        )
     return out

@@ -1,0 +1,142 @@
+"""What a run may state as a finding: stable cells, measurable differences, the headline.
+
+A cell whose decode samples spread beyond the campaign's ``[report]
+unstable_ratio`` (max/min) is *unstable*: it is marked wherever it is shown,
+and no headline, ratio or rule arm is stated from it. Two medians whose
+min–max ranges overlap differ by less than their own spread: the text says
+"no measurable difference", not a ratio.
+"""
+
+from __future__ import annotations
+
+import tomllib
+
+from cardproof.daemon.campaign_check import DEFAULT_UNSTABLE_RATIO, report_settings
+
+from .stats import Spread
+
+
+def unstable_ratio(campaign_text: str | None) -> float:
+    """The frozen campaign's ``[report] unstable_ratio``; the default where absent or unreadable.
+
+    An old or damaged frozen text must not stop a build, so every failure
+    falls back to the default (the campaign was validated when it ran).
+    """
+    try:
+        data = tomllib.loads(campaign_text or "")
+        return report_settings(data, "<frozen campaign>")["unstable_ratio"]
+    except Exception:  # noqa: BLE001 -- a frozen text from an older cardproof, or damaged: the default
+        return DEFAULT_UNSTABLE_RATIO
+
+
+def spread_ratio(s: Spread | None) -> float | None:
+    """max/min of a cell's samples; inf where the slowest sample is 0, None with fewer than 2 samples."""
+    if s is None or s.n < 2:
+        return None
+    if s.low <= 0:
+        return float("inf")
+    return s.high / s.low
+
+
+def is_unstable(s: Spread | None, limit: float) -> bool:
+    r = spread_ratio(s)
+    return r is not None and r > limit
+
+
+def measurable(a: Spread, b: Spread) -> bool:
+    """True when the two min–max ranges do not overlap: the difference is larger than the spread."""
+    return a.low > b.high or b.low > a.high
+
+
+def _compare(cls: str, rated: list[tuple[dict, dict]]) -> dict | None:
+    """Fastest stable model of one class against the pinned model (else the slowest)."""
+    if not rated:
+        return None
+    rated = sorted(rated, key=lambda mc: mc[1]["decode"].median, reverse=True)
+    best_m, best_c = rated[0]
+    others = rated[1:]
+    if not others:
+        return {"cls": cls, "best": best_m, "best_cell": best_c, "other": None, "other_cell": None}
+    pinned = [mc for mc in others if mc[0]["pinned"]]
+    other_m, other_c = pinned[0] if pinned else others[-1]
+    a, b = best_c["decode"], other_c["decode"]
+    return {
+        "cls": cls, "best": best_m, "best_cell": best_c, "other": other_m, "other_cell": other_c,
+        "ratio": a.median / b.median if b.median else None,
+        "ratio_low": a.low / b.high if b.high else None,
+        "ratio_high": a.high / b.low if b.low else None,
+        "measurable": measurable(a, b),
+    }
+
+
+def headline(models: list[dict], classes: list[str]) -> dict | None:
+    """What holds across the prompt classes, from stable cells only.
+
+    ``rows``: one comparison per class (reasoning off where measured);
+    ``agree``: the same model is fastest against the same reference in every
+    class with a measurable difference in each, so one sentence can say it;
+    ``unstable``: cells left out because their spread is beyond the limit.
+    The first row's keys are repeated at the top level for the cross-run
+    ratio range (``cls``, ``best``, ``other``, ``ratio``...).
+    """
+    rows, left_out = [], []
+    for cls in classes:
+        rated = []
+        for m in models:
+            c = m["cells"].get((cls, False)) or m["cells"].get((cls, True))
+            if not (c and c["decode"]):
+                continue
+            if c.get("unstable"):
+                left_out.append(c)
+                continue
+            rated.append((m, c))
+        row = _compare(cls, rated)
+        if row:
+            rows.append(row)
+    if not rows:
+        return None
+    pairs = [r for r in rows if r["other"]]
+    agree = bool(pairs) and len(pairs) == len(rows) and all(r["measurable"] for r in pairs) and len(
+        {(r["best"]["name"], r["other"]["name"]) for r in pairs}) == 1
+    first = next((r for r in pairs if r["measurable"]), None)
+    # no ratio is carried across runs from a difference smaller than the spread
+    top = first or (rows[0] | {"other": None, "other_cell": None})
+    return top | {"rows": rows, "agree": agree, "unstable": left_out}
+
+
+def reasoning_took(model: dict) -> bool | None:
+    """Whether switching reasoning on produced reasoning text for ``model``.
+
+    None where no reasoning-on cell was answered; False where none of its
+    answered samples carried reasoning text, so its "on" rows measure the
+    same thing as "off". The caveat and the on/off chart both ask this.
+    """
+    cells = [c for (_cls, r), c in model["cells"].items() if r and c["valid"]]
+    if not cells:
+        return None
+    return any((s["reasoning_chars"] or 0) > 0 for c in cells for s in c["valid"])
+
+
+def reasoning_pairs(view: dict) -> tuple[list[dict], list[dict]]:
+    """(pairs that may be shown as an effect, pairs left out with the reason).
+
+    A pair is one model and class measured with reasoning off and on. It is
+    left out where the switch did not take or either cell is unstable.
+    """
+    shown, left_out = [], []
+    for m in view["models"]:
+        took = reasoning_took(m)
+        for cls in view["classes"]:
+            off, on = m["cells"].get((cls, False)), m["cells"].get((cls, True))
+            if not (off and on and off["decode"] and on["decode"]):
+                continue
+            pair = {"model": m["name"], "cls": cls, "off": off, "on": on}
+            if took is False:
+                left_out.append(pair | {"reason": "switch"})
+            elif off.get("unstable") or on.get("unstable"):
+                left_out.append(pair | {"reason": "unstable"})
+            else:
+                shown.append(pair | {"delta": on["decode"].median / off["decode"].median - 1
+                                     if off["decode"].median else None,
+                                     "measurable": measurable(off["decode"], on["decode"])})
+    return shown, left_out

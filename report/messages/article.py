@@ -1,0 +1,36 @@
+"""German for the run article's findings: stable cells, measurable differences, the headline, the lead."""
+
+MESSAGES: dict[str, str] = {
+    "stable": "stabil",
+    "unstable": "instabil",
+    "switched on": "an",
+    "switched off": "aus",
+    "Unstable cells": "Instabile Zellen",
+    "In {n} cells the fastest sample was more than {limit} times the slowest: {cells}. They are "
+    "marked in the tables and charts, and no headline, ratio or rule is stated from them.":
+    "In {n} Zellen war die schnellste Messung mehr als {limit}-mal so schnell wie die langsamste: {cells}. "
+    "Sie sind in Tabellen und Diagrammen markiert; kein Ergebnis, kein Verhältnis und keine Regel wird aus "
+    "ihnen abgeleitet.",
+    "Decode and prefill in tokens per second: the median over the valid samples of each cell, below it "
+    "min–max and n. Load: seconds until the server reported the model ready, over the measured loads only "
+    "(no canary or probe load).":
+    "Decode und Prefill in Token pro Sekunde: der Median über die gültigen Messungen jeder Zelle, darunter "
+    "Min–Max und n. Laden: Sekunden, bis der Server das Modell als bereit meldete, nur über die gemessenen "
+    "Ladevorgänge (kein Kanarien- oder Prüf-Ladevorgang).",
+    "Marked unstable: the fastest sample is more than {limit} times the slowest; no finding is stated from "
+    "such a cell.":
+    "Als instabil markiert: Die schnellste Messung ist mehr als {limit}-mal so schnell wie die langsamste; aus "
+    "einer solchen Zelle wird kein Ergebnis abgeleitet.",
+    "is the fastest on every prompt class, against": "ist in jeder Prompt-Klasse am schnellsten, gegenüber",
+    "ratio of decode medians; in brackets the range over all sample pairs.":
+    "Verhältnis der Decode-Mediane; in Klammern die Spanne über alle Messpaare.",
+    "no measurable difference between": "kein messbarer Unterschied zwischen",
+    "their ranges overlap": "ihre Spannen überlappen",
+    "Decode tokens per second, medians; × is the ratio of medians, in brackets the range over all sample pairs.":
+    "Decode in Token pro Sekunde, Mediane; × ist das Verhältnis der Mediane, in Klammern die Spanne über "
+    "alle Messpaare.",
+    "Left out as unstable:": "Als instabil ausgelassen:",
+    "no measurable difference": "kein messbarer Unterschied",
+    "Not shown as an effect:": "Nicht als Effekt gezeigt:",
+    "the reasoning switch did not take": "der Reasoning-Schalter griff nicht",
+}
