@@ -2,109 +2,52 @@
 
 Runs after the measurements (and after log capture), so gates see the load
 facts attributed to each sample's load. Re-judging replaces earlier results.
+What a gate reads beyond the sample row it gathers itself (``Gate.gather``).
 """
 
 from __future__ import annotations
 
 import json
-import re
+from dataclasses import fields
 
-from .backends import evidence
-from .gates import GATES, GateConfig, SampleContext, evaluate
+from .campaign import CampaignError, parse_campaign
+from .gates import GATES, GateConfig, JudgedRun, SampleContext, evaluate
 from .store import Store
 
-_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+#: what the judge itself fills in; a gate's gather gives the other fields (or ``extra``)
+_JUDGE_FIELDS = {"sample", "response", "max_tokens", "extra"}
+_CONTEXT_FIELDS = {f.name for f in fields(SampleContext)} - _JUDGE_FIELDS
 
 
-def _facts(store: Store, load_id: int | None) -> dict:
-    if not load_id or "facts" not in store.db.table_names():
-        return {}
-    out: dict = {}
-    for f in store.db.query("select name, device, value_num, value_text from facts where load_id = ? order by id", [load_id]):
-        value = f["value_num"] if f["value_num"] is not None else f["value_text"]
-        if f["device"]:
-            out.setdefault(f["name"], {})[f["device"]] = value
-        else:
-            out[f["name"]] = value
-    return out
-
-
-def _foreign(store: Store, cell_id: int) -> dict | None:
-    checks = {c["phase"]: c for c in store.db.query(
-        "select * from cell_checks where cell_id = ? and \"check\" = 'metrics'", [cell_id])}
-    before, after = checks.get("before"), checks.get("after")
-    if not before or not after or not before["ok"] or not after["ok"]:
+def _frozen_campaign(text: str):
+    """The run's campaign as parsed from its frozen text; None where it no longer validates."""
+    try:
+        return parse_campaign(text, "frozen campaign")
+    except CampaignError:
         return None
-    b, a = json.loads(before["value_json"]), json.loads(after["value_json"])
-    if "tokens_predicted_total" not in a or "tokens_predicted_total" not in b:
-        return None
-    delta = a["tokens_predicted_total"] - b["tokens_predicted_total"]
-    rows = list(store.db.query("select generated_tokens, error_kind from samples where cell_id = ?", [cell_id]))
-    if delta < 0 or any(r["error_kind"] for r in rows):
-        return None  # counters reset (reload) or a request broke off mid-way: not comparable
-    ours = sum(r["generated_tokens"] or 0 for r in rows)
-    procs = _foreign_gpu_processes(store, cell_id, before["at"], after["at"])
-    return {"tokens": max(0, int(delta - ours)), "requests": len(procs), "clients": procs,
-            "source": f"/metrics tokens_predicted_total: {int(delta)} generated, {ours} ours"
-                      + ("; NVML: other GPU processes" if procs else "")}
-
-
-def _foreign_gpu_processes(store: Store, cell_id: int, ts_from: str, ts_to: str) -> list[str]:
-    """Processes NVML saw on the cards during the cell that are no load of this run."""
-    if "memory_load_pids" not in store.db.table_names():
-        return []
-    run_id = store.db["cells"].get(cell_id)["run_id"]
-    rows = store.db.query(
-        """select distinct pid, process_name from memory_samples
-           where scope = 'process' and ts >= ? and ts <= ? and pid is not null
-             and pid not in (select pid from memory_load_pids where load_id in
-                             (select id from loads where run_id = ?))""",
-        [ts_from, ts_to, run_id],
-    )
-    return [f"pid {r['pid']} ({r['process_name'] or '?'})" for r in rows]
 
 
 def _contexts(store: Store, run: dict, campaign_text: str):
-    gpus = json.loads(run["gpus_json"] or "{}")
     cells = {c["id"]: c for c in store.db.query("select * from cells where run_id = ?", [run["id"]])}
-    embed = {}
-    for c in store.db.query(
-        "select cell_checks.* from cell_checks join cells on cells.id = cell_id where cells.run_id = ? "
-        "and \"check\" = 'embedding' order by cell_checks.id", [run["id"]]):
-        v = json.loads(c["value_json"] or "{}")
-        embed.setdefault(c["cell_id"], []).append({"phase": c["phase"], "ok": bool(c["ok"]), "error": c["error_text"],
-                                                  "url": v.get("url")})
-    configured = "[embedding]" in campaign_text
-    foreign_cache: dict[int, dict | None] = {}
-    inside = {ld["sample_id"]: ld["load_seconds"] for ld in store.db.query(
-        "select sample_id, load_seconds from loads where run_id = ? and trigger = 'inside_request'", [run["id"]])}
+    judged = JudgedRun(store, run, cells, _frozen_campaign(campaign_text), campaign_text)
+    gatherers = [(name, g.gather(judged)) for name, g in GATES.items() if g.gather is not None]
     for s in store.db.query("select * from samples where run_id = ? and error_kind is null order by id", [run["id"]]):
-        cell = cells[s["cell_id"]]
-        if s["cell_id"] not in foreign_cache:
-            # no /metrics (Ollama, generic servers): the access log, where it was captured
-            foreign_cache[s["cell_id"]] = _foreign(store, s["cell_id"]) or evidence.foreign_from_access_log(
-                store, s["cell_id"])
         response = json.loads(s["response_json"] or "{}")
-        yield s, SampleContext(
-            sample=s,
-            response=response,
-            load_duration_seconds=evidence.load_duration_seconds(response),
-            gpu_share=evidence.gpu_share(response),
-            max_tokens=cell["max_tokens"],
-            load_inside_seconds=inside.get(s["id"]),
-            facts=_facts(store, s["load_id"]),
-            gpu_available=bool(gpus.get("available")),
-            gpu_reason=gpus.get("reason"),
-            embedding=embed.get(s["cell_id"], []),
-            embedding_configured=configured or s["cell_id"] in embed,
-            foreign=foreign_cache[s["cell_id"]],
-        )
+        known: dict = {}
+        extra: dict = {}
+        for name, per_sample in gatherers:
+            for key, value in per_sample(s, response).items():
+                if key in _JUDGE_FIELDS:  # a gate module's mistake, caught by its own test
+                    raise ValueError(f"gate {name}: its gather may not set {key!r}, the judge's own field")
+                (known if key in _CONTEXT_FIELDS else extra)[key] = value
+        yield s, SampleContext(sample=s, response=response, max_tokens=cells[s["cell_id"]]["max_tokens"],
+                               **known, extra=extra)
 
 
 def judge_run(store: Store, run_id: int, gates: dict[str, GateConfig]) -> dict:
     """Write gate_results for every answered sample of the run; settle canary verdicts."""
     run = store.db["runs"].get(run_id)
-    text = store.db["campaigns"].get(run["campaign_id"])["toml_text"]
+    text = store.db["campaigns"].get(run["campaign_id"])["toml_text"] or ""
     rows = []
     for s, ctx in _contexts(store, run, text):
         for r in evaluate(ctx, gates):
@@ -148,13 +91,15 @@ def _settle_canaries(store: Store, run_id: int, gates: dict[str, GateConfig]) ->
 
 
 def _recorded(canary: dict, gates: dict[str, GateConfig]) -> tuple[str, str]:
+    """A canary judged on a recorded line: the gate's own check on the context its canary builds from it."""
+    gate = GATES.get(canary["gate"])
     detail = json.loads(canary["detail_json"] or "{}")
-    line = detail.get("recorded_line", "")
-    m = _OFFLOADED.search(line)
-    if not m:
+    if not isinstance(detail, dict):
+        detail = {}
+    build = gate.canary.recorded if gate is not None and gate.canary is not None else None
+    ctx = build(detail) if build is not None else None
+    if ctx is None:
         return "not_fired", "recorded line not readable"
-    ctx = SampleContext(sample={}, response={}, max_tokens=0,
-                        facts={"offloaded_layers": int(m[1]), "total_layers": int(m[2])}, gpu_available=True)
     cfg = gates.get(canary["gate"])
-    out = GATES[canary["gate"]].check(ctx, cfg.threshold if cfg else 0.0)
+    out = gate.check(ctx, cfg.threshold if cfg else 0.0)
     return ("recorded" if out.fired else "not_fired"), f"{out.observed_text} (recorded)"

@@ -145,3 +145,180 @@ def test_llama_server_stores_its_response_as_before():
     assert res.request["cache_prompt"] is False and res.request["prompt_chars"] == 5
     assert {"client_addr", "wall_clock"} <= set(other.response) and other.response["usage"] == {}
     assert json.loads(json.dumps(res.response)) == res.response
+
+
+# -- gates --------------------------------------------------------------------
+
+from cardproof.daemon import gates as gates_pkg  # noqa: E402
+from cardproof.daemon.gates import GATES, Canary, Gate, GateOutcome, JudgedRun, default_config  # noqa: E402
+
+
+def _modules(package) -> set[str]:
+    import pkgutil
+
+    return {m.name for m in pkgutil.iter_modules(package.__path__)}
+
+
+def test_the_gate_registry_is_built_from_the_gate_modules():
+    assert list(GATES) == ["load_time", "length_limit", "empty_answer", "not_on_card", "embedding_down",
+                           "foreign_load", "prompt_cache_hit", "counter_sanity"]
+    # one module per gate, named after it, and nothing registered from anywhere else
+    assert _modules(gates_pkg) - {"base"} == set(GATES)
+    for name, gate in GATES.items():
+        assert gate.check.__module__ == f"cardproof.daemon.gates.{name}"
+
+
+def test_every_gate_carries_both_languages_and_its_canary():
+    from cardproof.report.i18n import CATALOGUE  # the merged catalogue the article translates with
+
+    for name, gate in GATES.items():
+        assert gate.description_de and gate.description_de != gate.description, name
+        assert CATALOGUE[gate.description] == gate.description_de
+        assert gate.canary is not None, name
+    by_canary = sorted(GATES.values(), key=lambda g: g.canary.order)
+    # eviction (load_time) after every canary that needs the model loaded; the recorded one last
+    assert [g.name for g in by_canary] == ["length_limit", "empty_answer", "prompt_cache_hit", "counter_sanity",
+                                           "foreign_load", "embedding_down", "load_time", "not_on_card"]
+    assert len({g.canary.order for g in GATES.values()}) == len(GATES)
+
+
+def _judged_store(tmp_path, campaign_toml: str):
+    from cardproof.daemon.store import open_store
+
+    store = open_store(tmp_path / "j.db")
+    cid = store.insert("campaigns", {"name": "j", "sha256": "0" * 64, "toml_text": campaign_toml,
+                                     "registered_at": "2026-01-01T00:00:00+00:00"})
+    run_id = store.insert("runs", {"campaign_id": cid, "status": "completed", "started_at": "2026-01-01",
+                                   "gpus_json": json.dumps({"available": True})})
+    model_id = store.insert("models", {"name": "m"})
+    cell_id = store.insert("cells", {"run_id": run_id, "model_id": model_id, "position": 0, "prompt_class": "short",
+                                     "reasoning": 0, "max_tokens": 8, "repetitions": 1, "pinned": 0,
+                                     "kind": "measure"})
+    sample_id = store.insert("samples", {"run_id": run_id, "cell_id": cell_id, "repetition": 1, "nonce": "n",
+                                         "started_at": "2026-01-01", "kind": "measure", "stop_reason": "stop",
+                                         "generated_tokens": 3, "response_json": json.dumps({"answer": "hi"})})
+    return store, run_id, cell_id, sample_id
+
+
+def test_a_gate_module_alone_brings_its_context_and_its_recorded_canary(tmp_path, monkeypatch):
+    """What a new gate file defines -- check, gather, canary -- is all the judge needs."""
+    from cardproof.daemon.judge import judge_run
+
+    store, run_id, cell_id, sample_id = _judged_store(tmp_path, _server("llama-server"))
+
+    def gather(judged: JudgedRun):
+        assert judged.campaign is not None and judged.cells[cell_id]["max_tokens"] == 8
+        return lambda sample, response: {"answer_seen": response.get("answer")}
+
+    def check(ctx, threshold):
+        return GateOutcome(ctx.extra.get("answer_seen") == "hi", None, f"saw {ctx.extra}, limit {ctx.max_tokens}")
+
+    def recorded(detail):
+        from cardproof.daemon.gates import SampleContext
+
+        return SampleContext(sample={}, response={"answer": detail["line"]}, max_tokens=0,
+                             extra={"answer_seen": detail["line"]})
+
+    newcomer = Gate("newcomer", "a new gate", check, description_de="ein neues Gate",
+                    canary=Canary(lambda run: None, order=99, recorded=recorded), gather=gather)
+    monkeypatch.setitem(GATES, "newcomer", newcomer)
+    store.insert("canaries", {"run_id": run_id, "gate": "newcomer", "sample_id": None, "result": None,
+                              "reason": None, "detail_json": json.dumps({"line": "hi"})})
+    fired = judge_run(store, run_id, default_config())
+    row = next(store.db.query("select * from gate_results where gate = 'newcomer'"))
+    # a gather key that names no SampleContext field reaches the check in extra
+    assert (row["fired"], row["observed_text"]) == (1, "saw {'answer_seen': 'hi'}, limit 8")
+    assert fired["newcomer"] == 1
+    canary = next(store.db.query("select * from canaries where gate = 'newcomer'"))
+    assert (canary["result"], canary["reason"]) == ("recorded", "saw {'answer_seen': 'hi'}, limit 0 (recorded)")
+    # the judge's own fields are not a gate's to change: the module's mistake is named
+    monkeypatch.setitem(GATES, "newcomer", Gate("newcomer", "a new gate", check,
+                                                gather=lambda judged: lambda s, r: {"max_tokens": 99}))
+    with pytest.raises(ValueError, match="gate newcomer: its gather may not set 'max_tokens'"):
+        judge_run(store, run_id, default_config())
+
+
+@pytest.mark.parametrize("detail, expected", [
+    ({"recorded_line": "0.03.232.050 I load_tensors: offloaded 65/66 layers to GPU"},
+     ("recorded", "offloaded 65/66 layers (recorded)")),
+    ({"recorded_line": "llm_load_tensors: offloaded 61/61 layers to GPU"}, ("not_fired", "offloaded 61/61 layers (recorded)")),
+    ({"recorded_line": "offloaded many layers"}, ("not_fired", "recorded line not readable")),
+    ({}, ("not_fired", "recorded line not readable")),
+    (["not", "an", "object"], ("not_fired", "recorded line not readable")),
+])
+def test_a_recorded_offload_line_is_read_by_the_log_parser(detail, expected):
+    from cardproof.daemon.judge import _recorded
+
+    canary = {"gate": "not_on_card", "detail_json": json.dumps(detail)}
+    assert _recorded(canary, default_config()) == expected
+    # a gate this cardproof does not know (a merged database's) is not readable either, and no crash
+    assert _recorded({"gate": "gone", "detail_json": json.dumps(detail)}, default_config())[1] == \
+        "recorded line not readable"
+
+
+@pytest.mark.parametrize("toml, configured", [
+    ('[embedding]\nurl = "http://127.0.0.1:9"\n', True),
+    ('embedding = { url = "http://127.0.0.1:9" }\n', True),
+    ('# an [embedding] table would go here\n', False),
+    ('[[models]]\nname = "[embedding]"\n', False),
+    # frozen by an older cardproof, no longer valid as a whole: its [embedding] table alone counts
+    ('[embedding]\nurl = "http://127.0.0.1:9"\n[server]\napi_key = "x"\n', True),
+    ('[server]\napi_key = "x"\n# [embedding]\n', False),
+])
+def test_the_embedding_gate_reads_the_parsed_campaign_not_its_text(toml, configured, tmp_path):
+    from cardproof.daemon.gates.embedding_down import configured as is_configured
+    from cardproof.daemon.judge import _frozen_campaign
+
+    if "api_key" in toml:
+        text = toml + '[[models]]\nname = "m"\n'
+    elif "[[models]]" in toml:
+        text = _server("llama-server").replace('[[models]]\nname = "m"\n', "") + toml
+    else:
+        text = toml + _server("llama-server")
+    campaign = _frozen_campaign(text)
+    assert (campaign is None) == ("api_key" in toml)
+    judged = JudgedRun(None, {}, {}, campaign, text)
+    assert is_configured(judged) is configured
+
+
+# -- probes and contradictions --------------------------------------------------
+
+def test_probes_and_contradiction_detectors_are_registered_by_their_modules():
+    from cardproof.daemon import probes as probes_pkg
+    from cardproof.daemon.probes import PROBES
+    from cardproof.report import contradictions
+    from cardproof.report.contradictions import DETECTORS
+
+    assert list(PROBES) == ["tools", "thinking", "reasoning", "coding", "vision"]
+    assert {p.run.__module__.rsplit(".", 1)[1] for p in PROBES.values()} == set(PROBES)
+    assert _modules(probes_pkg) - {"base", "capabilities", "defects", "run", "sandbox"} == set(PROBES)
+    assert list(DETECTORS) == sorted(_modules(contradictions) - {"base", "authored"})
+    assert all(d.__name__ == "detect" for d in DETECTORS.values())
+
+
+def test_a_registry_names_the_module_that_declares_nothing_or_a_name_twice(tmp_path, monkeypatch):
+    """A throwaway package on sys.path stands in for daemon/gates: order, a missing GATE, a name twice."""
+    import importlib
+    import sys
+
+    from cardproof.daemon.registry import declared
+
+    pkg = tmp_path / "somegates"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text("")
+    entry = "from cardproof.daemon.gates import Gate\nGATE = Gate({name!r}, 'd', None, order={order})\n"
+    (pkg / "a_late.py").write_text(entry.format(name="late", order=20))
+    (pkg / "b_early.py").write_text(entry.format(name="early", order=10))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("somegates")
+    assert list(declared("somegates", module.__path__, {"base"}, "GATE", Gate)) == ["early", "late"]
+    (pkg / "c_empty.py").write_text("CHECK = None\n")
+    with pytest.raises(ImportError, match=r"somegates/c_empty.py defines no GATE = Gate\(...\)"):
+        declared("somegates", module.__path__, {"base"}, "GATE", Gate)
+    (pkg / "c_empty.py").unlink()
+    (pkg / "d_twice.py").write_text(entry.format(name="early", order=30))
+    with pytest.raises(ImportError, match="somegates/d_twice.py: 'early' is already registered"):
+        declared("somegates", module.__path__, {"base"}, "GATE", Gate)
+    for name in [m for m in sys.modules if m.startswith("somegates")]:
+        monkeypatch.delitem(sys.modules, name)

@@ -1,32 +1,17 @@
-"""The gate registry: one small module per gate, registered here in one place."""
+"""The gate registry, built from the modules in this package.
+
+Every module here other than ``base`` defines ``GATE``, a :class:`Gate`
+carrying its check, what it gathers from the store, its defaults, its
+canary and its description in both languages. Adding a gate is adding one
+module (and its test); ``GATES`` lists them by ``Gate.order``.
+"""
 
 from __future__ import annotations
 
-from . import (
-    counter_sanity,
-    embedding_down,
-    empty_answer,
-    foreign_load,
-    length_limit,
-    load_time,
-    not_on_card,
-    prompt_cache_hit,
-)
-from .base import Gate, GateConfig, GateOutcome, SampleContext
+from ..registry import declared
+from .base import Canary, Gate, GateConfig, GateOutcome, JudgedRun, SampleContext
 
-GATES: dict[str, Gate] = {
-    m.GATE.name: m.GATE
-    for m in (
-        load_time,
-        length_limit,
-        empty_answer,
-        not_on_card,
-        embedding_down,
-        foreign_load,
-        prompt_cache_hit,
-        counter_sanity,
-    )
-}
+GATES: dict[str, Gate] = declared(__name__, __path__, {"base"}, "GATE", Gate)
 
 
 def default_config() -> dict[str, GateConfig]:
@@ -55,4 +40,5 @@ def evaluate(ctx: SampleContext, config: dict[str, GateConfig]) -> list[dict]:
     return out
 
 
-__all__ = ["GATES", "Gate", "GateConfig", "GateOutcome", "SampleContext", "default_config", "evaluate"]
+__all__ = ["GATES", "Canary", "Gate", "GateConfig", "GateOutcome", "JudgedRun", "SampleContext", "default_config",
+           "evaluate"]

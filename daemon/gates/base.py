@@ -3,12 +3,19 @@
 A gate is a small judgement over one sample: did the thing it guards against
 happen? It never decides alone whether a sample counts; the campaign says
 whether a fired gate excludes the sample from medians (``exclude``).
+
+One module per gate holds all of it (:class:`Gate`): the check, what it
+gathers from the store beyond the sample row, its defaults, its canary and
+its description in English and German.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 @dataclass(frozen=True)
@@ -34,16 +41,53 @@ class SampleContext:
     embedding: list[dict] = field(default_factory=list)  # probes around the cell
     embedding_configured: bool = False
     foreign: dict | None = None  # {"tokens": n, "requests": n, "clients": [...], "source": ...}
+    extra: dict = field(default_factory=dict)  # what a gate's own gather adds that no field above names
+
+
+@dataclass(frozen=True)
+class JudgedRun:
+    """What a gate's gather may read: the store, the run row, its cells and its frozen campaign."""
+
+    store: "Store"
+    run: dict
+    cells: dict[int, dict]  # cell id -> cells row
+    campaign: Any  # the parsed Campaign, or None when the frozen text no longer validates
+    campaign_text: str
+
+
+#: ``gather(judged) -> per_sample``: called once per judging; ``per_sample(sample row)`` gives
+#: SampleContext fields (a dict; keys that are no field go into ``SampleContext.extra``).
+Gather = Callable[[JudgedRun], Callable[[dict], dict]]
+
+
+@dataclass(frozen=True)
+class Canary:
+    """How a gate is provoked once against the real server (see ``daemon/canaries.py``).
+
+    ``provoke(run)`` sends its request(s) through a ``CanaryRun`` and plans
+    its verdict; ``order`` places it among the others (a canary that evicts
+    the model runs after every one that needs it loaded). ``recorded``
+    builds the sample context from a recorded line, for a gate that cannot be
+    provoked per request; the gate's own check judges it.
+    """
+
+    provoke: Callable[[Any], None]
+    order: int
+    recorded: Callable[[dict], SampleContext | None] | None = None
 
 
 @dataclass(frozen=True)
 class Gate:
     name: str
-    description: str
+    description: str  # English; the message id the article translates
     check: Callable[[SampleContext, float], GateOutcome]
     default_threshold: float = 0.0
     default_exclude: bool = True
     threshold_unit: str = ""
+    description_de: str = ""
+    order: int = 1000  # place in the results and the article's gate table
+    canary: Canary | None = None
+    gather: Gather | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
+"""``counter_sanity``: the server's counters are zero, missing or impossible, so no rate can be read."""
+
 import math
 
-from .base import Gate, GateOutcome, SampleContext
+from .base import Canary, Gate, GateOutcome, SampleContext
 
 # Above this a "decode rate" is a division by a near-zero interval, not a speed.
 _IMPOSSIBLE_TPS = 1e6
@@ -22,10 +24,19 @@ def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     return GateOutcome(bool(problems), float(len(problems)), "; ".join(problems) or "counters plausible")
 
 
+def provoke(run) -> None:
+    # one token leaves no decode interval to divide by
+    _, t = run.sample("counter_sanity", max_tokens=1)
+    run.plan("counter_sanity", sample_id=t.sample_id, detail={"max_tokens": 1})
+
+
 GATE = Gate(
     "counter_sanity",
     "zero, missing or impossible counters",
     check,
     default_threshold=0.01,
     threshold_unit="ms",
+    description_de="Zähler null, fehlend oder unmöglich",
+    order=80,
+    canary=Canary(provoke, order=40),
 )

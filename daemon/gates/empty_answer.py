@@ -1,4 +1,6 @@
-from .base import Gate, GateOutcome, SampleContext
+"""``empty_answer``: the answer was whitespace only (reasoning text does not count as an answer)."""
+
+from .base import Canary, Gate, GateOutcome, SampleContext
 
 
 def check(ctx: SampleContext, threshold: float) -> GateOutcome:
@@ -14,4 +16,21 @@ def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     return GateOutcome(stripped <= threshold, float(stripped), text)
 
 
-GATE = Gate("empty_answer", "the answer was empty (whitespace only)", check, threshold_unit="chars")
+def provoke(run) -> None:
+    # end-of-sequence forced as the first token
+    if run.eos is not None:
+        _, t = run.sample("empty_answer", extra={"logit_bias": [[run.eos, 100]]})
+        run.plan("empty_answer", sample_id=t.sample_id, detail={"eos_token_id": run.eos})
+    else:
+        run.plan("empty_answer", result="not_run", reason="the server does not name its end-of-sequence token")
+
+
+GATE = Gate(
+    "empty_answer",
+    "the answer was empty (whitespace only)",
+    check,
+    threshold_unit="chars",
+    description_de="die Antwort war leer (nur Leerraum)",
+    order=30,
+    canary=Canary(provoke, order=20),
+)

@@ -1,4 +1,6 @@
-from .base import Gate, GateOutcome, SampleContext
+"""``length_limit``: generation stopped on the token limit, so the answer (and its rate) is cut short."""
+
+from .base import Canary, Gate, GateOutcome, SampleContext
 
 _LENGTH = {"length", "limit"}  # OpenAI finish_reason / llama.cpp stop_type / Ollama done_reason
 
@@ -9,4 +11,17 @@ def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     return GateOutcome(reason in _LENGTH, float(n) if n is not None else None, f"stop={reason}, limit {ctx.max_tokens}")
 
 
-GATE = Gate("length_limit", "generation stopped on the token limit", check)
+def provoke(run) -> None:
+    # four tokens, and no end-of-generation token may stop it early
+    _, t = run.sample("length_limit", max_tokens=4, extra={"ignore_eos": True})
+    run.plan("length_limit", sample_id=t.sample_id, detail={"max_tokens": 4, "ignore_eos": True})
+
+
+GATE = Gate(
+    "length_limit",
+    "generation stopped on the token limit",
+    check,
+    description_de="die Erzeugung endete am Token-Limit",
+    order=20,
+    canary=Canary(provoke, order=10),
+)

@@ -1,4 +1,8 @@
-from .base import Gate, GateOutcome, SampleContext
+"""``prompt_cache_hit``: prompt tokens came from a cache, so the prefill rate is not a prefill."""
+
+from .base import Canary, Gate, GateOutcome, SampleContext
+
+REPEATED_NONCE = "cafe0000cafe0000"
 
 
 def check(ctx: SampleContext, threshold: float) -> GateOutcome:
@@ -12,4 +16,19 @@ def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     return GateOutcome(cached > threshold, float(cached), text)
 
 
-GATE = Gate("prompt_cache_hit", "prompt tokens were served from a cache", check, threshold_unit="tokens")
+def provoke(run) -> None:
+    # the same prompt twice with the cache allowed
+    cid, _ = run.sample("prompt_cache_hit", extra={"cache_prompt": True}, nonce=REPEATED_NONCE)
+    _, t = run.sample("prompt_cache_hit", extra={"cache_prompt": True}, nonce=REPEATED_NONCE, cell_id=cid, rep=2)
+    run.plan("prompt_cache_hit", sample_id=t.sample_id, detail={"repeated_nonce": REPEATED_NONCE})
+
+
+GATE = Gate(
+    "prompt_cache_hit",
+    "prompt tokens were served from a cache",
+    check,
+    threshold_unit="tokens",
+    description_de="Prompt-Token kamen aus einem Cache",
+    order=70,
+    canary=Canary(provoke, order=30),
+)

@@ -86,6 +86,7 @@ class Probe:
     capability: str | None  # tools / thinking / vision; None: every chat model is asked
     description: str
     run: Callable[[ProbeContext], list[Unit]]
+    order: int = 1000  # where it runs among the campaign's default probes (and is listed)
 
 
 def request_sha256(body: dict) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .base import ProbeContext, Unit, failed_request, message
+from .base import Probe, ProbeContext, Unit, failed_request, message
 from .sandbox import run_tests
 
 TASKS = {
@@ -95,3 +95,6 @@ def run(ctx: ProbeContext) -> list[Unit]:
         verdict, arm, detail, test_ms = judge(resp, task, timeout_s=ctx.code_timeout_s)
         units.append(Unit(task, verdict, arm, ms + test_ms, exchange, detail=detail))
     return units
+
+
+PROBE = Probe("coding", None, "small functions run against tests in a bounded subprocess", run, order=40)

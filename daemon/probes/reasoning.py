@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .base import ProbeContext, Unit, failed_request, message
+from .base import Probe, ProbeContext, Unit, failed_request, message
 
 SUFFIX = "\nExplain briefly, then end with a last line of the form ANSWER: <number>."
 
@@ -101,3 +101,6 @@ def run(ctx: ProbeContext) -> list[Unit]:
         pair(task, made["known"], made["changed"])
         units += [made["known"], made["changed"]]
     return units
+
+
+PROBE = Probe("reasoning", None, "short tasks with checked answers, well-known and changed forms", run, order=30)

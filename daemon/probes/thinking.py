@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from ..backends import BackendError
-from .base import ProbeContext, Unit, failed_request, message
+from .base import Probe, ProbeContext, Unit, failed_request, message
 
 PROMPT = "Compute 41 * 32 - 100. Work it out, then give the final answer as a number."
 EXPECTED = "1212"
@@ -60,3 +60,6 @@ def run(ctx: ProbeContext) -> list[Unit]:
         fmt = None
     verdict, arm, detail = judge(resp, fmt)
     return [Unit("arithmetic", verdict, arm, ms, exchange, detail=detail)]
+
+
+PROBE = Probe("thinking", "thinking", "a reasoning channel that is separate from the answer", run, order=20)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 
-from .base import ProbeContext, Unit, failed_request, message
+from .base import Probe, ProbeContext, Unit, failed_request, message
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city.",
@@ -161,3 +161,6 @@ def run(ctx: ProbeContext) -> list[Unit]:
             detail |= detail2
         units.append(Unit(variant, verdict, arm, ms, exchange, detail=detail))
     return units
+
+
+PROBE = Probe("tools", "tools", "well-formed tool calls for a given schema, and the result used", run, order=10)

@@ -17,7 +17,7 @@ import base64
 import struct
 import zlib
 
-from .base import ProbeContext, Unit, failed_request, message
+from .base import Probe, ProbeContext, Unit, failed_request, message
 
 COLOURS = {"red": (220, 20, 20), "blue": (20, 40, 220)}
 PROMPT = "What colour is this image? Answer with one word."
@@ -65,3 +65,6 @@ def run(ctx: ProbeContext) -> list[Unit]:
         verdict, arm, detail = judge(resp, colour)
         units.append(Unit(colour, verdict, arm, ms, exchange, detail=detail))
     return units
+
+
+PROBE = Probe("vision", "vision", "names the colour of a generated image (only where declared)", run, order=50)

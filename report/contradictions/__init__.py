@@ -1,21 +1,35 @@
 """Contradictions: where two measurements disagree, both sides stay visible.
 
-Detectors (one small function each, registered here) find disagreements in
-the data; authors add their own in ``notes/run-<id>.contradictions.toml``.
+Detectors (one module each, with ``detect(db, view)`` and its text in both
+languages; every module here but ``base`` and ``authored`` is one) find
+disagreements in the data; authors add their own in ``notes/run-<id>.contradictions.toml``.
 Nothing here resolves a contradiction: only an author's resolution does.
 """
 
 from __future__ import annotations
 
-from . import authored, card_vs_selfreport, counters_vs_clock, spec_facts_vs_samples, thinking_probe_vs_samples
+from cardproof.daemon.registry import modules
+
+from . import authored
 from .base import Contradiction, Side
 
-DETECTORS = {
-    "card_vs_selfreport": card_vs_selfreport.detect,
-    "counters_vs_clock": counters_vs_clock.detect,
-    "spec_facts_vs_samples": spec_facts_vs_samples.detect,
-    "thinking_probe_vs_samples": thinking_probe_vs_samples.detect,
-}
+#: modules of this package that detect nothing
+_NOT_DETECTORS = {"authored", "base"}
+
+
+def _discover() -> dict:
+    """Every other module here is a detector: ``detect(db, view) -> [Contradiction]``, named by its module."""
+    found = {}
+    for name, module in modules(__name__, __path__, _NOT_DETECTORS):
+        detect = getattr(module, "detect", None)
+        if not callable(detect):
+            raise ImportError(f"report/contradictions/{name}.py defines no detect(db, view)")
+        found[name] = detect
+    return found
+
+
+#: module name -> detect, in name order (the order they appear in the article)
+DETECTORS = _discover()
 
 
 def contradictions_for(db, view: dict, project=None) -> list[Contradiction]:

@@ -1,5 +1,7 @@
 """German for the gates section."""
 
+from cardproof.daemon.gates import GATES
+
 MESSAGES: dict[str, str] = {
     "Gates": "Gates",
     "gates fired": "ausgelöste Gates",
@@ -43,12 +45,6 @@ MESSAGES: dict[str, str] = {
     "Messungen wurden als Beleg behalten, aber aus den Medianen gelassen, weil ein ausschließendes Gate bei ihnen ausgelöst hat:",
     "Capability probes are not run yet; this article does not claim anything about tool use, reasoning quality or coding.":
     "Fähigkeitsproben laufen noch nicht; dieser Artikel behauptet nichts über Werkzeugnutzung, Qualität des Reasoning oder Programmieren.",
-    "a model load happened inside the measured request": "ein Modell wurde innerhalb der gemessenen Anfrage geladen",
-    "generation stopped on the token limit": "die Erzeugung endete am Token-Limit",
-    "the answer was empty (whitespace only)": "die Antwort war leer (nur Leerraum)",
-    "offloaded layers below total, or GPU share below 100 %": "weniger Schichten ausgelagert als vorhanden, oder GPU-Anteil unter 100 %",
-    "the co-resident embedding model did not answer around the cell": "das mitlaufende Embedding-Modell antwortete rund um die Zelle nicht",
-    "other clients used the server during the cell": "andere Clients nutzten den Server während der Zelle",
-    "prompt tokens were served from a cache": "Prompt-Token kamen aus einem Cache",
-    "zero, missing or impossible counters": "Zähler null, fehlend oder unmöglich",
+    # each gate's own description, in both languages, from its module (daemon/gates/<name>.py)
+    **{g.description: g.description_de for g in GATES.values()},
 }

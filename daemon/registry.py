@@ -1,0 +1,36 @@
+"""Registries built from the modules of a package: one module, one entry.
+
+Gates, probes and contradiction detectors are found this way, so adding one
+is adding its module; nothing else lists it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Iterable, Iterator
+
+
+def modules(package: str, path: Iterable[str], skip: set[str]) -> Iterator[tuple[str, object]]:
+    """``(name, module)`` of every module in ``package`` but ``skip`` and private ones, by name."""
+    for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
+        if info.name not in skip and not info.name.startswith("_"):
+            yield info.name, importlib.import_module(f"{package}.{info.name}")
+
+
+def declared(package: str, path: Iterable[str], skip: set[str], attribute: str, kind: type) -> dict:
+    """``name -> entry`` from each module's ``attribute`` (a ``kind`` with ``name`` and ``order``), in that order.
+
+    A module without one, or two entries of one name, stop the import with
+    the file named: a registry that silently lacks an entry is worse.
+    """
+    found: dict = {}
+    folder = package.removeprefix("cardproof.").replace(".", "/")
+    for name, module in modules(package, path, skip):
+        entry = getattr(module, attribute, None)
+        if not isinstance(entry, kind):
+            raise ImportError(f"{folder}/{name}.py defines no {attribute} = {kind.__name__}(...)")
+        if entry.name in found:
+            raise ImportError(f"{folder}/{name}.py: {entry.name!r} is already registered")
+        found[entry.name] = entry
+    return {e.name: e for e in sorted(found.values(), key=lambda e: (e.order, e.name))}
