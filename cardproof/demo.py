@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from cardproof.daemon import gate_counts
 from cardproof.daemon import llamacpp
 from cardproof.daemon.campaign import parse_campaign
 from cardproof.daemon.runner import run_campaign
@@ -127,6 +128,8 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
             capture_file(store, log_path, run_id=outcome.run_id, final=True)
             attribute_run(store, outcome.run_id)
             judge_run(store, outcome.run_id, campaign.gates)
+            # judged again with the final log lines: these are the counts the article states
+            echo("final " + gate_counts.summary_line(store.db, outcome.run_id))
             MemoryCapture(store, outcome.run_id).selfreports_llama_run()
         finally:
             store.close()

@@ -25,6 +25,9 @@ from cardproof.report.i18n import Lang
 from conftest import campaign_text
 
 
+CONSOLE: list[str] = []  # the runner's console lines of the module's run
+
+
 def _text(url: str, report: str = "") -> str:
     return (campaign_text(url, models=("tiny-b", "tiny-a"), classes=("short", "medium"), reasoning=(False, True),
                           reps=3, reps_r=2, max_tokens=8, pinned="tiny-a")
@@ -39,7 +42,7 @@ def canary_run_db(llama_server, tmp_path_factory) -> Path:
     db = tmp_path_factory.mktemp("findings") / "r.db"
     store = open_store(db)
     outcome = run_campaign(store, parse_campaign(_text(llama_server.url, "\n[report]\nunstable_ratio = 2.0\n"),
-                                                 "findings.toml"), echo=lambda s: None)
+                                                 "findings.toml"), echo=CONSOLE.append)
     assert outcome.exit_code == 0
     store.close()
     return db
@@ -203,3 +206,20 @@ def test_agreeing_classes_are_one_sentence_with_each_ratio(canary_run_db, tmp_pa
     head = en[en.index("## Headline"):en.index("## The numbers")]
     assert "**tiny-b** is the fastest on every prompt class, against **tiny-a** (in production): " \
            "short ×2.00 (×1.82–2.20), medium ×2.00 (×1.82–2.20)" in head
+
+
+def test_console_gate_line_states_the_article_counts(canary_run_db, tmp_path):
+    """The runner's end-of-run line counts measured samples, canaries apart, like the article's gate table."""
+    line = next(ln for ln in CONSOLE if ln.startswith("gates over "))
+    en, _de, run_id = _build(canary_run_db, tmp_path / "p")
+    db = open_store(canary_run_db, mode="ro").db
+    n_measured = db.execute("select count(*) from samples where run_id = ? and kind = 'measure' "
+                            "and error_kind is null", [run_id]).fetchone()[0]
+    assert line.startswith(f"gates over {n_measured} measured samples: ")
+    fired = re.findall(r"(\w+) fired on (\d+)/(\d+)", line)
+    assert fired, line  # length_limit fires on 8-token answers
+    for gate, f, j in fired:
+        assert re.search(rf"^\| `{gate}` \| [^|]+ \| {f}/{j}", en, flags=re.M), (gate, f, j)
+    canary_fired = db.execute("select count(*) from canaries where run_id = ? and result = 'fired'",
+                              [run_id]).fetchone()[0]
+    assert canary_fired and f"canaries apart: fired {canary_fired} (" in line
