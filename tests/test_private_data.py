@@ -136,7 +136,7 @@ def test_a_login_in_the_server_url_is_stored_for_display_without_it(llama_server
     def published(lang: str) -> str:
         """The run's article and any page of its own beside it (its evidence page)."""
         runs = project / "site" / "runs"
-        return "\n".join(p.read_text() for p in sorted(runs.glob(f"run-{run_id}[.-]*.md"))
+        return "\n".join(p.read_text() for p in sorted([*runs.glob(f"run-{run_id}.*md"), *runs.glob(f"run-{run_id}-*.md")])
                          if (lang == ".de") == p.name.endswith(".de.md"))
 
     for lang in ("", ".de"):
