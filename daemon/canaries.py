@@ -19,7 +19,7 @@ from . import cellchecks
 from .backends import Backend, BackendError
 from .gates import GATES
 from .prompts import build_prompt
-from .sampling import Taken, take_sample
+from .sampling import SampleRequest, Taken, take_sample
 from .store import Store, dumps, utcnow
 
 
@@ -52,11 +52,10 @@ class CanaryRun:
                nonce: str | None = None, cell_id: int | None = None, rep: int = 1) -> tuple[int, Taken]:
         """One canary request (in a new cell unless ``cell_id``); returns the cell and what was taken."""
         cid = cell_id or self.new_cell(gate, max_tokens)
-        taken = take_sample(
-            self.store, self.backend, run_id=self.run_id, cell_id=cid, model_id=self.model_id, model=self.model,
-            repetition=rep, build_prompt=lambda n: build_prompt(self.short_tokens, n), max_tokens=max_tokens,
-            reasoning=False, kind="canary", extra=extra, client=client, nonce=nonce, load_id=self.load_id,
-        )
+        taken = take_sample(self.store, self.backend, SampleRequest(
+            self.run_id, cid, self.model_id, self.model, rep, lambda n: build_prompt(self.short_tokens, n),
+            max_tokens, reasoning=False, kind="canary", extra=extra, client=client, nonce=nonce, load_id=self.load_id,
+        ))
         self.echo(f"canary {gate}: {taken.text}")
         return cid, taken
 

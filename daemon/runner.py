@@ -1,8 +1,9 @@
 """The runner: plan cells, load each model once, measure, store as it goes.
 
 A run's own record -- its frozen campaign, its row, the status, exit code and
-coverage it ends with -- is kept by :mod:`run_record`; this module measures.
-Every step reads one :class:`RunContext`.
+coverage it ends with -- is kept by :mod:`run_record`, its loads by
+:mod:`run_loads`; this module walks the cells and measures. Every step reads
+one :class:`RunContext`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from . import cellchecks, liveness
 from .backends import Backend, BackendError, backend_for, evidence
 from .campaign import Campaign
 from .canaries import run_canaries
+from . import gate_counts
 from .judge import judge_run
 from .logs import LogSourceError, capture_file
 from .logs.requests import cache_from_logs
@@ -171,8 +173,9 @@ def _judge(ctx: RunContext) -> None:
     if filled:
         echo(f"prompt cache: cached tokens of {filled} samples read from the server log")
     evidence.record_runtime_selfreports(store, ctx.run_id)  # Ollama's /api/ps figure per load
-    fired = judge_run(store, ctx.run_id, ctx.campaign.gates)
-    echo("gates: " + (", ".join(f"{g} fired on {n}" for g, n in sorted(fired.items())) or "none fired"))
+    judge_run(store, ctx.run_id, ctx.campaign.gates)
+    # the same counts as the article's gate table: measured samples, canaries apart
+    echo(gate_counts.summary_line(store.db, ctx.run_id))
     if ctx.campaign.rules:  # after judging: rules read medians of the samples the gates let through
         evaluate_rules(store, ctx.run_id, echo)
 

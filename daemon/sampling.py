@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from .backends import BackendError
+import httpx
+
+from .backends import Backend, BackendError
 from .backends.validate import check_sample
 from .prompts import new_nonce
 from .store import Store, dumps, utcnow
@@ -24,43 +27,47 @@ class Taken:
     load_id: int | None = None
 
 
-def take_sample(
-    store: Store,
-    backend,
-    *,
-    run_id: int,
-    cell_id: int,
-    model_id: int,
-    model: str,
-    repetition: int,
-    build_prompt,
-    max_tokens: int,
-    reasoning: bool,
-    kind: str = "measure",
-    extra: dict | None = None,
-    client=None,
-    nonce: str | None = None,
-    load_id: int | None = None,
-) -> Taken:
-    """Send one request and store it as a sample (or as an exception sample).
+@dataclass
+class SampleRequest:
+    """One request to send and store: where its sample belongs and what it asks.
 
     ``build_prompt(nonce)`` makes the prompt, so every sample carries its own
-    nonce unless a canary deliberately repeats one.
+    nonce unless a canary deliberately repeats one (``nonce``); ``client``
+    lets a canary speak from another address.
     """
-    nonce = nonce or new_nonce()
-    prompt = build_prompt(nonce)
+
+    run_id: int
+    cell_id: int
+    model_id: int
+    model: str
+    repetition: int
+    build_prompt: Callable[[str], str]
+    max_tokens: int
+    reasoning: bool
+    kind: str = "measure"
+    extra: dict | None = None
+    client: httpx.Client | None = None
+    nonce: str | None = None
+    load_id: int | None = None  # the load the sample was taken on, as far as the runner knows
+
+
+def take_sample(store: Store, backend: Backend, req: SampleRequest) -> Taken:
+    """Send one request and store it as a sample (or as an exception sample)."""
+    nonce = req.nonce or new_nonce()
+    prompt = req.build_prompt(nonce)
     row = {
-        "run_id": run_id, "cell_id": cell_id, "repetition": repetition, "nonce": nonce,
-        "started_at": utcnow(), "kind": kind, "load_id": load_id,
+        "run_id": req.run_id, "cell_id": req.cell_id, "repetition": req.repetition, "nonce": nonce,
+        "started_at": utcnow(), "kind": req.kind, "load_id": req.load_id,
     }
     watcher = None
     try:
         if backend.is_router():
-            watcher = backend.watch_load(model)
+            watcher = backend.watch_load(req.model)
     except Exception:  # noqa: BLE001 -- no watcher is a missing load time, never a lost sample
         watcher = None
     try:
-        res = backend.chat(model, prompt, max_tokens=max_tokens, reasoning=reasoning, extra=extra, client=client)
+        res = backend.chat(req.model, prompt, max_tokens=req.max_tokens, reasoning=req.reasoning, extra=req.extra,
+                           client=req.client)
         check_sample(res)
         request_json, response_json = dumps(res.request), dumps(res.response)
     except Exception as exc:  # noqa: BLE001 -- KeyboardInterrupt/SystemExit are not Exceptions and pass
@@ -91,7 +98,7 @@ def take_sample(
             load_id = store.insert(
                 "loads",
                 {
-                    "run_id": run_id, "model_id": model_id, "trigger": "inside_request",
+                    "run_id": req.run_id, "model_id": req.model_id, "trigger": "inside_request",
                     "sample_id": sample_id, "requested_at": watcher.requested_at,
                     "ready_at": watcher.ready_at, "load_seconds": seconds, "status": "loaded",
                     "port": watcher.port,

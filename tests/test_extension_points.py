@@ -88,7 +88,7 @@ def test_only_declared_options_reach_a_backend():
 
 def test_no_caller_probes_a_backend_for_attributes():
     """Runner, sampling, canaries, probes and cell checks use only the declared interface."""
-    callers = [ROOT / "daemon" / n for n in ("runner.py", "run_finish.py", "sampling.py", "canaries.py",
+    callers = [ROOT / "daemon" / n for n in ("runner.py", "run_record.py", "run_loads.py", "sampling.py", "canaries.py",
                                               "cellchecks.py")]
     callers += sorted((ROOT / "daemon" / "probes").glob("*.py"))
     probing = re.compile(r"\b(hasattr|getattr)\(\s*(self\.)?backend\b")

@@ -22,7 +22,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon import runner
+from cardproof.daemon import run_record  # the final log capture, after the measurements
 from conftest import campaign_text
 
 RULE = 'fits = "decode.short >= 0"'
@@ -61,14 +61,14 @@ def assert_evaluated(db: Path, run_id: int, planned: int) -> None:
 
 
 def test_a_failing_final_capture_keeps_status_coverage_gates_and_rules(llama_server, tmp_path, monkeypatch):
-    real = runner.capture_file
+    real = run_record.capture_file
 
     def capture(store, path, *, run_id=None, **kw):
         if run_id is not None:  # the final capture, after the measurements
             raise sqlite3.IntegrityError("UNIQUE constraint failed: log_lines.id")
         return real(store, path, run_id=run_id, **kw)
 
-    monkeypatch.setattr(runner, "capture_file", capture)
+    monkeypatch.setattr(run_record, "capture_file", capture)
     camp = write_campaign(tmp_path / "c.toml", llama_server.url, llama_server.log_path)
     db = tmp_path / "r.db"
     result = CliRunner().invoke(cli, ["run", str(camp), "--db", str(db)])
@@ -83,7 +83,7 @@ def test_a_failing_final_capture_keeps_status_coverage_gates_and_rules(llama_ser
 
 def test_a_final_capture_waits_for_a_process_holding_the_write_lock(llama_server, tmp_path, monkeypatch):
     """Held for 6 s: longer than the store used to wait, shorter than it waits now."""
-    real = runner.capture_file
+    real = run_record.capture_file
     held = {}
 
     def capture(store, path, *, run_id=None, **kw):
@@ -103,7 +103,7 @@ def test_a_final_capture_waits_for_a_process_holding_the_write_lock(llama_server
                 holder.wait(timeout=30)
         return real(store, path, run_id=run_id, **kw)
 
-    monkeypatch.setattr(runner, "capture_file", capture)
+    monkeypatch.setattr(run_record, "capture_file", capture)
     # lines that arrive during the run: the final capture has something to store
     camp = write_campaign(tmp_path / "c.toml", llama_server.url, llama_server.log_path)
     db = tmp_path / "r.db"

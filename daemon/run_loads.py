@@ -1,0 +1,144 @@
+"""The runner's loads: models registered, loaded one at a time (or refused beside the pin), and stored.
+
+Before every load other than the pin's, free memory is read from the card and
+compared with the model's need (``memory.budget.pin_guard``); a load that
+would not fit is refused and its cell's samples are stored as never sent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from . import modelfile
+from .backends import BackendError
+from .memory.budget import pin_guard
+from .memory.procinfo import children, listening_pids, pids_with_arg
+from .prompts import new_nonce
+from .store import utcnow
+
+if TYPE_CHECKING:
+    from .runner import PlannedCell, RunContext
+
+
+def register_models(ctx: RunContext) -> dict[str, int]:
+    ids = {}
+    listed = {}
+    try:
+        listed = {m.get("id"): m for m in ctx.backend.models()}
+    except BackendError:
+        pass
+    for spec in ctx.campaign.models:
+        path = spec.file or model_path_from_args(listed.get(spec.name))
+        row = modelfile.describe(spec.name, path)
+        try:  # Ollama: digest, quantisation, capabilities from its API
+            described = ctx.backend.describe_model(spec.name)
+        except BackendError:
+            described = None
+        if described is not None:
+            row = {**described, **{k: v for k, v in row.items() if v is not None}}
+        ids[spec.name] = ctx.store.upsert_model(row)
+    return ids
+
+
+def model_path_from_args(entry: dict | None) -> str | None:
+    """The router lists each model's command line; its ``--model`` is the file."""
+    if not entry:
+        return None
+    if entry.get("path"):
+        return entry["path"]
+    args = (entry.get("status") or {}).get("args") or []
+    for flag in ("--model", "-m"):
+        if flag in args and args.index(flag) + 1 < len(args):
+            return args[args.index(flag) + 1]
+    return None
+
+
+def load_for_cell(ctx: RunContext, name: str, pin: str | None, refused: dict[str, str]) -> int | None:
+    """Load the next model, unless the pinned-model rule keeps it off the cards (then ``refused`` says why)."""
+    model_id = ctx.model_ids[name]
+    guarded = pin is not None and name != pin
+    reason = pin_guard(ctx.store, ctx.mem, model_id, name, pin) if guarded else None
+    if reason is None:
+        return explicit_load(ctx, name, checked=guarded)
+    refused[name] = reason
+    ctx.echo(f"load {name}: refused: {reason}")
+    return ctx.store.insert("loads", {"run_id": ctx.run_id, "model_id": model_id, "trigger": "explicit",
+                                      "requested_at": utcnow(), "status": "refused", "error_text": reason})
+
+
+def refused_samples(store, run_id: int, cell_id: int, cell: PlannedCell, load_id: int | None,
+                    reason: str) -> int:
+    """The cell's samples as exceptions that were never sent: any request would load the model after all."""
+    for rep in range(1, cell.repetitions + 1):
+        store.insert("samples", {
+            "run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": new_nonce(),
+            "started_at": utcnow(), "kind": "measure", "load_id": load_id, "error_kind": "refused",
+            "error_text": reason, "counter_source": "none"})
+    return cell.repetitions
+
+
+def explicit_load(ctx: RunContext, name: str, *, checked: bool = False) -> int | None:
+    """Load ``name`` and store the load; ``checked``: the pin guard has already read the card's free memory."""
+    store, backend, mem, model_id = ctx.store, ctx.backend, ctx.mem, ctx.model_ids[name]
+    if mem is not None and not checked:
+        # free memory read from the card right before the load, never inferred
+        mem.before_load(model_id)
+    try:
+        res = backend.load(name)
+    except BackendError as exc:
+        ctx.echo(f"load {name}: failed: {exc}")
+        return store.insert(
+            "loads",
+            {"run_id": ctx.run_id, "model_id": model_id, "trigger": "explicit", "requested_at": utcnow(),
+             "status": "failed", "error_text": str(exc)},
+        )
+    if res.status == "already_loaded" and not backend.is_router():
+        return None  # single-model server: the load happened before the run
+    ctx.echo(
+        f"load {name}: {res.status}"
+        + (f" in {res.load_seconds:.2f} s" if res.load_seconds else "")
+        + (f" ({res.error_text})" if res.error_text else "")
+    )
+    load_id = store.insert(
+        "loads",
+        {
+            "run_id": ctx.run_id,
+            "model_id": model_id,
+            "trigger": "explicit",
+            "requested_at": res.requested_at,
+            "ready_at": res.ready_at,
+            "load_seconds": res.load_seconds,
+            "status": res.status,
+            "error_text": res.error_text,
+            "port": res.port,
+            "pid": res.pid,
+        },
+    )
+    model_file = backend.model_blob(name)  # Ollama: the weights file its runner is started with
+    if model_file is not None:  # for linking the log's loads
+        store.update("loads", load_id, {"model_file": model_file})
+    if mem is not None and res.status in ("loaded", "already_loaded"):
+        pid = res.pid
+        if backend.is_router() and not pid:  # a router's child: found by its model on the listening port
+            pid = router_child_pid(backend.url, name)
+        if pid and not res.pid:
+            store.update("loads", load_id, {"pid": pid})
+        mem.after_load(load_id, pid=pid, arg=backend.runner_arg(name))
+    return load_id
+
+
+def router_child_pid(url: str, name: str) -> int | None:
+    """The PID of the router's child serving ``name``, when the router runs on this host.
+
+    The router names each child after its model (``--alias NAME``); only
+    children of the process listening on the campaign's port count, so
+    another router on the same machine serving the same name is never taken.
+    """
+    parsed = urlparse(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost", "::1") or not parsed.port:
+        return None
+    routers = listening_pids(parsed.port)
+    mine = {c for r in routers for c in children(r)}
+    found = [p for p in pids_with_arg(name) if p in mine]
+    return found[0] if len(found) == 1 else None
