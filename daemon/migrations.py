@@ -1,0 +1,481 @@
+"""The store's schema: every change as a migration, in the order a new database applies them.
+
+The order here is the order sqlite-utils applies them to a new file, and it
+must never change: ``tests/test_migrations.py`` pins it and the schema it
+ends in. The names are part of the file format -- every existing database
+records them in ``_sqlite_migrations`` -- so none is ever renamed, even
+where its number no longer matches its place (m005 runs before m004, m011
+before m010 and m009: they were written in parallel and merged in this
+order). A new migration goes at the end, with the next free number.
+"""
+
+from __future__ import annotations
+
+import sqlite_utils
+from sqlite_utils import Migrations
+
+migrations = Migrations("cardproof")
+
+
+@migrations(name="m001_foundation")
+def m001_foundation(db: sqlite_utils.Database) -> None:
+    _m001_campaigns(db)
+    _m001_runs(db)
+    _m001_models(db)
+    _m001_loads(db)
+    _m001_cells(db)
+    _m001_samples(db)
+
+
+def _m001_campaigns(db: sqlite_utils.Database) -> None:
+    db["campaigns"].create(
+        {
+            "id": int, "name": str, "path": str, "sha256": str, "toml_text": str, "registered_at": str,
+        },
+        pk="id",
+    )
+    db["campaigns"].create_index(["sha256"])
+
+
+def _m001_runs(db: sqlite_utils.Database) -> None:
+    db["runs"].create(
+        {
+            "id": int, "campaign_id": int, "host": str, "gpus_json": str, "backend": str, "server_url": str,
+            "server_version": str, "server_build": str, "server_props_json": str, "started_at": str,
+            "ended_at": str, "status": str, "exit_code": int, "samples_planned": int, "samples_measured": int,
+            "samples_failed": int, "coverage": float, "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("campaign_id", "campaigns", "id")],
+    )
+
+
+def _m001_models(db: sqlite_utils.Database) -> None:
+    db["models"].create(
+        {
+            "id": int, "name": str, "path": str, "file_bytes": int, "digest": str, "digest_kind": str,
+            "quantisation": str, "architecture": str, "capabilities_json": str,
+        },
+        pk="id",
+    )
+    db["models"].create_index(["name", "digest"], unique=True)
+
+
+def _m001_loads(db: sqlite_utils.Database) -> None:
+    db["loads"].create(
+        {
+            "id": int, "run_id": int, "model_id": int,
+            "trigger": str,  # explicit | inside_request
+            "sample_id": int, "pid": int, "port": int, "requested_at": str, "ready_at": str,
+            "load_seconds": float, "ended_at": str, "end_reason": str, "status": str, "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+
+
+def _m001_cells(db: sqlite_utils.Database) -> None:
+    db["cells"].create(
+        {
+            "id": int, "run_id": int, "model_id": int, "position": int, "prompt_class": str, "reasoning": int,
+            "max_tokens": int, "repetitions": int, "pinned": int,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+
+
+def _m001_samples(db: sqlite_utils.Database) -> None:
+    db["samples"].create(
+        {
+            "id": int, "run_id": int, "cell_id": int, "repetition": int, "nonce": str, "started_at": str,
+            "prompt_tokens": int, "generated_tokens": int, "prompt_ms": float, "predicted_ms": float,
+            "prefill_tps": float, "decode_tps": float, "ttft_ms": float, "wall_ms": float, "stop_reason": str,
+            "answer_chars": int, "reasoning_chars": int, "draft_tokens": int, "draft_accepted": int,
+            "cached_tokens": int, "counter_source": str, "error_kind": str, "error_text": str,
+            "request_json": str, "response_json": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("cell_id", "cells", "id")],
+    )
+    db["samples"].create_index(["cell_id", "repetition"])
+
+
+@migrations(name="m002_evidence_gates_memory")
+def m002_evidence_gates_memory(db: sqlite_utils.Database) -> None:
+    _m002_sample_kind(db)
+    _m002_gates(db)
+    _m002_log_evidence(db)
+    _m002_card_memory(db)
+    _m002_foreign_load(db)
+
+
+
+def _m002_sample_kind(db: sqlite_utils.Database) -> None:
+    # samples: canary provocations are stored beside measurements, never mixed in
+    db["samples"].add_column("kind", str)  # measure | canary
+    db.execute("update samples set kind = 'measure' where kind is null")
+    db["loads"].add_column("model_file", str)
+
+
+def _m002_gates(db: sqlite_utils.Database) -> None:
+    # gates (issue 3)
+    db["gate_results"].create(
+        {
+            "id": int, "sample_id": int, "gate": str,
+            "fired": int,  # 1 fired, 0 not fired, NULL the gate itself raised
+            "observed": float, "observed_text": str, "threshold": float, "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("sample_id", "samples", "id")],
+    )
+    db["gate_results"].create_index(["sample_id", "gate"], unique=True)
+    db["canaries"].create(
+        {
+            "id": int, "run_id": int, "gate": str,
+            "result": str,  # fired | not_fired | recorded | not_run
+            "reason": str, "sample_id": int, "detail_json": str, "at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+    )
+
+
+def _m002_log_evidence(db: sqlite_utils.Database) -> None:
+    # log evidence (issue 4)
+    db["log_sources"].create(
+        {
+            "id": int,
+            "kind": str,  # journal | journal-file | plain
+            "name": str,  # unit name or file path
+            "cursor": str,  # last journal cursor stored
+            "offset": int,  # plain files: byte offset of the next unread line
+            "inode": int, "updated_at": str,
+        },
+        pk="id",
+    )
+    db["log_sources"].create_index(["kind", "name"], unique=True)
+    db["log_lines"].create(
+        {
+            "id": int, "source_id": int, "run_id": int, "ts": str, "unit": str, "pid": int,
+            "port": int,  # router child prefix [port]
+            "cursor": str, "offset": int,
+            "raw": str,  # the line as read, never rewritten
+            "raw_bytes": bytes,  # set only when the line was not valid UTF-8
+            "load_id": int,
+            "attribution": str,  # pid | port | boundary | unattributed
+        },
+        pk="id",
+        foreign_keys=[("source_id", "log_sources", "id")],
+    )
+    db["log_lines"].create_index(["source_id", "cursor"])
+    db["log_lines"].create_index(["load_id"])
+    db["facts"].create(
+        {
+            "id": int, "load_id": int, "line_id": int,
+            "name": str,  # DESIGN.md vocabulary: offloaded_layers, kv_buffer_mib, ...
+            "device": str,  # CUDA0, CPU_Mapped, ... or NULL
+            "value_num": float, "value_text": str, "unit": str,
+        },
+        pk="id",
+        foreign_keys=[("line_id", "log_lines", "id")],
+    )
+    db["facts"].create_index(["load_id", "name"])
+    db["capture_gaps"].create(
+        {"id": int, "source_id": int, "at": str, "reason": str, "lines_skipped": int},
+        pk="id",
+    )
+
+
+def _m002_card_memory(db: sqlite_utils.Database) -> None:
+    # memory from the card (issue 5)
+    db["memory_samples"].create(
+        {
+            "id": int, "run_id": int, "load_id": int, "ts": str,
+            "scope": str,  # device | process
+            "device_index": int, "pid": int, "process_name": str, "used_mib": float, "total_mib": float,
+            "free_mib": float, "util_pct": float,
+            "source": str,  # nvml | recorded
+            "note": str,
+        },
+        pk="id",
+    )
+    db["memory_samples"].create_index(["run_id", "ts"])
+    db["memory_selfreports"].create(
+        {
+            "id": int, "run_id": int, "load_id": int, "ts": str,
+            "source": str,  # llama-server breakdown, ollama /api/ps, ...
+            "total_mib": float, "gpu_mib": float, "items_json": str,
+        },
+        pk="id",
+    )
+
+
+def _m002_foreign_load(db: sqlite_utils.Database) -> None:
+    # foreign load (issues 3, 6)
+    db["requests_seen"].create(
+        {
+            "id": int, "run_id": int, "ts": str, "client": str, "method": str, "path": str, "status": int,
+            "line_id": int, "source": str,
+        },
+        pk="id",
+    )
+
+
+@migrations(name="m005_gate_checks")
+def m005_gate_checks(db: sqlite_utils.Database) -> None:
+    # canary cells sit beside measurement cells and never reach a median
+    db["cells"].add_column("kind", str)  # measure | canary
+    db.execute("update cells set kind = 'measure' where kind is null")
+    db["cells"].add_column("canary_gate", str)
+    db["samples"].add_column("load_id", int)  # the load that served this sample, as the runner knew it
+    # what was observed around each cell: server counters, embedding probes
+    db["cell_checks"].create(
+        {
+            "id": int, "cell_id": int,
+            "phase": str,  # before | after
+            "check": str,  # metrics | embedding
+            "at": str, "ok": int, "value_json": str, "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("cell_id", "cells", "id")],
+    )
+    db["cell_checks"].create_index(["cell_id", "check"])
+
+
+@migrations(name="m004_memory_attribution")
+def m004_memory_attribution(db: sqlite_utils.Database) -> None:
+    # memory from the card (issue 5): what a reading saw beyond used/total/free
+    for col, kind in (
+        ("device_name", str), ("uuid", str), ("util_mem_pct", float),
+        ("pcie_gen_current", int), ("pcie_gen_max", int),
+        ("pcie_width_current", int), ("pcie_width_max", int),
+        ("process_kind", str),  # compute | graphics | compute+graphics
+        ("pid_status", str),  # local | local_unverified | foreign | mismatch
+        ("reason", str),  # why a value is missing or a PID is not ours
+    ):
+        db["memory_samples"].add_column(col, kind)
+    db["memory_samples"].create_index(["pid", "ts"])
+    db["memory_selfreports"].add_column("kind", str)  # exit | projection | ps | facts
+    db["memory_selfreports"].add_column("line_ids_json", str)
+    # which processes on the card are a load's: resolved by port or PID, never by name
+    db["memory_load_pids"].create(
+        {"id": int, "load_id": int, "pid": int, "how": str, "process_name": str, "resolved_at": str},
+        pk="id",
+    )
+    db["memory_load_pids"].create_index(["load_id"])
+    # steady state after a load and peak/median per cell, with the window they cover
+    db["memory_load_stats"].create(
+        {
+            "id": int, "run_id": int, "load_id": int, "cell_id": int,
+            "kind": str,  # after_load | cell
+            "ts_from": str, "ts_to": str,
+            "status": str,  # steady | not_steady | no_process | pid_namespace_mismatch | not_measured | ...
+            "total_mib": float, "peak_mib": float, "median_mib": float, "n_ticks": int, "per_device_json": str,
+            "neighbours_json": str, "note": str,
+        },
+        pk="id",
+    )
+    db["memory_load_stats"].create_index(["load_id", "kind"])
+    # free memory read from the card right before a load (pinned-model rule)
+    db["memory_free_checks"].create(
+        {
+            "id": int, "run_id": int, "model_id": int, "ts": str, "device_index": int, "total_mib": float,
+            "free_mib": float, "required_mib": float, "source": str, "note": str,
+        },
+        pk="id",
+    )
+    db["memory_free_checks"].create_index(["run_id", "model_id", "ts"])
+
+
+@migrations(name="m003_logs_attribution")
+def m003_logs_attribution(db: sqlite_utils.Database) -> None:
+    # log evidence (issue 4): where an import resumes, and loads seen in a log
+    db["log_sources"].add_column("state_json", str)  # attribution bindings to resume with
+    for col, kind in (
+        ("origin", str),  # NULL: written by the runner; 'log': discovered in a server log
+        ("model_name", str),  # as the server names it (router name=, Ollama model file)
+        ("model_file", str),
+        ("source_id", int),
+        ("start_line_id", int),
+        ("ready_line_id", int),
+        ("end_line_id", int),
+        ("exit_status", int),
+        ("merged_into", int),  # a log load linked to the runner's row of the same load
+    ):
+        if col not in db["loads"].columns_dict:
+            db["loads"].add_column(col, kind)
+    db["log_lines"].create_index(["run_id"], if_not_exists=True)
+    db["facts"].create_index(["line_id"], if_not_exists=True)
+    # Journal cursors are ~130 random-looking bytes: indexing them cost 1.5 of
+    # 3.9 CPU seconds per 200,000 imported lines. Resuming reads the cursor
+    # from log_sources; only the rare re-read after a lost cursor scans them.
+    db.execute("drop index if exists idx_log_lines_source_id_cursor")
+
+
+@migrations(name="m006_daemon_service")
+def m006_daemon_service(db: sqlite_utils.Database) -> None:
+    # the daemon (issue 6): its queue, its own state and heartbeat, quiet-window waits
+    db["daemon_queue"].create(
+        {
+            "id": int, "campaign_path": str, "campaign_name": str, "campaign_sha256": str,
+            "campaign_text": str,  # frozen at enqueue time: the file may change later
+            "enqueued_at": str,
+            "enqueued_by": str,  # user@host pid N
+            "status": str,  # queued | running | done | failed | gave_up | cancelled
+            "attempts": int, "last_run_id": int, "started_at": str, "finished_at": str, "reason": str,
+            "require_quiet": int,  # NULL: the daemon config decides
+        },
+        pk="id",
+    )
+    db["daemon_queue"].create_index(["status", "id"])
+    db["daemon_queue_runs"].create(
+        {"id": int, "queue_id": int, "run_id": int, "attempt": int, "daemon_id": int, "started_at": str},
+        pk="id",
+        foreign_keys=[("queue_id", "daemon_queue", "id"), ("run_id", "runs", "id")],
+    )
+    db["daemon_queue_runs"].create_index(["run_id"], unique=True)
+    # one row per daemon start; the newest row is the daemon's current state
+    db["daemon_state"].create(
+        {
+            "id": int, "pid": int, "host": str, "config_path": str, "started_at": str, "ready_at": str,
+            "heartbeat_at": str, "heartbeat_s": float, "stopped_at": str,
+            "state": str,  # starting | idle | waiting_quiet | running | stopping | stopped
+            "exit_reason": str, "queue_id": int, "run_id": int, "progress_json": str, "status_text": str,
+            "collectors_json": str,
+            "recovered_json": str,  # runs found 'running' at start and what was done with them
+        },
+        pk="id",
+    )
+    db["quiet_waits"].create(
+        {
+            "id": int, "queue_id": int, "run_id": int, "daemon_id": int, "started_at": str, "ended_at": str,
+            "outcome": str,  # waiting | quiet | gave_up | stopped
+            "waited_s": float, "quiet_s": float, "give_up_s": float, "foreign_tokens": int,
+            "foreign_requests": int, "foreign_loads": int,
+            "clients_json": str,  # foreign requests per client address
+            "blocked_seen_json": str,  # addresses that were to be blocked and were seen
+            "gpu_pids_json": str, "per_minute_json": str, "sources_json": str, "reason": str,
+        },
+        pk="id",
+    )
+
+
+@migrations(name="m008_backends_imports")
+def m008_backends_imports(db: sqlite_utils.Database) -> None:
+    # llama-bench results (issue 9): one row per test with its whole configuration;
+    # the raw row is kept as JSON so fields of newer llama-bench builds are not lost
+    db["llama_bench_imports"].create(
+        {"id": int, "path": str, "sha256": str, "format": str, "imported_at": str, "host": str, "rows": int},
+        pk="id",
+    )
+    db["llama_bench_imports"].create_index(["sha256"], unique=True)
+    db["llama_bench_results"].create(
+        {
+            "id": int, "import_id": int, "row_index": int, "test": str,
+            "build_commit": str, "build_number": int, "cpu_info": str, "gpu_info": str, "backends": str,
+            "model_filename": str, "model_type": str, "model_size": int, "model_n_params": int,
+            "n_batch": int, "n_ubatch": int, "n_threads": int, "cpu_mask": str, "cpu_strict": int,
+            "poll": int, "type_k": str, "type_v": str, "n_gpu_layers": int, "n_cpu_moe": int,
+            "split_mode": str, "main_gpu": int, "no_kv_offload": int, "flash_attn": str,
+            "devices": str, "tensor_split": str, "tensor_buft_overrides": str, "use_mmap": int,
+            "embeddings": int, "n_prompt": int, "n_gen": int, "n_depth": int, "test_time": str,
+            "avg_ns": int, "stddev_ns": int, "avg_ts": float, "stddev_ts": float,
+            "samples_ns_json": str, "samples_ts_json": str, "row_json": str,
+        },
+        pk="id",
+        foreign_keys=[("import_id", "llama_bench_imports", "id")],
+    )
+    db["llama_bench_results"].create_index(["import_id", "row_index"], unique=True)
+    # several hosts (issue 9): where a merged run came from; each merge and what it did
+    for col in ("merged_from", "merged_at"):
+        if col not in db["runs"].columns_dict:
+            db["runs"].add_column(col, str)
+    db["merges"].create(
+        {"id": int, "source_path": str, "at": str, "runs_merged": int, "runs_present": int,
+         "conflicts": int, "report_json": str},
+        pk="id",
+    )
+    db["requests_seen"].create_index(["run_id", "ts"], if_not_exists=True)
+
+
+@migrations(name="m007_probes_rules")
+def m007_probes_rules(db: sqlite_utils.Database) -> None:
+    # issue 8: probe verdicts with their evidence, declared capabilities, pass-rule outcomes
+    db["probe_results"].create(
+        {
+            "id": int, "run_id": int, "model_id": int,
+            "probe": str,  # tools | thinking | reasoning | coding | vision
+            "variant": str,  # the task (reasoning: task/known or task/changed)
+            "attempt": int,  # 1.. : repeats on identical input find unstable probes
+            "verdict": str,  # DESIGN.md vocabulary, after declared-vs-delivered
+            "raw_verdict": str,  # before the declaration was applied
+            "arm": str,  # the branch of the probe's logic that decided
+            "declared": int,  # 1 declared, 0 not declared, NULL unknown / not a capability
+            "graded": int,  # 0: a detector shown beside the scored tasks
+            "duration_ms": float,
+            "request_sha256": str,  # of the first request: identical input <=> equal hashes
+            "exchange_json": str,  # requests and responses as sent and received
+            "detail_json": str, "at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+    db["probe_results"].create_index(["run_id", "model_id", "probe"])
+    db["capabilities"].create(
+        {"id": int, "run_id": int, "model_id": int, "source": str, "json": str, "at": str},
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+    db["rule_results"].create(
+        {
+            "id": int, "run_id": int, "model_id": int, "rule_name": str, "rule_text": str, "rule_sha256": str,
+            "campaign_sha256": str,
+            "registered_at": str,  # the campaign's freeze time: before runs.started_at
+            "evaluated_at": str,
+            "outcome": str,  # pass | fail | undecided | error
+            "arms_json": str,  # per arm (top-level 'and' part): text, outcome, values read
+            "error_text": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id")],
+    )
+    db["rule_results"].create_index(["run_id"])
+
+
+@migrations(name="m011_observed_requests")
+def m011_observed_requests(db: sqlite_utils.Database) -> None:
+    # issue 15: the server's own per-request counters read from its log (print_timing),
+    # observed in production traffic and kept apart from cardproof's measured samples;
+    # the load is that of line_id (joined at read time, so rebinding and merging carry it)
+    db["observed_requests"].create(
+        {
+            "id": int, "source_id": int, "run_id": int,
+            "line_id": int,  # the line with the generation counters
+            "first_line_id": int,  # the prompt counters' line (or line_id)
+            "task": int, "slot": int, "prompt_tokens": int, "prompt_ms": float, "generated_tokens": int,
+            "decode_ms": float, "draft_accepted": int, "draft_generated": int, "ts": str,
+        },
+        pk="id",
+        foreign_keys=[("line_id", "log_lines", "id"), ("source_id", "log_sources", "id")],
+        if_not_exists=True,
+    )
+    db["observed_requests"].create_index(["line_id"], if_not_exists=True)
+
+
+@migrations(name="m010_timestamp_notes")
+def m010_timestamp_notes(db: sqlite_utils.Database) -> None:
+    # issue 16: an access line whose printed time is no date (2025/13/45 - 99:99:99) keeps that
+    # text in ts, and ts_note says why; it never stops an import or a report build
+    if "ts_note" not in db["requests_seen"].columns_dict:
+        db["requests_seen"].add_column("ts_note", str)
+
+
+@migrations(name="m009_run_liveness")
+def m009_run_liveness(db: sqlite_utils.Database) -> None:
+    # issue 16: which process a 'running' run belongs to, so any reader can tell a
+    # run whose process is gone (SIGKILL, OOM, power loss) from one still measuring;
+    # the start time (clock ticks since boot) and boot id tell a reused pid apart
+    for col, kind in (("pid", int), ("pid_start_ticks", int), ("boot_id", str), ("pid_ns", str)):
+        if col not in db["runs"].columns_dict:
+            db["runs"].add_column(col, kind)

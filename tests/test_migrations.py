@@ -1,0 +1,109 @@
+"""The store's migrations: the order a new database applies them and the schema they end in, pinned.
+
+The expected schema is checked in (tests/fixtures/store_schema.sql). After a
+deliberate schema change -- a new migration at the end of daemon/migrations.py --
+write it again with ``python tests/test_migrations.py > tests/fixtures/store_schema.sql``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+EXPECTED_SCHEMA = Path(__file__).parent / "fixtures" / "store_schema.sql"
+
+# The names are the file format (every database records them); the order is what new databases apply.
+APPLIED_ORDER = [
+    "m001_foundation",
+    "m002_evidence_gates_memory",
+    "m005_gate_checks",
+    "m004_memory_attribution",
+    "m003_logs_attribution",
+    "m006_daemon_service",
+    "m008_backends_imports",
+    "m007_probes_rules",
+    "m011_observed_requests",
+    "m010_timestamp_notes",
+    "m009_run_liveness",
+]
+
+
+def schema_dump(path: Path) -> str:
+    """Every table, index and trigger of a file as SQL, by kind and name (creation order aside)."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("select type, name, tbl_name, sql from sqlite_master "
+                            "where name not like 'sqlite_%' order by type, name").fetchall()
+    finally:
+        conn.close()
+    return "".join(f"-- {kind} {name} on {table}\n{sql or '(implicit)'};\n\n" for kind, name, table, sql in rows)
+
+
+def applied(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return [r[0] for r in conn.execute(
+            "select name from _sqlite_migrations where migration_set = 'cardproof' order by rowid")]
+    finally:
+        conn.close()
+
+
+def test_a_new_database_applies_the_migrations_in_the_pinned_order(tmp_path):
+    from cardproof.daemon.store import open_store
+
+    open_store(tmp_path / "new.db").close()
+    assert applied(tmp_path / "new.db") == APPLIED_ORDER
+
+
+def test_a_new_database_has_the_pinned_schema(tmp_path):
+    from cardproof.daemon.store import open_store
+
+    open_store(tmp_path / "new.db").close()
+    assert schema_dump(tmp_path / "new.db") == EXPECTED_SCHEMA.read_text()
+
+
+def test_the_migrations_are_defined_in_the_order_they_run():
+    """daemon/migrations.py reads top to bottom as a new file's history."""
+    from cardproof.daemon import migrations as module
+
+    text = Path(module.__file__).read_text()
+    defined = [line.split('"')[1] for line in text.splitlines() if line.startswith("@migrations(name=")]
+    assert defined == APPLIED_ORDER
+    import sqlite_utils
+
+    # what sqlite-utils would apply to an empty file, asked through its public API
+    assert [m.name for m in module.migrations.pending(sqlite_utils.Database(memory=True))] == APPLIED_ORDER
+
+
+@pytest.mark.parametrize("stop_before", APPLIED_ORDER[1:])
+def test_an_older_database_catches_up_to_the_same_schema(tmp_path, stop_before):
+    """A file last opened by an older cardproof gets the rest, in order, and ends where a new one starts."""
+    import sqlite_utils
+
+    from cardproof.daemon.migrations import migrations
+    from cardproof.daemon.store import open_store
+
+    old = tmp_path / "old.db"
+    db = sqlite_utils.Database(old)
+    migrations.apply(db, stop_before=stop_before)
+    db.conn.close()
+    done = APPLIED_ORDER.index(stop_before)
+    assert applied(old) == APPLIED_ORDER[:done]
+    store = open_store(old)
+    assert store.upgraded == APPLIED_ORDER[done:]
+    store.close()
+    assert applied(old) == APPLIED_ORDER
+    assert schema_dump(old) == EXPECTED_SCHEMA.read_text()
+
+
+if __name__ == "__main__":  # write the expected schema from a new database
+    import tempfile
+
+    from cardproof.daemon.store import open_store
+
+    with tempfile.TemporaryDirectory() as d:
+        open_store(Path(d) / "s.db").close()
+        sys.stdout.write(schema_dump(Path(d) / "s.db"))
