@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from .contradictions.authored import AuthoredError
 from .compare import compare_runs, previous_run, ratio_range
 from .gates import gate_summary
 from .evidence import run_evidence
+from .lead import lead_view
 from .memory import memory_view
 from .privacy import requests_by_client
 from .probes import decision_view
@@ -54,9 +56,16 @@ def _env() -> jinja2.Environment:
 
 
 def _cellvalue(L: Lang, cell: dict | None) -> MD:
-    """A main-table cell as Markdown: the median linked to its evidence (MD: every part escaped)."""
+    """A main-table cell as Markdown: the median linked to its evidence (MD: every part escaped).
+
+    Each cell carries the anchor ``fig-cell-<id>`` its evidence links back to.
+    """
     if cell is None:
         return MD("—")
+    return MD('<span id="fig-cell-{}"></span>').format(cell["id"]) + _cell_figure(L, cell)
+
+
+def _cell_figure(L: Lang, cell: dict) -> MD:
     link = MD("[{}](#cell-{})")
     d = cell["decode"]
     if d is None:
@@ -193,7 +202,7 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
     L = Lang(lang)
     tpl = _env().get_template("run.md.j2")
     with publishing(show_addresses=show_addresses):
-        return tpl.render(
+        return link_evidence(tpl.render(
             notes=_notes(project, view["run"]["id"], lang),
             lang=lang,
             charts=_charts(view, L, img_dir),
@@ -203,7 +212,28 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
             cellvalue=lambda c: _cellvalue(L, c),
             exception_groups=_exception_groups(view),
             **view,
-        )
+        ), view["run"]["id"])
+
+
+# Anchors that live on a run's evidence page: a link to one from the article goes there.
+_EVIDENCE_LINK = re.compile(r"(?<!\\)\]\(#((?:cell|sample|line|lines|load)-[A-Za-z0-9_-]+|log-evidence|observed|lines-unattributed)\)")
+
+
+def link_evidence(markdown: str, run_id: int) -> MD:
+    """The article's links into its evidence, pointed at the evidence page.
+
+    Only our own Markdown can contain ``](#``: foreign text has its brackets
+    escaped, so the rewrite never touches what a server or a log wrote.
+    """
+    return MD(_EVIDENCE_LINK.sub(lambda m: f"](run-{run_id}-evidence.md#{m.group(1)})", markdown))
+
+
+def render_evidence(view: dict, lang: str, *, show_addresses: bool = False) -> str:
+    """The evidence page of one run: samples (median marked), canary samples, log lines by load."""
+    L = Lang(lang)
+    with publishing(show_addresses=show_addresses):
+        return _env().get_template("run_evidence.md.j2").render(
+            lang=lang, _=translator(L.gettext, CATALOGUE), L=L, **view)
 
 
 def render_index(runs: list[dict], lang: str, comparisons: list[dict] | None = None,
@@ -365,7 +395,8 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
         for i, r in enumerate(all_runs, 1):
             key = f"run-{r['id']}"
             files = [out_dir / f"{key}{'' if lang == 'en' else '.' + lang}.md" for lang in LANGUAGES]
-            if fresh(key, files):
+            ev_files = [out_dir / f"{key}-evidence{'' if lang == 'en' else '.' + lang}.md" for lang in LANGUAGES]
+            if fresh(key, files + ev_files):
                 continue
             view = view_of(r["id"])
             view["gates"] = gate_summary(db, r["id"])
@@ -379,12 +410,14 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             view["memory"] = memory_view(db, r["id"])
             view["contradictions"] = contradictions_for(db, view, project)
             view["evidence"] = run_evidence(db, r["id"])
+            view["lead"] = lead_view(view, view["evidence"])
             view["decision"] = decision_view(db, r["id"], view=view, memory=view["memory"])
             view["clients"] = requests_by_client(db, r["id"], show_addresses=show_addresses)
             view["provenance"] = [p for p in counter_provenance(db, r["id"]) if p["source"] != "none"]
-            for lang, path in zip(LANGUAGES, files):
+            for lang, path, ev_path in zip(LANGUAGES, files, ev_files):
                 path.write_text(render_run(view, lang, out_dir / "img", project, show_addresses=show_addresses))
-                written.append(path)
+                ev_path.write_text(render_evidence(view, lang, show_addresses=show_addresses))
+                written += [path, ev_path]
             if progress:
                 progress(f"[{i}/{total}] run {r['id']} rendered")
         comparisons = []
@@ -418,7 +451,7 @@ def _remove_stale(out_dir: Path, cmp_dir: Path, keys: dict) -> None:
     """Articles (and their charts) of runs no longer in the database go away."""
     for d in (out_dir, cmp_dir):
         for f in d.glob("run-*.md"):
-            if f.name.split(".")[0] not in keys:
+            if f.name.split(".")[0].removesuffix("-evidence") not in keys:
                 f.unlink()
         for f in (d / "img").glob("*.svg") if (d / "img").is_dir() else []:
             stem = f.stem.rsplit("-", 1)[0]

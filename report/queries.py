@@ -102,6 +102,10 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         c["errors"] = [s for s in ss if s["error_kind"]]
         c["excluded"] = [s for s in ss if s["excluded_by"]]
         c["decode"] = spread(s["decode_tps"] for s in valid)
+        # the sample(s) the median is: the middle one, or the middle two where n is even
+        ranked = sorted((s for s in valid if s["decode_tps"] is not None), key=lambda s: s["decode_tps"])
+        mid = len(ranked) // 2
+        c["median_ids"] = {s["id"] for s in (ranked[mid - 1:mid + 1] if len(ranked) % 2 == 0 else ranked[mid:mid + 1])}
         c["spread_ratio"] = findings.spread_ratio(c["decode"])
         c["unstable"] = findings.is_unstable(c["decode"], limit)
         c["prefill"] = spread(s["prefill_tps"] for s in valid)

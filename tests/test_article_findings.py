@@ -37,12 +37,13 @@ def _text(url: str, report: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def canary_run_db(llama_server, tmp_path_factory) -> Path:
-    """A real run with canaries (the load_time canary evicts a model and reloads it inside its request)
-    and a campaign that sets ``[report] unstable_ratio = 2.0``."""
+    """A real run with canaries (the load_time canary evicts a model and reloads it inside its request),
+    the server's log captured, and a campaign that sets ``[report] unstable_ratio = 2.0``."""
     db = tmp_path_factory.mktemp("findings") / "r.db"
     store = open_store(db)
-    outcome = run_campaign(store, parse_campaign(_text(llama_server.url, "\n[report]\nunstable_ratio = 2.0\n"),
-                                                 "findings.toml"), echo=CONSOLE.append)
+    text = _text(llama_server.url, "\n[report]\nunstable_ratio = 2.0\n").replace(
+        "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
+    outcome = run_campaign(store, parse_campaign(text, "findings.toml"), echo=CONSOLE.append)
     assert outcome.exit_code == 0
     store.close()
     return db
@@ -138,8 +139,8 @@ def test_unstable_cell_is_marked_and_kept_out_of_the_headline(canary_run_db, tmp
     assert view["unstable_ratio"] == 2.0
     assert [c["id"] for c in view["unstable_cells"]] == [short]
     row = _row(en, "tiny-b")
-    assert re.search(rf"\(#cell-{short}\)<br><small>[^|]*</small> <small>\*\*unstable\*\*</small>", row), row
-    assert not re.search(rf"\(#cell-{medium}\)<br><small>[^|]*</small> <small>\*\*unstable", row), row
+    assert re.search(rf"#cell-{short}\)<br><small>[^|]*</small> <small>\*\*unstable\*\*</small>", row), row
+    assert not re.search(rf"#cell-{medium}\)<br><small>[^|]*</small> <small>\*\*unstable", row), row
     assert "**instabil**" in _row(de, "tiny-b")
     head = en[en.index("## Headline"):en.index("## The numbers")]
     assert "Left out as unstable: tiny-b · short" in head
@@ -150,7 +151,7 @@ def test_unstable_cell_is_marked_and_kept_out_of_the_headline(canary_run_db, tmp
     # one caveat names it, in both languages; the chart data marks it
     assert en.count('!!! warning "Unstable cells"') == 1 and de.count('!!! warning "Instabile Zellen"') == 1
     assert f"[{Lang('en').num(view['cells'][[c['id'] for c in view['cells']].index(short)]['decode'].median)}]" \
-           f"(#cell-{short}) **unstable**" in en
+           f"(run-{run_id}-evidence.md#cell-{short}) **unstable**" in en
 
 
 def test_caveats_appear_once_per_rule(canary_run_db, tmp_path):
@@ -223,3 +224,57 @@ def test_console_gate_line_states_the_article_counts(canary_run_db, tmp_path):
     canary_fired = db.execute("select count(*) from canaries where run_id = ? and result = 'fired'",
                               [run_id]).fetchone()[0]
     assert canary_fired and f"canaries apart: fired {canary_fired} (" in line
+
+
+def test_lead_names_hardware_models_context_and_classes(canary_run_db, tmp_path):
+    en, de, run_id = _build(canary_run_db, tmp_path / "p")
+    db = open_store(canary_run_db, mode="ro").db
+    lead = en[en.index("How fast does each model"):en.index("## Headline")]
+    assert "**CPU only**" in lead  # the test machine has no NVIDIA driver
+    build = db.execute("select server_build from runs where id = ?", [run_id]).fetchone()[0]
+    assert build and build in lead
+    ctx = {n: int(v) for n, v in db.execute(
+        "select models.name, facts.value_num from facts join loads on loads.id = facts.load_id "
+        "join models on models.id = loads.model_id where facts.name = 'ctx_size' and loads.run_id = ?", [run_id])}
+    assert set(ctx) == {"tiny-a", "tiny-b"}
+    for name, n_ctx in ctx.items():
+        size = Lang("en").size(db.execute("select file_bytes from models where name = ?", [name]).fetchone()[0])
+        assert re.search(rf"\*\*{name}\*\*[^;]*[(, ]{re.escape(size)}, context [^)]*{Lang('en').num(n_ctx, 0)}", lead), lead
+    toks = db.execute("select min(prompt_tokens), max(prompt_tokens) from samples join cells on cells.id = cell_id "
+                      "where samples.run_id = ? and prompt_class = 'medium' and samples.kind = 'measure'",
+                      [run_id]).fetchone()
+    n = Lang("en").num
+    assert f"medium ({n(toks[0], 0)}–{n(toks[1], 0)} prompt tokens)" in lead  # thousands separators
+    assert "3/2 repetitions per cell" in lead or "2/3 repetitions per cell" in lead
+    assert "Gemessen auf **nur CPU**" in de
+
+
+def test_article_html_stays_under_250_kb_for_9_models_6_cells_5_reps(tmp_path):
+    """Synthetic numbers from bench/report_build.py's generator (a size budget needs no server):
+    one run of 9 models x 6 cells x 5 repetitions, built with mkdocs --strict."""
+    import importlib.util
+
+    from cardproof.report.build import build
+
+    spec = importlib.util.spec_from_file_location(
+        "report_build_bench", Path(__file__).resolve().parent.parent / "bench" / "report_build.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    db = tmp_path / "big.db"
+    bench.generate(db, 1, 9)
+    store = open_store(db)  # the generator's samples are CPU samples: keep them in the medians, as the demo does
+    store.db.execute("update campaigns set toml_text = toml_text || ?", ["\n[gates.not_on_card]\nexclude = false\n"])
+    store.db.conn.commit()
+    store.close()
+    assert open_store(db, mode="ro").db.execute(
+        "select count(*) from samples where kind is null or kind = 'measure'").fetchone()[0] == 9 * 6 * 5
+    out = build(db, tmp_path / "proj")["site_dir"]
+    for lang in ("", "de"):
+        runs = out / lang / "runs"
+        article = next(p for p in (runs / "run-1" / "index.html", runs / "run-1.html") if p.exists())
+        evidence = next(p for p in (runs / "run-1-evidence" / "index.html", runs / "run-1-evidence.html")
+                        if p.exists())
+        assert article.stat().st_size < 250_000, (lang, article.stat().st_size)
+        html = article.read_text()
+        assert 'id="sample-' in evidence.read_text() and 'id="sample-' not in html
+        assert html.count('id="fig-cell-') == 9 * 6 and "<small>" in html  # every cell with its figure

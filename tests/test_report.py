@@ -65,22 +65,33 @@ def test_report_builds_strict_and_table_holds_stored_medians(real_run_db, tmp_pa
     run_id = open_store(real_run_db).db.execute("select max(id) from runs").fetchone()[0]
     en = (project / "site" / "runs" / f"run-{run_id}.md").read_text()
     de = (project / "site" / "runs" / f"run-{run_id}.de.md").read_text()
+    evidence = {lang: (project / "site" / "runs" / f"run-{run_id}-evidence{suffix}.md").read_text()
+                for lang, suffix in (("en", ""), ("de", ".de"))}
     medians = _cell_medians(real_run_db)
     assert len(medians) == 8
     for cell_id, (name, cls, reasoning, med, lo, hi, n) in medians.items():
         for text, lang in ((en, "en"), (de, "de")):
             L = Lang(lang)
             if n:  # a cell whose every sample was excluded has no median to show
-                expected = f"[{L.num(med)}](#cell-{cell_id})<br><small>{L.num(lo)}–{L.num(hi)} · n={n}</small>"
+                expected = f"[{L.num(med)}](run-{run_id}-evidence.md#cell-{cell_id})<br><small>{L.num(lo)}–" \
+                           f"{L.num(hi)} · n={n}</small>"
                 assert expected in text, (lang, name, cls, expected)
-            # every linked cell has its evidence anchor in the same article
-            assert f'<span id="cell-{cell_id}"></span>' in text
+            # every linked cell has its anchor on the evidence page, which links back to the figure
+            assert f'<span id="cell-{cell_id}"></span>' in evidence[lang]
+            assert f"](run-{run_id}.md#fig-cell-{cell_id})" in evidence[lang]
+            assert f'<span id="fig-cell-{cell_id}"></span>' in text
     # the built HTML has the anchors the links point to, in both languages
-    html_en = (project / "build" / "site" / "runs" / f"run-{run_id}" / "index.html").read_text()
-    html_de = (project / "build" / "site" / "de" / "runs" / f"run-{run_id}" / "index.html").read_text()
+    def page(lang: str, name: str) -> str:  # with or without directory URLs
+        base = project / "build" / "site" / lang / "runs"
+        found = [p for p in (base / name / "index.html", base / f"{name}.html") if p.exists()]
+        assert found, (lang, name)
+        return found[0].read_text()
+
+    html_en, html_de = page("", f"run-{run_id}-evidence"), page("de", f"run-{run_id}-evidence")
+    article_en = page("", f"run-{run_id}")
     for cell_id in medians:
         assert f'id="cell-{cell_id}"' in html_en and f'id="cell-{cell_id}"' in html_de
-        assert f'href="#cell-{cell_id}"' in html_en
+        assert re.search(rf'href="[^"]*run-{run_id}-evidence[^"#]*#cell-{cell_id}"', article_en)
     sample_ids = [r[0] for r in open_store(real_run_db).db.execute("select id from samples where run_id = ?", [run_id])]
     for sid in sample_ids:
         assert f'id="sample-{sid}"' in html_en
@@ -89,17 +100,18 @@ def test_report_builds_strict_and_table_holds_stored_medians(real_run_db, tmp_pa
 def test_german_uses_decimal_comma_and_german_words(real_run_db, tmp_path):
     project = tmp_path / "p2"
     CliRunner().invoke(cli, ["report", "build", "--db", str(real_run_db), "--project", str(project), "--no-mkdocs"])
-    de = next((project / "site" / "runs").glob("run-*.de.md")).read_text()
+    de = next(p for p in (project / "site" / "runs").glob("run-*.de.md") if "evidence" not in p.name).read_text()
     assert "## Die Zahlen" in de and "## Belege" in de
-    decimals = re.findall(r"\[(\d[\d.]*,\d)\]\(#cell-", de)
+    decimals = re.findall(r"\[(\d[\d.]*,\d)\]\([^)#]*#cell-", de)
     assert decimals, "German medians use a decimal comma"
-    assert not re.search(r"\[\d+\.\d\]\(#cell-", de)
+    assert not re.search(r"\[\d+\.\d\]\([^)#]*#cell-", de)
 
 
 def test_pinned_model_is_last_and_marked(real_run_db, tmp_path):
     project = tmp_path / "p3"
     CliRunner().invoke(cli, ["report", "build", "--db", str(real_run_db), "--project", str(project), "--no-mkdocs"])
-    en = next(p for p in (project / "site" / "runs").glob("run-*.md") if not p.name.endswith(".de.md")).read_text()
+    en = next(p for p in (project / "site" / "runs").glob("run-*.md")
+              if not p.name.endswith(".de.md") and "evidence" not in p.name).read_text()
     table = en[en.index("## The numbers"):en.index("## Loads")]
     assert table.index("| tiny-b<br>") < table.index("| tiny-a (in production)<br>")
 

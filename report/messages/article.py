@@ -33,4 +33,30 @@ MESSAGES: dict[str, str] = {
     "no measurable difference": "kein messbarer Unterschied",
     "Not shown as an effect:": "Nicht als Effekt gezeigt:",
     "the reasoning switch did not take": "der Reasoning-Schalter griff nicht",
+    "How fast does each model decode and read prompts on this server, and how far apart are they?":
+    "Wie schnell decodiert jedes Modell auf diesem Server und liest Prompts ein, und wie weit liegen sie auseinander?",
+    "Measured on": "Gemessen auf",
+    "CPU only": "nur CPU",
+    "no GPU seen by NVML": "keine GPU über NVML sichtbar",
+    "server": "Server",
+    "build": "Build",
+    "Models": "Modelle",
+    "not in the log": "nicht im Log",
+    "Prompt classes": "Prompt-Klassen",
+    "prompt tokens": "Prompt-Token",
+    "each with reasoning off and on": "jeweils mit Reasoning aus und an",
+    "repetitions per cell": "Wiederholungen je Zelle",
+    "Run from": "Lauf von",
+    "minutes": "Minuten",
+    "Every sample, canary and server log line of this run is on its own page:":
+    "Jede Messung, jede Kanarienprobe und jede Logzeile des Servers aus diesem Lauf steht auf einer eigenen Seite:",
+    "Evidence of run": "Belege zu Lauf",
+    "Every number above links to the row it comes from.": "Jede Zahl oben verweist auf die Zeile, aus der sie stammt.",
+    "The rows behind every number of the article": "Die Zeilen hinter jeder Zahl des Artikels",
+    "Each cell links back to the figure it supports; the sample marked median is the one the table shows "
+    "(two where n is even).":
+    "Jede Zelle verweist zurück auf die Zahl, die sie belegt; die als Median markierte Messung ist die, die "
+    "die Tabelle zeigt (zwei bei geradem n).",
+    "Samples": "Messungen",
+    "Every sample of this run, as stored.": "Jede Messung dieses Laufs, wie gespeichert.",
 }

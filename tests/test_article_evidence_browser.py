@@ -1,0 +1,111 @@
+"""The article's evidence is one click away, on its own page, in a real headless Chromium (Debian's).
+
+A real run against the real llama-server (with the server log captured, so
+log-line links exist), built with mkdocs --strict, served on loopback. Every
+link from the article into its evidence page must land on an element with
+that id there, in the row of the cell it names; every cell row of the
+evidence page must link back to an element of the article.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import shutil
+import threading
+from urllib.parse import urldefrag
+
+import pytest
+
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.build import build
+from conftest import campaign_text
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-quic"]
+
+pytestmark = pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium not installed")
+
+
+@pytest.fixture(scope="module")
+def served(llama_server, tmp_path_factory):
+    root = tmp_path_factory.mktemp("evsite")
+    db = root / "e.db"
+    store = open_store(db)
+    text = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short", "medium"),
+                         reasoning=(False,), reps=3, max_tokens=8, pinned="tiny-a")
+    text = text.replace('name = "test"', 'name = "test"\ncanaries = true').replace(
+        "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
+    text += "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n"
+    run_id = run_campaign(store, parse_campaign(text, "e.toml"), echo=lambda s: None).run_id
+    cells = {cid: (model, cls) for cid, model, cls in store.db.execute(
+        "select cells.id, models.name, prompt_class from cells join models on models.id = model_id "
+        "where run_id = ? and coalesce(kind, 'measure') = 'measure'", [run_id])}
+    store.close()
+    out = build(db, root / "proj")["site_dir"]
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    runs = out / "runs"
+    # with or without directory URLs, whichever the site's mkdocs.yml says
+    article = f"runs/run-{run_id}/" if (runs / f"run-{run_id}" / "index.html").exists() else f"runs/run-{run_id}.html"
+    yield f"http://127.0.0.1:{server.server_address[1]}/", article, run_id, cells
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _links(page) -> list[str]:
+    return page.eval_on_selector_all("article a[href], .md-content a[href]", "els => els.map(e => e.href)")
+
+
+def test_every_evidence_link_lands_on_its_row_and_links_back(served, browser):
+    base, article_path, run_id, cells = served
+    page = browser.new_page()
+    page.goto(base + article_path, wait_until="networkidle")
+    article_url = page.url
+    article_ids = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
+    into = [h for h in _links(page) if f"run-{run_id}-evidence" in h and urldefrag(h)[1]]
+    assert len(into) > len(cells), into  # every cell's figure and more (loads, log lines)
+    # no evidence row is left on the article itself
+    assert not any(re.match(r"(cell|sample|line)-\d", i) for i in article_ids)
+    evidence_url = urldefrag(into[0])[0]
+    page.goto(evidence_url, wait_until="networkidle")
+    rows = {i: t for i, t in page.eval_on_selector_all(
+        "[id]", "els => els.map(e => [e.id, (e.closest('tr') || e.parentElement).innerText])")}
+    landed = 0
+    for href in into:
+        target, frag = urldefrag(href)
+        assert target == evidence_url, href
+        assert frag in rows, href
+        m = re.fullmatch(r"cell-(\d+)", frag)
+        if m:  # the row named by the link is the row of that model and class
+            model, cls = cells[int(m.group(1))]
+            assert model in rows[frag] and cls in rows[frag], (frag, rows[frag])
+        landed += 1
+    assert landed >= len(cells)
+    # one click: the browser really scrolls to the row
+    first_cell = next(h for h in into if "#cell-" in h)
+    page.goto(first_cell, wait_until="networkidle")
+    frag = urldefrag(first_cell)[1]
+    assert page.evaluate(f"document.getElementById('{frag}').getBoundingClientRect().top < window.innerHeight")
+    # each cell row links back to its figure in the article
+    back = [h for h in _links(page) if urldefrag(h)[0] == article_url and urldefrag(h)[1].startswith("fig-cell-")]
+    assert {int(urldefrag(h)[1].split("-")[-1]) for h in back} == set(cells)
+    assert all(urldefrag(h)[1] in article_ids for h in back)
+    # the median sample is marked in every cell with an odd number of samples
+    assert page.inner_text("body").count("median") >= len(cells)
+    page.close()
