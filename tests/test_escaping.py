@@ -147,9 +147,9 @@ def test_python_helpers_escape_what_they_mix_in():
     gate = "<img src=x onerror=alert(1)>|`x`"
     cell = {"id": 7, "decode": None, "errors": [], "excluded": [{"excluded_by": [gate]}]}
     out = _cellvalue(L, cell)
-    assert isinstance(out, MD) and "<img" not in out and "\\|\\`x\\`" in out and out.startswith("[excluded](#cell-7)")
+    assert isinstance(out, MD) and "<img" not in out and "\\|\\`x\\`" in out and out.startswith('<span id="fig-cell-7"></span>[excluded](#cell-7)')
     ok = _cellvalue(L, {"id": 3, "decode": spread([1.0, 2.0, 3.0]), "errors": [], "excluded": []})
-    assert ok == "[2.0](#cell-3)<br><small>1.0–3.0 · n=3</small>"
+    assert ok == '<span id="fig-cell-3"></span>[2.0](#cell-3)<br><small>1.0–3.0 · n=3</small>'
     c = Caveat("x", "warning", "Reproducible failure",
                "{model} · {cls}: {failed} of {total} requests failed with the same error ({kind}: {text}). "
                "That is reproducible, not a glitch; the cell has no number.",
