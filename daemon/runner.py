@@ -205,8 +205,9 @@ def _run_cells(ctx: RunContext, cells: list[PlannedCell]) -> None:
             # probes run on the model being left, while it is loaded: no load of their own
             run_model_probes(ctx.store, ctx.backend, campaign, ctx.run_id, walk.model, ctx.model_ids[walk.model],
                              ctx.echo)
-        if cell.pinned and not walk.canaries_done and walk.loaded:
-            # canaries run before the pin is touched: they may evict a model
+        if cell.pinned and not walk.canaries_done and walk.loaded and walk.model != walk.pin:
+            # canaries run before the pin is touched: they may evict a model, so never on the pin
+            # itself (a plan of the pin alone runs them after its cells, with no eviction)
             run_canaries(ctx.store, ctx.backend, campaign, ctx.run_id, walk.model, ctx.model_ids[walk.model],
                          position=position, echo=ctx.echo, load_id=walk.load_id)
             walk.canaries_done = True
