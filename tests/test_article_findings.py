@@ -278,3 +278,21 @@ def test_article_html_stays_under_250_kb_for_9_models_6_cells_5_reps(tmp_path):
         html = article.read_text()
         assert 'id="sample-' in evidence.read_text() and 'id="sample-' not in html
         assert html.count('id="fig-cell-') == 9 * 6 and "<small>" in html  # every cell with its figure
+
+
+def test_gates_at_a_glance(canary_run_db, tmp_path):
+    """On CPU not_on_card fires on every measured sample: one sentence, not a link per cell; the gates
+    that stayed quiet are listed once, each with its canary's sample on the evidence page."""
+    en, de, run_id = _build(canary_run_db, tmp_path / "p")
+    db = open_store(canary_run_db, mode="ro").db
+    n = db.execute("select count(*) from gate_results join samples on samples.id = sample_id where "
+                   "samples.run_id = ? and samples.kind = 'measure' and gate = 'not_on_card'", [run_id]).fetchone()[0]
+    assert n and f"- `not_on_card`: fired on every measured sample ({n}/{n})." in en
+    assert "- `not_on_card`: hat bei jeder gemessenen Messung ausgelöst" in de
+    quiet = en[en.index("### Gates that never fired in this run"):]
+    quiet = quiet[:quiet.index("\n## ")]
+    assert quiet.count("These gates never fired during the measurements.") == 1
+    proofs = re.findall(rf"\]\(run-{run_id}-evidence\.md#sample-c(\d+)\)", quiet)
+    canary_ids = {r[0] for r in db.execute("select sample_id from canaries where run_id = ? and sample_id is not null",
+                                           [run_id])}
+    assert proofs and {int(p) for p in proofs} <= canary_ids

@@ -59,4 +59,9 @@ MESSAGES: dict[str, str] = {
     "die Tabelle zeigt (zwei bei geradem n).",
     "Samples": "Messungen",
     "Every sample of this run, as stored.": "Jede Messung dieses Laufs, wie gespeichert.",
+    "fired on every measured sample": "hat bei jeder gemessenen Messung ausgelöst",
+    "These gates never fired during the measurements. Beside each, the proof that it can fire: its canary, a "
+    "deliberate provocation kept apart from the measurements.":
+    "Diese Gates haben während der Messungen nie ausgelöst. Neben jedem steht der Beleg, dass es auslösen kann: "
+    "seine Kanarienprobe, eine absichtliche Provokation, getrennt von den Messungen gehalten.",
 }
