@@ -140,7 +140,8 @@ def run_checks(source, child: Child, mib: int, tolerance_mib: float, on_step=Non
         results.append((median is not None and abs(median - (after["total_mib"] or 0)) <= tolerance_mib,
                         f"sampler rows after the allocation: median {median} MiB over {len(ticks)} ticks"))
         row = store.db.execute(
-            "select pid_status, process_name from memory_samples where pid = ? and scope = 'process' limit 1",
+            "select pid_status, process_name from memory_samples where pid = ? and scope = 'process' "
+            "order by id desc limit 1",  # the latest: a tick before the child opened the device can say mismatch
             [child.pid],
         ).fetchone()
         results.append((row is not None and row[0] in ("local", "local_unverified") and bool(row[1]),
