@@ -479,3 +479,16 @@ def m009_run_liveness(db: sqlite_utils.Database) -> None:
     for col, kind in (("pid", int), ("pid_start_ticks", int), ("boot_id", str), ("pid_ns", str)):
         if col not in db["runs"].columns_dict:
             db["runs"].add_column(col, kind)
+
+
+@migrations(name="m012_registrations")
+def m012_registrations(db: sqlite_utils.Database) -> None:
+    # issue 13: `cardproof register` freezes a campaign's text, hash and time before any run, and
+    # a run of that text is linked to its registration, so "registered before the run" is a fact
+    db["registrations"].create(
+        {"id": int, "name": str, "path": str, "sha256": str, "toml_text": str, "registered_at": str},
+        pk="id", if_not_exists=True,
+    )
+    db["registrations"].create_index(["sha256"], if_not_exists=True)
+    if "registration_id" not in db["runs"].columns_dict:
+        db["runs"].add_column("registration_id", int)

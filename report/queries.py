@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import datetime
 
 import sqlite_utils
 
 from cardproof.daemon.liveness import effective_runs
+from cardproof.daemon.registration import registration_for
 
 from . import findings
 from .gates import excluded_samples
@@ -50,6 +52,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     if run is None:
         raise KeyError(f"no run {run_id}")
     run = effective_runs(db, [run])[0]
+    run["registration"] = _registration(db, run)
     limit = findings.unstable_ratio(run["campaign_text"])
     cells = list(
         db.query(
@@ -178,6 +181,33 @@ def _count_by_gate(samples: list[dict]) -> dict[str, int]:
         for g in s["excluded_by"]:
             out[g] = out.get(g, 0) + 1
     return dict(sorted(out.items()))
+
+
+def _registration(db, run: dict) -> dict | None:
+    """The pre-registration of the run's exact campaign text, made before the run started; None if none.
+
+    A run linked by ``cardproof run`` names it; otherwise the link is the hash
+    itself (the earliest registration of the same SHA-256 before the start).
+    """
+    reg = None
+    try:
+        if run.get("registration_id") is not None and "registrations" in db.table_names():
+            reg = next(iter(db.query("select * from registrations where id = ?", [run["registration_id"]])), None)
+        if reg is None and run.get("campaign_sha256"):
+            reg = registration_for(db, run["campaign_sha256"], before=run.get("started_at"))
+    except Exception:  # noqa: BLE001 -- a damaged registration row: the run reads as registered at its start
+        reg = None
+    if not reg or reg.get("sha256") != run.get("campaign_sha256"):
+        return None
+    try:
+        before_s = (datetime.fromisoformat(run["started_at"]) - datetime.fromisoformat(reg["registered_at"])
+                    ).total_seconds()
+    except (TypeError, ValueError):
+        return None
+    if before_s < 0:
+        return None
+    return {"id": reg["id"], "registered_at": reg["registered_at"], "seconds_before": before_s,
+            "days_before": before_s / 86400, "sha256": reg["sha256"]}
 
 
 def is_measured_load(ld: dict) -> bool:

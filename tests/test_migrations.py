@@ -28,6 +28,7 @@ APPLIED_ORDER = [
     "m011_observed_requests",
     "m010_timestamp_notes",
     "m009_run_liveness",
+    "m012_registrations",
 ]
 
 

@@ -64,4 +64,14 @@ MESSAGES: dict[str, str] = {
     "deliberate provocation kept apart from the measurements.":
     "Diese Gates haben während der Messungen nie ausgelöst. Neben jedem steht der Beleg, dass es auslösen kann: "
     "seine Kanarienprobe, eine absichtliche Provokation, getrennt von den Messungen gehalten.",
+    "The campaign was registered": "Die Kampagne wurde",
+    "days": "Tage",
+    "hours": "Stunden",
+    "before the run": "vor dem Lauf registriert",
+    "its rules and expectations stood before anything was measured.":
+    "ihre Regeln und Erwartungen standen fest, bevor etwas gemessen wurde.",
+    "Registered at run start: no registration of this campaign text was made before the run, so its rules are "
+    "the author's, frozen when the run began.":
+    "Registriert beim Start des Laufs: Vor dem Lauf wurde dieser Kampagnentext nicht registriert; seine Regeln "
+    "sind die des Autors, eingefroren beim Beginn des Laufs.",
 }
