@@ -7,13 +7,14 @@ from pathlib import Path
 
 import click
 
+from .common import db_option, fail, open_run
+
 
 def register(cli: click.Group) -> None:
     @cli.command("compare")
     @click.argument("run_a", type=int)
     @click.argument("run_b", type=int)
-    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                  help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")
+    @db_option
     @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
     def compare_cmd(run_a: int, run_b: int, db: Path | None, as_json: bool) -> None:
         """Compare RUN_B against RUN_A: per-cell deviation, median and range, cells in one run only.
@@ -21,7 +22,6 @@ def register(cli: click.Group) -> None:
         Either run may be one that did not finish (the article and the index
         never compare those); the output says so first.
         """
-        from cardproof.cli import fail, open_run
         from cardproof.report.compare import compare_runs
 
         store, _ = open_run(db, run_a)

@@ -9,59 +9,14 @@ the ``--config`` file's, else ``$CARDPROOF_DB``, else the default config file
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import click
 
-config_option = click.option(
-    "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="Daemon config TOML (default: /etc/cardproof/daemon.toml when it exists).",
-)
-db_option = click.option(
-    "--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="SQLite database (default: see `cardproof queue --help`).",
-)
+from .common import config_option, daemon_config, daemon_db, db_option_with, fail, open_path
 
-
-def _fail(message: str, code: int = 1):
-    from cardproof.cli import fail
-
-    fail(message, code)
-
-
-def _config(config_path: Path | None, *, required: bool = False):
-    """The daemon config: the named file, the default file if present, else defaults."""
-    from cardproof.daemon.service.config import DEFAULT_CONFIG_PATH, ConfigError, default_config, load_config
-    from cardproof.paths import default_db_path, user_dir
-
-    defaults = {"default_db": default_db_path(), "default_data_dir": user_dir()}
-    path = config_path or (DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None)
-    if path is None:
-        if required:
-            _fail(f"{DEFAULT_CONFIG_PATH}: no such file; pass --config", 2)
-        return default_config(defaults["default_db"], defaults["default_data_dir"])
-    try:
-        return load_config(path, **defaults)
-    except ConfigError as exc:
-        _fail(str(exc), 2)
-
-
-def _db(db: Path | None, config_path: Path | None) -> Path:
-    from cardproof.paths import resolve_db
-
-    if db:
-        return db
-    if config_path is None and os.environ.get("CARDPROOF_DB"):
-        return resolve_db(None)
-    return _config(config_path).db
-
-
-def _open(path: Path, *, create: bool = True, readonly: bool = False):
-    from cardproof.cli import open_path
-
-    return open_path(path, create=create, readonly=readonly)
+db_option = db_option_with("SQLite database (default: see `cardproof queue --help`).")
 
 
 def register(cli: click.Group) -> None:
@@ -80,13 +35,13 @@ def register(cli: click.Group) -> None:
         from cardproof.daemon.service.main import Daemon, DaemonError
         from cardproof.daemon.store import StoreError
 
-        cfg = _config(config_path)
+        cfg = daemon_config(config_path)
         if cfg.path is None:
             click.echo(f"cardproof daemon: no config file, using defaults (db {cfg.db})", err=True)
         try:
             code = Daemon(cfg).run()
         except (DaemonError, StoreError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
         sys.exit(code)
 
     @daemon_group.command("install-unit")
@@ -103,7 +58,7 @@ def register(cli: click.Group) -> None:
 
         path = config_path or DEFAULT_CONFIG_PATH
         if path.exists():
-            cfg = _config(path)
+            cfg = daemon_config(path)
         else:  # written before the config: the example's paths are the ones it will have
             cfg = parse_config(EXAMPLE_CONFIG, str(path), default_db=Path("/var/lib/cardproof/cardproof.db"),
                                default_data_dir=Path("/var/lib/cardproof"))
@@ -111,7 +66,7 @@ def register(cli: click.Group) -> None:
             output.parent.mkdir(parents=True, exist_ok=True)
             output.write_text(render_unit(cfg, path.absolute(), user=user))
         except OSError as exc:
-            _fail(f"{output}: cannot write unit file: {exc.strerror}")
+            fail(f"{output}: cannot write unit file: {exc.strerror}")
         click.echo(f"unit written: {output}")
         if not path.exists():
             click.echo(f"note: {path} does not exist yet; `cardproof daemon example-config` prints one", err=True)
@@ -120,13 +75,13 @@ def register(cli: click.Group) -> None:
             if ok is None:
                 click.echo(f"not verified: {text}", err=True)
             elif not ok:
-                _fail(f"{output}: systemd-analyze verify failed: {text}")
+                fail(f"{output}: systemd-analyze verify failed: {text}")
             else:
                 click.echo("systemd-analyze verify: ok")
         click.echo(f"then: systemctl daemon-reload && systemctl enable --now {output.name}")
 
     @daemon_group.command("example-config")
-    def example_config() -> None:
+    def exampledaemon_config() -> None:
         """Print a commented daemon config to start from."""
         from cardproof.daemon.service.config import EXAMPLE_CONFIG
 
@@ -154,9 +109,9 @@ def register(cli: click.Group) -> None:
         try:
             camp = load_campaign(campaign)
         except CampaignError as exc:
-            _fail(str(exc), 2)
-        path = _db(db, config_path)
-        store = _open(path)
+            fail(str(exc), 2)
+        path = daemon_db(db, config_path)
+        store = open_path(path)
         try:
             qid = enqueue(store, camp, require_quiet=quiet)
             ahead = store.db.execute(
@@ -171,7 +126,7 @@ def register(cli: click.Group) -> None:
     @db_option
     def queue_list(config_path: Path | None, db: Path | None) -> None:
         """List queue entries with status, attempts, last run and reason."""
-        store = _open(_db(db, config_path), readonly=True)
+        store = open_path(daemon_db(db, config_path), readonly=True)
         try:
             for q in store.db.query("select * from daemon_queue order by id"):
                 run = f" run {q['last_run_id']}" if q["last_run_id"] else ""
@@ -188,10 +143,10 @@ def register(cli: click.Group) -> None:
         """Cancel a queued entry (a running one stops with the daemon: systemctl stop)."""
         from cardproof.daemon.service.queue import cancel
 
-        store = _open(_db(db, config_path), create=False)
+        store = open_path(daemon_db(db, config_path), create=False)
         try:
             if not cancel(store, queue_id):
-                _fail(f"{store.path}: queue entry {queue_id} is not queued")
+                fail(f"{store.path}: queue entry {queue_id} is not queued")
         finally:
             store.close()
         click.echo(f"cancelled {queue_id}")
@@ -209,12 +164,12 @@ def register(cli: click.Group) -> None:
         """
         from cardproof.daemon.service.statusview import daemon_status, format_status, never_run
 
-        path = _db(db, config_path)
+        path = daemon_db(db, config_path)
         if not path.exists():  # not created for a status look: no daemon has written here
             s = never_run(str(path), "no database there yet")
             click.echo(json.dumps(s, indent=2) if as_json else format_status(s)[0])
             sys.exit(0)
-        store = _open(path, readonly=True)
+        store = open_path(path, readonly=True)
         try:
             s = daemon_status(store)
         finally:

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import click
 
+from .common import db_option, open_run, run_option
+
 
 def register(cli: click.Group) -> None:
     @cli.command("gates")
-    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                  help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")
-    @click.option("--run", "run_id", type=int, default=None, help="Run id (default: the latest run).")
+    @db_option
+    @run_option
     @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of gates.")
     def gates_cmd(db: Path | None, run_id: int | None, as_json: bool) -> None:
         """List each gate: firings in measurement samples, canary result, threshold."""
-        from cardproof.cli import open_run
         from cardproof.report.gates import gate_summary, summary_json
 
         store, run_id = open_run(db, run_id)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from .common import db_option, fail, open_db
+
 
 def register(cli: click.Group) -> None:
     @cli.group("import")
@@ -14,8 +16,7 @@ def register(cli: click.Group) -> None:
 
     @import_group.command("llama-bench")
     @click.argument("file", type=click.Path(path_type=Path))
-    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                  help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")
+    @db_option
     def import_llama_bench(file: Path, db: Path | None) -> None:
         """Import FILE, llama-bench output written with -o json or -o jsonl.
 
@@ -24,7 +25,6 @@ def register(cli: click.Group) -> None:
         of their own, not mixed with server counters. Importing the same
         file again changes nothing.
         """
-        from cardproof.cli import fail, open_db
         from cardproof.daemon.llamabench import LlamaBenchError, read_file, store_file
         from cardproof.daemon.store import StoreError
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
 from cardproof.daemon.logs.display import LOAD_KEYS, load_line, unplaced_line
-from cardproof.paths import resolve_db
+
+from .common import db_option, fail, open_db, progress
 
 _WARNINGS = {
     "non_utf8": "lines not valid UTF-8 (stored, with their bytes)",
@@ -19,30 +19,10 @@ _WARNINGS = {
 }
 
 
-def _fail(message: str, code: int = 1) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-def _progress(line: str) -> None:
-    click.echo(line, err=True)
-
-
-def _db_option(fn):
-    return click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                        help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")(fn)
-
-
-def _open(db: Path | None, *, create: bool = True, readonly: bool = False):
-    from cardproof.cli import open_path
-
-    return open_path(resolve_db(db), create=create, readonly=readonly)
-
-
 def _check_run(store, run_id: int | None) -> None:
     if run_id is not None and store.db.execute("select 1 from runs where id = ?", [run_id]).fetchone() is None:
         store.close()
-        _fail(f"no run {run_id} in {store.path}", 2)
+        fail(f"no run {run_id} in {store.path}", 2)
 
 
 def register(cli: click.Group) -> None:
@@ -52,7 +32,7 @@ def register(cli: click.Group) -> None:
 
     @logs.command("import")
     @click.argument("path", type=click.Path(path_type=Path))
-    @_db_option
+    @db_option
     @click.option("--format", "fmt", type=click.Choice(["auto", "journal-json", "journal-file", "plain"]),
                   default="auto", show_default=True,
                   help="plain: a llama-server/Ollama log file; journal-json: `journalctl -o json` output; "
@@ -69,13 +49,13 @@ def register(cli: click.Group) -> None:
         from cardproof.daemon.logs import LogSourceError, attribute_run, import_path
         from cardproof.daemon.store import StoreError
 
-        store = _open(db, create=True)
+        store = open_db(db, create=True)
         _check_run(store, run_id)
         try:
-            stats = import_path(store, path, fmt=fmt, run_id=run_id, progress=_progress)
+            stats = import_path(store, path, fmt=fmt, run_id=run_id, progress=progress)
             linked = attribute_run(store, run_id) if run_id is not None else None
         except (LogSourceError, StoreError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
         finally:
             store.close()
         for key, count in sorted(stats["warnings"].items()):
@@ -94,14 +74,14 @@ def register(cli: click.Group) -> None:
             click.echo(f"{path}: {why}")
 
     @cli.command("loads")
-    @_db_option
+    @db_option
     @click.option("--run", "run_id", type=int, default=None, help="Only the loads of this run.")
     @click.option("--json", "as_json", is_flag=True, help="A JSON list: model, started_at, pid, port, facts, lines.")
     def loads_cmd(db: Path | None, run_id: int | None, as_json: bool) -> None:
         """List model loads with the facts their log lines state."""
         from cardproof.daemon.logs import load_summaries
 
-        store = _open(db, readonly=True)
+        store = open_db(db, readonly=True)
         _check_run(store, run_id)
         try:
             loads = load_summaries(store.db, run_id=run_id)
@@ -118,7 +98,7 @@ def register(cli: click.Group) -> None:
 
     @logs.command("show")
     @click.argument("load_id", type=int, required=False)
-    @_db_option
+    @db_option
     @click.option("--unplaced", is_flag=True, help="The lines no load could claim, instead of a load's lines.")
     @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many lines.")
     @click.option("--json", "as_json", is_flag=True, help="JSON: the load, its lines and its observed requests.")
@@ -127,11 +107,11 @@ def register(cli: click.Group) -> None:
         from cardproof.daemon.logs.display import show
 
         if (load_id is None) == (not unplaced):
-            _fail("give a load id (see `cardproof loads`) or --unplaced", 2)
-        store = _open(db, create=False)
+            fail("give a load id (see `cardproof loads`) or --unplaced", 2)
+        store = open_db(db, create=False)
         try:
             code = show(store, load_id, unplaced=unplaced, limit=limit, as_json=as_json, echo=click.echo)
         finally:
             store.close()
         if code:
-            _fail(code, 2)
+            fail(code, 2)

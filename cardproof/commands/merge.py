@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
+from .common import db_option_with, fail, open_db
+
 
 def register(cli: click.Group) -> None:
     @cli.command("merge")
     @click.argument("other", type=click.Path(path_type=Path))
-    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                  help="SQLite database to merge into (default: $CARDPROOF_DB, else the user data dir).")
+    @db_option_with("SQLite database to merge into (default: $CARDPROOF_DB, else the user data dir).")
     @click.option("--json", "as_json", is_flag=True, help="Print the merge report as JSON.")
     def merge_cmd(other: Path, db: Path | None, as_json: bool) -> None:
         """Bring the runs of OTHER (another machine's database) into this one.
@@ -22,7 +23,6 @@ def register(cli: click.Group) -> None:
         is reported as a conflict and left as it is here. OTHER is only read.
         Exit code 3 when conflicts were found.
         """
-        from cardproof.cli import fail, open_db
         from cardproof.daemon.merge import MergeError, merge_database
         from cardproof.daemon.store import StoreError
 

@@ -7,25 +7,18 @@ from pathlib import Path
 
 import click
 
-_DB_HELP = "SQLite database (default: $CARDPROOF_DB, else the user data dir)."
-
-
-def _open_run(db: Path | None, run_id: int | None):
-    from cardproof.cli import open_run
-
-    return open_run(db, run_id)
-
+from .common import db_option, open_run, run_option
 
 def register(cli: click.Group) -> None:
     @cli.command("probes")
-    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None, help=_DB_HELP)
-    @click.option("--run", "run_id", type=int, default=None, help="Run id (default: the latest run).")
+    @db_option
+    @run_option
     @click.option("--json", "as_json", is_flag=True, help="Print probe summaries and rule outcomes as JSON.")
     def probes_cmd(db: Path | None, run_id: int | None, as_json: bool) -> None:
         """List each model's probe verdicts in a run: verdict, tasks passed, deciding arm, known defects."""
         from cardproof.report.probes import probe_summaries, probes_json
 
-        store, run_id = _open_run(db, run_id)
+        store, run_id = open_run(db, run_id)
         if as_json:
             click.echo(probes_json(store.db, run_id))
             return
@@ -80,13 +73,13 @@ def register(cli: click.Group) -> None:
         click.echo("reads: " + ", ".join(names(tree)))
 
     @rules_group.command("show")
-    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None, help=_DB_HELP)
-    @click.option("--run", "run_id", type=int, default=None, help="Run id (default: the latest run).")
+    @db_option
+    @run_option
     def rules_show(db: Path | None, run_id: int | None) -> None:
         """Show a run's frozen rules, their registration and hash checks, and the outcome per model and arm."""
         from cardproof.report.probes import rule_outcomes
 
-        store, run_id = _open_run(db, run_id)
+        store, run_id = open_run(db, run_id)
         rules = rule_outcomes(store.db, run_id)
         click.echo(f"run {run_id}")
         if not rules:

@@ -1,0 +1,36 @@
+"""``cardproof report build``: the articles of every run, in both languages, and the site."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cardproof.paths import resolve_db
+
+from .common import db_option, fail, project_option
+
+
+def register(cli: click.Group) -> None:
+    @cli.group()
+    def report() -> None:
+        """Render articles from the database and build the site."""
+
+    @report.command("build")
+    @db_option
+    @project_option
+    @click.option("--no-mkdocs", is_flag=True, help="Write the Markdown only, skip mkdocs build.")
+    @click.option("--show-client-addresses", is_flag=True,
+                  help="Publish client IP addresses from access logs unmasked (masked by default).")
+    def report_build(db: Path | None, project: Path, no_mkdocs: bool, show_client_addresses: bool) -> None:
+        """Write run articles (English and German) into site/ and run mkdocs build --strict."""
+        from cardproof.daemon.store import StoreError
+        from cardproof.report.build import ReportError, build
+
+        try:
+            result = build(resolve_db(db), project, run_mkdocs=not no_mkdocs, show_addresses=show_client_addresses)
+        except (StoreError, ReportError) as exc:
+            fail(str(exc))
+        click.echo(f"{len(result['articles'])} articles written under {project / 'site'}")
+        if result["site_dir"]:
+            click.echo(f"site built: {result['site_dir'] / 'index.html'}")
