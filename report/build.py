@@ -260,16 +260,23 @@ def render_compare(cmp: dict, lang: str, img_dir: Path | None = None, *, show_ad
 
 
 def _models_across(db, all_runs: list[dict], view_of=None) -> list[dict]:
-    """Each model with the runs that measured it and its short-prompt median there."""
+    """Each model with the runs that measured it and its median per prompt class there.
+
+    The same rule as a run's headline: every class is shown (reasoning off
+    where measured), and an unstable cell is marked, not stated as a figure.
+    """
     out: dict[str, dict] = {}
     for r in all_runs:
         v = view_of(r["id"]) if view_of else queries.run_view(db, r["id"])
         for m in v["models"]:
-            c = m["cells"].get((v["classes"][0], False)) if v["classes"] else None
+            per_class = []
+            for cls in v["classes"]:
+                c = m["cells"].get((cls, False)) or m["cells"].get((cls, True))
+                if c:
+                    per_class.append({"cls": cls, "decode": c["decode"], "cell": c["id"],
+                                      "unstable": bool(c.get("unstable"))})
             entry = out.setdefault(m["name"], {"name": m["name"], "runs": []})
-            entry["runs"].append({"id": r["id"], "started_at": r["started_at"],
-                                  "cls": v["classes"][0] if v["classes"] else None,
-                                  "decode": c["decode"] if c else None, "cell": c["id"] if c else None})
+            entry["runs"].append({"id": r["id"], "started_at": r["started_at"], "classes": per_class})
     return sorted(out.values(), key=lambda e: e["name"])
 
 
@@ -436,6 +443,8 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             comparisons.append(cmp or compare_runs(db, p_id, r["id"], views))
         # unfinished runs stay out of every cross-run figure; their own articles still show what they stored
         models = _models_across(db, [r for r in all_runs if r["status"] == "completed"], view_of)
+        for r in all_runs:  # the index states each finished run's headline by the article's rule
+            r["headline"] = view_of(r["id"])["headline"] if r["status"] == "completed" else None
         bench = llama_bench_view(db)
         for lang in LANGUAGES:
             p = out_dir / f"index{'' if lang == 'en' else '.' + lang}.md"

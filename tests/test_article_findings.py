@@ -296,3 +296,21 @@ def test_gates_at_a_glance(canary_run_db, tmp_path):
     canary_ids = {r[0] for r in db.execute("select sample_id from canaries where run_id = ? and sample_id is not null",
                                            [run_id])}
     assert proofs and {int(p) for p in proofs} <= canary_ids
+
+
+def test_runs_index_states_each_headline_by_the_same_rule(canary_run_db, tmp_path):
+    """Fixed rates as in the tests above: tiny-b ×2 over tiny-a on both classes, then an unstable cell."""
+    db_path = tmp_path / "agree.db"
+    _set_rates(canary_run_db, db_path, _rates(**{"tiny-b__medium__off": [100.0, 100.0, 300.0]}))
+    project = tmp_path / "p"
+    _build(db_path, project)
+    index = (project / "site" / "runs" / "index.md").read_text()
+    row = next(ln for ln in index.splitlines() if ln.startswith("| [1](run-1.md)"))
+    # short: measurable; medium: tiny-b unstable, so tiny-a stands alone there
+    assert "short: **tiny-b** ×1.82–2.20" in row and "medium: **tiny-a**" in row, row
+    models = index[index.index("## Models across runs"):]
+    line = next(ln for ln in models.splitlines() if ln.startswith("- **tiny-b**"))
+    assert re.search(r"short \[105\.0\]\(run-1-evidence\.md#cell-\d+\), medium \[100\.0\]\(run-1-evidence\.md#cell-\d+\) "
+                     r"\(unstable\) tok/s", line), line
+    de = (project / "site" / "runs" / "index.de.md").read_text()
+    assert "(instabil)" in de

@@ -74,4 +74,6 @@ MESSAGES: dict[str, str] = {
     "the author's, frozen when the run began.":
     "Registriert beim Start des Laufs: Vor dem Lauf wurde dieser Kampagnentext nicht registriert; seine Regeln "
     "sind die des Autors, eingefroren beim Beginn des Laufs.",
+    "over": "vor",
+    "every class": "jede Klasse",
 }
