@@ -181,8 +181,8 @@ def test_no_payload_runs_or_injects_markup_on_any_page(hostile_site, pages):
     first, second, third = hostile_site["runs"]
     for lang in ("", "de/"):
         for rid in (first, second, third):
-            assert f"{lang}runs/run-{rid}/index.html" in pages
-        assert f"{lang}compare/run-{second}-vs-{first}/index.html" in pages
+            assert f"{lang}runs/run-{rid}.html" in pages
+        assert f"{lang}compare/run-{second}-vs-{first}.html" in pages
     assert len(pages) >= 12
     for rel, info in pages.items():
         assert info["pwned"] is None and info["dialogs"] == [], (rel, info["pwned"], info["dialogs"])
@@ -195,11 +195,11 @@ def test_no_payload_runs_or_injects_markup_on_any_page(hostile_site, pages):
 
 def test_payloads_are_shown_as_the_text_they_are(hostile_site, pages):
     first, second, third = hostile_site["runs"]
-    for page in ("runs/index.html", "de/runs/index.html", f"runs/run-{third}/index.html"):
+    for page in ("runs/index.html", "de/runs/index.html", f"runs/run-{third}.html"):
         assert STATUS in pages[page]["text"], page  # the status of a merged run, as the text it is
-    article = pages[f"runs/run-{first}/index.html"]["text"]
+    article = pages[f"runs/run-{first}.html"]["text"]
     assert SSTI in article  # shown, not evaluated
-    assert TITLE.replace("\n", " ") in pages[f"runs/run-{first}/index.html"]["title"]
+    assert TITLE.replace("\n", " ") in pages[f"runs/run-{first}.html"]["title"]
     assert f"[+{len(BIG) - MAX_SHOWN_CHARS} characters not shown]" in article  # the 1 MB error text, cut
 
 
@@ -240,7 +240,7 @@ def test_search_results_show_payloads_as_text(hostile_site):
         page = browser.new_page()
         dialogs = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        page.goto(hostile_site["base"] + "/runs/", wait_until="networkidle")
+        page.goto(hostile_site["base"] + "/runs/index.html", wait_until="networkidle")
         found = {}
         for query in ("onerror", "script", "MDK", "hunter2pw"):
             page.fill(box, "")

@@ -79,7 +79,7 @@ def _crawl(browser, base: str) -> dict[str, dict]:
     """Visit every internal page reachable from both language roots."""
     page = browser.new_page()
     seen: dict[str, dict] = {}
-    queue = [base + "/", base + "/de/"]
+    queue = [base + "/index.html", base + "/de/index.html"]
     while queue:
         url = queue.pop()
         if url in seen:
@@ -130,22 +130,22 @@ def test_every_page_loads_clean_and_stays_on_localhost(crawled):
             assert req.startswith(("data:", "blob:")) or host in ("127.0.0.1", "localhost"), (url, req)
     for lang_prefix in ("", "/de"):
         for rid in (first, second):
-            assert f"{base}{lang_prefix}/runs/run-{rid}/" in pages
+            assert f"{base}{lang_prefix}/runs/run-{rid}.html" in pages
 
 
 def test_charts_present_and_loaded(crawled):
     base, first, second, pages = crawled
     for prefix in ("", "/de"):
-        svgs = pages[f"{base}{prefix}/runs/run-{second}/"]["svgs"]
+        svgs = pages[f"{base}{prefix}/runs/run-{second}.html"]["svgs"]
         assert len(svgs) >= 2
         assert all(width > 0 for _, width in svgs), svgs
-    de = pages[f"{base}/de/runs/run-{second}/"]["svgs"]
+    de = pages[f"{base}/de/runs/run-{second}.html"]["svgs"]
     assert all(src.endswith("-de.svg") for src, _ in de)
 
 
 def test_language_switcher_leads_to_the_same_page(crawled):
     base, first, second, pages = crawled
-    for path in (f"/runs/run-{second}/", f"/compare/run-{second}-vs-{first}/", "/runs/"):
+    for path in (f"/runs/run-{second}.html", f"/compare/run-{second}-vs-{first}.html", "/runs/index.html"):
         en, de = pages[base + path], pages[base + "/de" + path]
         assert dict(en["alternates"]).get("de") == base + "/de" + path
         assert dict(de["alternates"]).get("en") == base + path
@@ -168,8 +168,8 @@ def test_every_evidence_link_lands_on_an_existing_anchor(crawled):
 
 def test_german_decimal_comma_and_foreign_text_escaped(crawled):
     base, first, second, pages = crawled
-    de = pages[f"{base}/de/runs/run-{second}/"]["text"]
+    de = pages[f"{base}/de/runs/run-{second}.html"]["text"]
     assert re.search(r"\d,\d \(\d", de)  # a median with its range, German style
-    en = pages[f"{base}/runs/run-{second}/"]
+    en = pages[f"{base}/runs/run-{second}.html"]
     assert "<script>alert(1)</script>" in en["text"]  # shown as text ...
     assert en["scripts_with_alert"] == 0  # ... never as a script element

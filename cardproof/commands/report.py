@@ -33,4 +33,12 @@ def register(cli: click.Group) -> None:
             fail(str(exc))
         click.echo(f"{len(result['articles'])} articles written under {project / 'site'}")
         if result["site_dir"]:
+            from cardproof.report.serve import how_to_view
+
             click.echo(f"site built: {result['site_dir'] / 'index.html'}")
+            for line in how_to_view(result["site_dir"]):
+                click.echo(f"  {line}")
+
+    from .report_serve import add_serve  # report serve: the built site on 127.0.0.1
+
+    add_serve(report)

@@ -1,0 +1,76 @@
+"""Viewing the built site: a local server on loopback, and how to open it.
+
+The site is built with relative links only (``use_directory_urls: false``),
+so the same folder works opened from disk, at a server's root and under any
+sub-path; ``serve`` can show the sub-path case before publishing.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+class SiteMissing(Exception):
+    """No built site where one was expected."""
+
+
+def site_dir_of(project: Path) -> Path:
+    """The built site of ``project``; SiteMissing names the folder when there is none."""
+    site = Path(project) / "build" / "site"
+    if not (site / "index.html").is_file():
+        raise SiteMissing(f"no built site in {site} (no index.html); run: cardproof report build --project {project}")
+    return site
+
+
+def how_to_view(site: Path) -> list[str]:
+    """Lines telling a reader the three ways to read the site."""
+    site = Path(site).resolve()
+    return [
+        f"open from disk: {(site / 'index.html').as_uri()}",
+        f"or serve it on this machine: cardproof report serve --project {site.parent.parent}",
+        f"or publish the folder {site} as it is (at a domain's root or under any sub-path)",
+    ]
+
+
+def normalise_prefix(prefix: str) -> str:
+    """'/sub/path/' from 'sub/path', '/sub/path' or '/'; rejects what is no URL path."""
+    parts = [p for p in prefix.strip().split("/") if p]
+    if any(p in (".", "..") or not p.isprintable() or any(c in p for c in "?#%\\") for p in parts):
+        raise ValueError(f"--prefix {prefix!r} is not a plain URL path such as /results/")
+    return "/" + "".join(p + "/" for p in parts)
+
+
+def make_server(site: Path, port: int = 8000, prefix: str = "/") -> http.server.ThreadingHTTPServer:
+    """A server for ``site`` on 127.0.0.1 only, under ``prefix``; outside it every path is a 404.
+
+    Folders are not listed: a published host may not list them either, so a
+    link that only works thanks to a listing must show as broken here.
+    """
+    prefix = normalise_prefix(prefix)
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def send_head(self):
+            path = urlparse(self.path).path
+            if path == prefix.rstrip("/"):
+                self.send_response(301)
+                self.send_header("Location", prefix)
+                self.end_headers()
+                return None
+            if not path.startswith(prefix):
+                self.send_error(404, "outside the site's prefix")
+                return None
+            self.path = "/" + self.path[len(prefix):]
+            return super().send_head()
+
+        def list_directory(self, path):
+            self.send_error(404, "no folder listings")
+            return None
+
+        def log_message(self, format, *args):  # the reader's terminal stays quiet
+            pass
+
+    handler = functools.partial(Handler, directory=str(site))
+    return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)

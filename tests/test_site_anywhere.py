@@ -1,0 +1,230 @@
+"""The built site works wherever it is put: at a server's root, under a sub-path, and from disk.
+
+Real parts only: runs measured against the real llama-server, a real
+``mkdocs build --strict``, a real HTTP server on loopback (one that answers
+404 outside its sub-path, so a root-absolute link shows), and Debian's
+headless Chromium opening the pages over http:// and file://.
+
+In each of the three ways every page of both languages is opened from the
+two home pages on: every internal link must name a file that exists (no
+folder, which a browser shows as a listing from disk), no page may log a
+console error or ask for anything off localhost, the language switch on
+every page (the home page's too) must lead to the same page in the other
+language, the charts must load, and search must find a page.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urlparse
+
+import pytest
+
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.build import build
+from conftest import campaign_text
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-quic"]
+PAGE_SUFFIXES = (".html",)
+
+pytestmark = pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium not installed (.ci/run installs it)")
+
+
+class _PrefixHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site under ``prefix`` only; anything else is a 404, as on a shared host."""
+
+    prefix = "/"
+
+    def send_head(self):
+        path = urlparse(self.path).path
+        if not path.startswith(self.prefix):
+            self.send_error(404, "outside the site's sub-path")
+            return None
+        self.path = "/" + self.path[len(self.prefix):]
+        return super().send_head()
+
+    def log_message(self, *args, **kwargs):
+        pass
+
+
+def _serve(root: Path, prefix: str):
+    handler = type("H", (_PrefixHandler,), {"prefix": prefix})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}{prefix}"
+
+
+@pytest.fixture(scope="module")
+def built(llama_server, tmp_path_factory):
+    root = tmp_path_factory.mktemp("anywhere")
+    db = root / "s.db"
+    store = open_store(db)
+    text = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short",),
+                         reasoning=(False, True), reps=2, reps_r=1, max_tokens=8, pinned="tiny-a")
+    # Tiny models stop at max_tokens and run on the CPU: keep those samples in the figures.
+    text += "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n"
+    first = run_campaign(store, parse_campaign(text, "s.toml"), echo=lambda s: None).run_id
+    second = run_campaign(store, parse_campaign(text, "s.toml"), echo=lambda s: None).run_id
+    store.close()
+    out = build(db, root / "proj")["site_dir"]
+    return out, first, second
+
+
+@pytest.fixture(scope="module", params=["root", "subpath", "file"])
+def way(request, built):
+    """The site's base URL (ending in '/') in one of the three ways it gets read."""
+    out = built[0]
+    if request.param == "file":
+        yield out, out.as_uri() + "/"
+        return
+    server, base = _serve(out, "/" if request.param == "root" else "/sub/path/")
+    yield out, base
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _file_for(out: Path, base: str, url: str) -> Path:
+    rel = unquote(urldefrag(url)[0][len(base):].split("?")[0])
+    return out / (rel or "index.html")
+
+
+def _local(url: str) -> bool:
+    parsed = urlparse(url)
+    return parsed.scheme in ("file", "data", "blob") or parsed.hostname in ("127.0.0.1", "localhost")
+
+
+def _open(browser, url: str) -> tuple[object, dict]:
+    page = browser.new_page()
+    seen = {"errors": [], "requests": [], "failed": []}
+    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: seen["errors"].append(str(exc)))
+    page.on("request", lambda r: seen["requests"].append(r.url))
+    page.on("requestfailed", lambda r: seen["failed"].append(r.url))
+    resp = page.goto(url, wait_until="networkidle")
+    seen["status"] = resp.status if resp is not None else None
+    return page, seen
+
+
+def _crawl(browser, out: Path, base: str) -> dict[str, dict]:
+    """Open every page reachable from both home pages; switch language on each."""
+    pages: dict[str, dict] = {}
+    queue = [base + "index.html", base + "de/index.html"]
+    while queue:
+        url = queue.pop()
+        if url in pages:
+            continue
+        page, info = _open(browser, url)
+        info["final_url"] = page.url
+        info["text"] = page.inner_text("body")
+        info["links"] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        info["ids"] = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
+        info["svgs"] = page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => [e.src, e.naturalWidth])")
+        other = "en" if url.startswith(base + "de/") else "de"
+        switch = page.query_selector(f"a.md-select__link[hreflang={other}]")
+        info["switch_to"] = None
+        if switch is not None:
+            with page.expect_navigation(wait_until="load"):
+                switch.evaluate("a => a.click()")  # the menu opens on hover; the click is the reader's
+            info["switch_to"] = page.url
+        page.close()
+        pages[url] = info
+        for href in info["links"]:
+            target = urldefrag(href)[0]
+            if target.startswith(base) and target.endswith(PAGE_SUFFIXES):
+                queue.append(target)
+    return pages
+
+
+@pytest.fixture(scope="module")
+def crawled(way, browser):
+    out, base = way
+    return out, base, _crawl(browser, out, base)
+
+
+def test_every_page_opens_clean_and_stays_local(crawled, built):
+    out, base, pages = crawled
+    _, first, second = built
+    for lang in ("", "de/"):
+        for rid in (first, second):
+            assert f"{base}{lang}runs/run-{rid}.html" in pages, sorted(pages)
+    assert len(pages) >= 10
+    for url, info in pages.items():
+        assert info["status"] in (200, 0, None) if base.startswith("file:") else info["status"] == 200, url
+        assert info["errors"] == [], (url, info["errors"])
+        assert info["failed"] == [], (url, info["failed"])
+        assert [r for r in info["requests"] if not _local(r)] == [], url
+        assert "Index of" not in info["text"] and "Directory listing" not in info["text"], url
+
+
+def test_every_internal_link_names_a_file_that_exists(crawled):
+    out, base, pages = crawled
+    checked = 0
+    for url, info in pages.items():
+        for href in info["links"]:
+            target, frag = urldefrag(href)
+            if not target.startswith(base):
+                assert not href.startswith("file:") and urlparse(href).hostname not in ("127.0.0.1", "localhost"), \
+                    (url, href)  # a local link outside the site: root-absolute, breaks under a sub-path
+                continue
+            path = _file_for(out, base, target)
+            assert path.is_file(), (url, href)  # a folder opens as a listing from disk
+            if frag and target.endswith(".html") and target in pages:
+                assert frag in pages[target]["ids"], (url, href)
+            checked += 1
+    assert checked > 50
+
+
+def test_language_switch_on_every_page_keeps_the_page(crawled):
+    out, base, pages = crawled
+    home = pages[base + "index.html"]
+    assert home["switch_to"] == base + "de/index.html"
+    assert pages[base + "de/index.html"]["switch_to"] == base + "index.html"
+    for url, info in pages.items():
+        rel = url[len(base):]
+        expected = base + (rel[3:] if rel.startswith("de/") else "de/" + rel)
+        assert info["switch_to"] == expected, url
+
+
+def test_charts_load_in_both_languages(crawled, built):
+    out, base, pages = crawled
+    _, first, second = built
+    for lang in ("", "de/"):
+        svgs = pages[f"{base}{lang}runs/run-{second}.html"]["svgs"]
+        assert svgs, lang
+        assert all(width > 0 for _, width in svgs), svgs
+
+
+@pytest.mark.parametrize("home", ["index.html", "de/index.html"])
+def test_search_finds_a_run(way, browser, home):
+    out, base = way
+    page, info = _open(browser, base + home)
+    # A query typed before the index is read is dropped: type again until hits come (30 s at most).
+    box = page.locator("input.md-search__input")  # in the header at desktop width
+    for _ in range(30):
+        box.fill("")
+        box.press_sequentially("tiny", delay=20)  # as a reader types
+        if page.wait_for_timeout(1000) or page.query_selector(".md-search-result__item a[href]"):
+            break
+    hits = page.eval_on_selector_all(".md-search-result__item a[href]", "els => els.map(e => e.href)")
+    page.close()
+    assert hits
+    assert all(_file_for(out, base, h).is_file() for h in hits), hits
+    assert info["errors"] == [], info["errors"]
+    assert [r for r in info["requests"] if not _local(r)] == []
