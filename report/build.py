@@ -23,6 +23,7 @@ from .contradictions.authored import AuthoredError
 from .compare import compare_runs, previous_run, ratio_range
 from .gates import gate_summary
 from .evidence import run_evidence
+from .home import latest_per_campaign, write_home
 from .lead import lead_view
 from .memory import memory_view
 from .privacy import requests_by_client
@@ -43,7 +44,7 @@ class ReportError(Exception):
 def _env() -> jinja2.Environment:
     """One environment for the process: it caches compiled templates."""
     # every printed value is escaped for Markdown+HTML unless it is MD (report/mdsafe.py)
-    return markdown_environment(
+    env = markdown_environment(
         jinja2.PackageLoader("cardproof.report", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -53,6 +54,16 @@ def _env() -> jinja2.Environment:
         comment_start_string="{%#",
         comment_end_string="#%}",
     )
+    env.globals["ngettext"] = _template_ngettext
+    return env
+
+
+@jinja2.pass_context
+def _template_ngettext(ctx, singular: str, plural: str, n, **params) -> MD:
+    """``ngettext`` in templates, in the page's language (``L``): ``%(num)s`` is ``n``, other params escaped."""
+    L = ctx["L"]
+    text = L.ngettext(singular, plural, n, **{k: esc(v) for k, v in params.items()})
+    return MD(text) if singular in CATALOGUE else esc(text)
 
 
 def _cellvalue(L: Lang, cell: dict | None) -> MD:
@@ -244,6 +255,15 @@ def render_index(runs: list[dict], lang: str, comparisons: list[dict] | None = N
         return _env().get_template("runs_index.md.j2").render(
             _=translator(L.gettext, CATALOGUE), L=L, runs=runs, comparisons=comparisons or [], models=models or [],
             llama_bench=llama_bench or {"available": False})
+
+
+def render_home(runs: list[dict], lang: str, comparisons: list[dict], *, show_addresses: bool = False) -> str:
+    """The generated part of the home page (report/home.py)."""
+    L = Lang(lang)
+    with publishing(show_addresses=show_addresses):
+        return _env().get_template("home.md.j2").render(
+            _=translator(L.gettext, CATALOGUE), L=L, runs=runs, latest=latest_per_campaign(runs),
+            comparisons=comparisons)
 
 
 def render_compare(cmp: dict, lang: str, img_dir: Path | None = None, *, show_addresses: bool = False) -> str:
@@ -450,6 +470,8 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             p = out_dir / f"index{'' if lang == 'en' else '.' + lang}.md"
             p.write_text(render_index(all_runs, lang, comparisons, models, bench, show_addresses=show_addresses))
             written.append(p)
+        written += write_home(project / "site", lambda lang: render_home(all_runs, lang, comparisons,
+                                                                        show_addresses=show_addresses))
         from .observed import write_log_articles  # server logs imported with no run (issue 15)
         written += write_log_articles(db, project, show_addresses=show_addresses)
         _remove_stale(out_dir, cmp_dir, keys)

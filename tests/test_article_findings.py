@@ -314,3 +314,23 @@ def test_runs_index_states_each_headline_by_the_same_rule(canary_run_db, tmp_pat
                      r"\(unstable\) tok/s", line), line
     de = (project / "site" / "runs" / "index.de.md").read_text()
     assert "(instabil)" in de
+
+
+def test_home_page_has_the_latest_headline_runs_and_comparisons(canary_run_db, tmp_path):
+    """Fixed rates as above. The author's text on the home page stays; only the marked part is generated."""
+    db_path = tmp_path / "agree.db"
+    _set_rates(canary_run_db, db_path, _rates())
+    project = tmp_path / "p"
+    _build(db_path, project)
+    home = (project / "site" / "index.md").read_text()
+    assert home.startswith("# cardproof results")  # the scaffold's own text is kept
+    part = home[home.index("<!-- cardproof:generated -->"):home.index("<!-- /cardproof:generated -->")]
+    assert "- **test** — [Run 1](runs/run-1.md)" in part
+    assert "**tiny-b** over tiny-a, every class: ×1.82–2.20, ×1.82–2.20" in part
+    assert re.search(r"^\| \[1\]\(runs/run-1\.md\) \| \d{4}-\d\d-\d\d [^|]+\| test \| \*\*tiny-b\*\*", part, flags=re.M)
+    assert "## Comparisons" in part
+    de = (project / "site" / "index.de.md").read_text()
+    assert "## Neuestes Ergebnis je Kampagne" in de and "jede Klasse" in de
+    # a second build replaces the part, never appends another
+    _build(db_path, project)
+    assert (project / "site" / "index.md").read_text().count("## Latest result per campaign") == 1

@@ -76,4 +76,6 @@ MESSAGES: dict[str, str] = {
     "sind die des Autors, eingefroren beim Beginn des Laufs.",
     "over": "vor",
     "every class": "jede Klasse",
+    "Latest result per campaign": "Neuestes Ergebnis je Kampagne",
+    "No finished run in the database yet.": "Noch kein abgeschlossener Lauf in der Datenbank.",
 }
