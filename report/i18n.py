@@ -1,18 +1,55 @@
-"""One source for both languages: a message catalogue and Babel formatting.
+"""One source for both languages: a gettext catalogue (Babel) and Babel formatting.
 
-Templates call ``_("English text")``; German comes from CATALOGUE. Numbers
-are formatted by Babel per locale (145.3 / 145,3), never by string hacks.
+Adding a string (read this before adding one):
+  1. Write it in English where it is used: ``_("Text")`` in a template or
+     ``L.gettext("Text")`` in Python; for a count ``L.ngettext("%(num)s sample",
+     "%(num)s samples", n)`` (Python) or ``ngettext(...)`` (templates), never
+     "n" glued before a fixed plural.
+  2. Give it German in ``report/locale/de/LC_MESSAGES/cardproof.po`` (a
+     ``msgid``/``msgstr`` pair, ``msgid_plural``/``msgstr[0]``/``msgstr[1]`` for a
+     count), in the words of docs/GLOSSARY.md. ``pybabel extract -F babel.cfg -o
+     report/locale/cardproof.pot .`` lists every string the code uses.
+  3. tests/test_i18n_catalogue.py fails for a string the code uses that has no
+     German (or only a fuzzy one).
+A module left in ``report/messages/`` (``MESSAGES = {english: german}``) is
+still merged while its strings move to the ``.po``; new strings go to the ``.po``.
+
+German for text that comes from data lives with the data (gate modules'
+``description_de``, bilingual TOML) and is merged here.
+
+The ``.po`` is compiled in memory when this module is imported, so a plain
+``pip install -e .`` works and no stale ``.mo`` can exist. Numbers are
+formatted by Babel per locale (145.3 / 145,3), never by string hacks.
 """
 
 from __future__ import annotations
 
+import io
+from importlib import resources
+
 from babel.dates import format_datetime
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
 from babel.numbers import format_decimal, format_percent
+from babel.support import NullTranslations, Translations
 
 LANGUAGES = ("en", "de")
+DOMAIN = "cardproof"
 
-def _load_catalogue() -> dict[str, str]:
-    """Merge ``MESSAGES`` (English -> German) from every module in report/messages/."""
+
+def po_path(lang: str = "de"):
+    """The catalogue file of ``lang`` inside the installed package."""
+    return resources.files("cardproof.report") / "locale" / lang / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def read_catalogue(lang: str = "de"):
+    """The ``.po`` of ``lang`` as a babel Catalog."""
+    with po_path(lang).open("rb") as f:
+        return read_po(f, locale=lang, domain=DOMAIN)
+
+
+def _legacy_and_register_messages() -> dict[str, str]:
+    """German that does not (yet) live in the .po: modules left in report/messages/, gate descriptions."""
     import importlib
     import pkgutil
 
@@ -21,10 +58,40 @@ def _load_catalogue() -> dict[str, str]:
     merged: dict[str, str] = {}
     for info in sorted(pkgutil.iter_modules(messages.__path__), key=lambda i: i.name):
         merged.update(importlib.import_module(f"{messages.__name__}.{info.name}").MESSAGES)
+    try:
+        from cardproof.daemon.gates import GATES
+
+        merged.update({g.description: g.description_de for g in GATES.values()})
+    except ImportError:  # the capture side is part of this package; never stop a build over it
+        pass
     return merged
 
 
-CATALOGUE: dict[str, str] = _load_catalogue()
+def _load() -> tuple[Translations, dict[str, str]]:
+    catalog = read_catalogue("de")
+    extra = _legacy_and_register_messages()
+    for en, de in extra.items():
+        if en not in catalog:
+            catalog.add(en, de)
+    buf = io.BytesIO()
+    write_mo(buf, catalog, use_fuzzy=False)
+    buf.seek(0)
+    translations = Translations(buf, domain=DOMAIN)
+    # msgid -> German (a plural's singular -> its singular form): what _() may trust as ours
+    flat: dict[str, str] = {}
+    for msg in catalog:
+        if not msg.id or msg.fuzzy:
+            continue
+        if msg.pluralizable:
+            flat[msg.id[0]] = msg.string[0]
+            flat[msg.id[1]] = msg.string[-1]
+        else:
+            flat[msg.id] = msg.string
+    return translations, flat
+
+
+TRANSLATIONS, CATALOGUE = _load()
+_ENGLISH = NullTranslations()
 
 
 def _finite(value) -> bool:
@@ -44,10 +111,23 @@ class Lang:
             raise ValueError(f"unknown language {code!r}")
         self.code = code
 
+    @property
+    def translations(self):
+        return _ENGLISH if self.code == "en" else TRANSLATIONS
+
     def gettext(self, msg: str) -> str:
         if self.code == "en":
             return msg
-        return CATALOGUE.get(msg, msg)
+        return self.translations.gettext(msg)
+
+    def ngettext(self, singular: str, plural: str, n, **params) -> str:
+        """The form for ``n`` in this language, with ``%(num)s`` as ``n`` in its locale format.
+
+        English and German: one form for exactly 1, the other for everything else (0 too).
+        """
+        count = n if isinstance(n, int) and not isinstance(n, bool) else 0
+        text = self.translations.ngettext(singular, plural, count)
+        return text % {"num": self.num(n, 0), **params} if "%(" in text else text
 
     def num(self, value, digits: int = 1) -> str:
         if not _finite(value):  # None, text from a damaged row, inf: no figure to print

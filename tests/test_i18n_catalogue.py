@@ -1,0 +1,122 @@
+"""The German catalogue (gettext .po through Babel) is complete and its plurals are right.
+
+Real parts: the package's own .po read by Babel, the strings extracted from
+the templates and the report's Python by Babel's extractors with the repo's
+babel.cfg (what ``pybabel extract`` does), and the report's own ``Lang``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from babel.messages.extract import extract_from_dir
+from babel.messages.frontend import parse_mapping_cfg
+
+from cardproof.report.i18n import CATALOGUE, Lang, read_catalogue
+
+ROOT = Path(__file__).resolve().parent.parent
+KEYWORDS = {"_": None, "gettext": None, "ngettext": (1, 2)}
+PLACEHOLDER = re.compile(r"%\([a-z_]+\)s|\{[a-z_]*\}")
+
+
+def _extracted() -> dict[str, set[str]]:
+    """msgid -> files using it, as pybabel extract -F babel.cfg finds them."""
+    with open(ROOT / "babel.cfg") as f:
+        method_map, options_map = parse_mapping_cfg(f)
+    found: dict[str, set[str]] = {}
+    for filename, _lineno, message, _comments, _context in extract_from_dir(
+            str(ROOT), method_map, options_map, keywords=KEYWORDS):
+        for msgid in (message if isinstance(message, tuple) else (message,)):
+            if msgid and msgid.strip():
+                found.setdefault(msgid, set()).add(filename)
+    return found
+
+
+def test_every_msgid_of_the_po_has_non_fuzzy_german():
+    catalog = read_catalogue("de")
+    assert len(catalog) > 300
+    bad = []
+    for msg in catalog:
+        if not msg.id:
+            continue
+        forms = msg.string if isinstance(msg.string, tuple) else (msg.string,)
+        if msg.fuzzy or not all(f and f.strip() for f in forms):
+            bad.append(msg.id)
+    assert bad == []
+
+
+def test_every_string_the_code_uses_has_german():
+    """A new _('...'), gettext(...) or ngettext(...) without a German entry in the .po fails here."""
+    used = _extracted()
+    assert len(used) > 200 and any(f.endswith(".j2") for fs in used.values() for f in fs)
+    missing = sorted((msgid, sorted(files)[0]) for msgid, files in used.items()
+                     if msgid not in CATALOGUE and msgid not in ("n",))
+    assert missing == [], missing[:20]
+
+
+def test_translations_keep_their_placeholders():
+    """A German text that drops or renames {x} / %(x)s would print the wrong figure or crash."""
+    bad = []
+    for msg in read_catalogue("de"):
+        if not msg.id:
+            continue
+        ids = msg.id if isinstance(msg.id, tuple) else (msg.id,)
+        forms = msg.string if isinstance(msg.string, tuple) else (msg.string,)
+        want = set(PLACEHOLDER.findall(ids[-1]))
+        for form in forms:
+            if set(PLACEHOLDER.findall(form)) != want:
+                bad.append((ids[0], form))
+    assert bad == []
+
+
+def _plurals():
+    return [m for m in read_catalogue("de") if m.id and isinstance(m.id, tuple)]
+
+
+def test_there_are_plural_messages():
+    assert len(_plurals()) >= 1
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_plural_forms_for_zero_one_two_in_both_languages(n):
+    for msg in _plurals():
+        singular, plural = msg.id
+        en = Lang("en").ngettext(singular, plural, n)
+        de = Lang("de").ngettext(singular, plural, n)
+        assert en == (singular if n == 1 else plural).replace("%(num)s", str(n))
+        assert de == msg.string[0 if n == 1 else 1].replace("%(num)s", str(n))
+        assert de != en
+
+
+def test_plurals_have_no_1_samples_kind_of_text():
+    """The forms for exactly one never carry a plural ending, in either language."""
+    for msg in _plurals():
+        one_en = Lang("en").ngettext(*msg.id, 1)
+        one_de = Lang("de").ngettext(*msg.id, 1)
+        assert not re.search(r"\b1 \w+s were\b", one_en), one_en
+        assert not re.search(r"\b1 Messungen\b|\bwurden\b", one_de), one_de
+
+
+def test_counts_are_formatted_per_locale():
+    msg = _plurals()[0]
+    assert "1,234" in Lang("en").ngettext(*msg.id, 1234)
+    assert "1.234" in Lang("de").ngettext(*msg.id, 1234)
+    assert "—" in Lang("de").ngettext(*msg.id, None)  # no count: a dash, never a crash
+
+
+def test_a_module_left_in_messages_never_contradicts_the_po():
+    """Strings still in report/messages/*.py while they move: the .po wins, so they must agree."""
+    import importlib
+    import pkgutil
+
+    from cardproof.report import messages
+
+    po = {m.id: m.string for m in read_catalogue("de") if m.id and isinstance(m.id, str)}
+    clashes = []
+    for info in pkgutil.iter_modules(messages.__path__):
+        for en, de in importlib.import_module(f"{messages.__name__}.{info.name}").MESSAGES.items():
+            if en in po and po[en] != de:
+                clashes.append((info.name, en, po[en], de))
+    assert clashes == []
