@@ -120,3 +120,30 @@ def test_a_module_left_in_messages_never_contradicts_the_po():
             if en in po and po[en] != de:
                 clashes.append((info.name, en, po[en], de))
     assert clashes == []
+
+
+def _glossary_never() -> dict[str, str]:
+    """German words docs/GLOSSARY.md rules out, each with the English term it belongs to."""
+    never: dict[str, str] = {}
+    for line in (ROOT / "docs" / "GLOSSARY.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] in ("English", "---") or set(cells[0]) <= {"-"}:
+            continue
+        for word in cells[2].split(","):
+            if word.strip() and word.strip() != "—":
+                never[word.strip()] = cells[0]
+    return never
+
+
+def test_german_follows_the_glossary():
+    never = _glossary_never()
+    assert {"Kanarienvogel", "Dekodieren", "tok/s", "Stichprobe"} <= set(never)
+    bad = []
+    for msg in read_catalogue("de"):
+        if not msg.id:
+            continue
+        for form in msg.string if isinstance(msg.string, tuple) else (msg.string,):
+            for word, term in never.items():
+                if re.search(r"(?<![\w/.])" + re.escape(word) + r"(?![\w/])", form):
+                    bad.append((term, word, form[:80]))
+    assert bad == []
