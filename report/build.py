@@ -25,6 +25,7 @@ from .gates import gate_summary
 from .evidence import run_evidence
 from .home import latest_per_campaign, write_home
 from .lead import lead_view
+from .reconcile import reconciliations
 from .memory import memory_view
 from .privacy import requests_by_client
 from .probes import decision_view
@@ -218,6 +219,7 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
             lang=lang,
             charts=_charts(view, L, img_dir),
             caveats=merged_caveats(caveats_for(view), L),
+            reconciled=[render_caveat(c, L) for c in reconciliations(view)],
             _=translator(L.gettext, CATALOGUE),
             L=L,
             cellvalue=lambda c: _cellvalue(L, c),

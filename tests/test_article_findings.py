@@ -334,3 +334,37 @@ def test_home_page_has_the_latest_headline_runs_and_comparisons(canary_run_db, t
     # a second build replaces the part, never appends another
     _build(db_path, project)
     assert (project / "site" / "index.md").read_text().count("## Latest result per campaign") == 1
+
+
+def test_figures_that_count_different_things_are_reconciled(canary_run_db, tmp_path):
+    """The run captured the server's log: its load time (server clock) and the measured loads (client clock)
+    stand together with what each counts, and tiny-a's draft acceptance in the answers against the log's."""
+    en, de, run_id = _build(canary_run_db, tmp_path / "p")
+    part = en[en.index("### Figures that count different things"):]
+    db = open_store(canary_run_db, mode="ro").db
+    view = queries.run_view(db, run_id)
+    for m in view["models"]:
+        assert f"**Load time: two clocks** — {m['name']}: {Lang('en').num(m['load'].median, 2)} s on cardproof's " \
+               f"clock" in part, part[:2000]
+    assert "### Zahlen, die Verschiedenes zählen" in de and "Ladezeit: zwei Uhren" in de
+    # here the log saw exactly the measured requests of tiny-a: the same count, nothing to reconcile
+    answers = db.execute("select sum(draft_accepted), sum(draft_tokens) from samples where run_id = ? and "
+                         "kind = 'measure' and draft_tokens > 0", [run_id]).fetchone()
+    logged = [tuple(int(x) for x in t.split("/")) for (t,) in db.execute(
+        "select value_text from facts where name = 'draft_acceptance' and load_id in "
+        "(select id from loads where run_id = ?)", [run_id])]
+    assert answers[1] and tuple(map(sum, zip(*logged))) == tuple(answers)
+    assert "Draft acceptance: two counts" not in en
+    # one answer whose counter says more than the log: both counts stand, each saying what it counts
+    copy = tmp_path / "more.db"
+    shutil.copy(canary_run_db, copy)
+    store = open_store(copy)
+    store.db.execute("update samples set draft_tokens = draft_tokens + 7 where id = (select min(id) from samples "
+                     "where run_id = ? and kind = 'measure' and draft_tokens > 0)", [run_id])
+    store.db.conn.commit()
+    store.close()
+    en2, _, _ = _build(copy, tmp_path / "p2")
+    item = next(ln for ln in en2.splitlines() if ln.startswith("- **Draft acceptance: two counts** — tiny-a:"))
+    assert f"of {answers[1] + 7} draft tokens accepted over" in item
+    assert f"the server log counts {sum(a for a, _ in logged)} of {sum(g for _, g in logged)} over {len(logged)}" \
+           in item and "canaries, probes and warm-ups included" in item

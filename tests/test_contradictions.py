@@ -67,7 +67,7 @@ def test_authored_contradictions_and_notes_render_in_both_languages(run_db, tmp_
     assert en.index("A closing remark.") < en.index("## Evidence")
     assert "Von Hand vor der Tabelle geschrieben." in de
     opened = en[en.index("## Open contradictions"):en.index("### Resolved contradictions")]
-    assert "&lt;b&gt;reasoning&lt;/b&gt;" in opened and f"(#sample-{ids[0]})" in opened and f"(#cell-{cell})" in opened
+    assert "&lt;b&gt;reasoning&lt;/b&gt;" in opened and f"-evidence.md#sample-{ids[0]})" in opened and f"-evidence.md#cell-{cell})" in opened
     resolved = en[en.index("### Resolved contradictions"):en.index("## Comparison with earlier runs")]
     assert "Settled one" in resolved and "It was another load." in resolved
     assert "Settled one" not in opened

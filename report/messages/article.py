@@ -78,4 +78,30 @@ MESSAGES: dict[str, str] = {
     "every class": "jede Klasse",
     "Latest result per campaign": "Neuestes Ergebnis je Kampagne",
     "No finished run in the database yet.": "Noch kein abgeschlossener Lauf in der Datenbank.",
+    "Figures that count different things": "Zahlen, die Verschiedenes zählen",
+    "These pairs look as if they disagree; each side says which requests or which clock it counts.":
+    "Diese Paare sehen aus, als widersprächen sie sich; jede Seite sagt, welche Anfragen oder welche Uhr sie zählt.",
+    "Load time: two clocks": "Ladezeit: zwei Uhren",
+    "{model}: {client} s on cardproof's clock (from the load request until the server reported the "
+    "model ready, {n} measured loads) against {server} s in the server log (its own clock since the "
+    "process started, at \"model loaded\"). They count different spans of the same loads: the "
+    "process start and the readiness poll lie between them.":
+    "{model}: {client} s auf der Uhr von cardproof (von der Ladeanfrage, bis der Server das Modell als bereit "
+    "meldete, {n} gemessene Ladevorgänge) gegenüber {server} s im Serverlog (seine eigene Uhr seit dem "
+    "Prozessstart, bei \"model loaded\"). Sie zählen verschiedene Spannen derselben Ladevorgänge: Prozessstart "
+    "und Bereitschaftsabfrage liegen dazwischen.",
+    "Draft acceptance: two counts": "Draft-Annahme: zwei Zählungen",
+    "{model}: {acc} of {gen} draft tokens accepted over {n} measured requests (the answers' "
+    "counters); the server log counts {l_acc} of {l_gen} over {l_req} requests, because it logs "
+    "every request of the load: canaries, probes and warm-ups included.":
+    "{model}: {acc} von {gen} Draft-Token angenommen über {n} gemessene Anfragen (die Zähler der Antworten); "
+    "das Serverlog zählt {l_acc} von {l_gen} über {l_req} Anfragen, weil es jede Anfrage des Ladevorgangs "
+    "protokolliert: Kanarienproben, Prüfungen und Aufwärmanfragen eingeschlossen.",
+    "Memory: the cards against host memory": "Speicher: die Karten gegenüber dem Hauptspeicher",
+    "{model}: the runtime reports {reported} MiB for the cards, while its log lists {host} MiB of "
+    "buffers in host memory (CPU). Both are right: the self-report counts card memory only, and on "
+    "this run the model lived in host memory.":
+    "{model}: Die Laufzeit meldet {reported} MiB für die Karten, während ihr Log {host} MiB Puffer im Hauptspeicher "
+    "(CPU) aufführt. Beides stimmt: Die Selbstauskunft zählt nur Kartenspeicher, und in diesem Lauf lag das "
+    "Modell im Hauptspeicher.",
 }
