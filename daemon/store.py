@@ -12,7 +12,7 @@ import sqlite_utils
 
 from .migrations import migrations
 from .storefile import BUSY_TIMEOUT_S, Database, StoreError, begin_immediate, ensure_wal, inspect, inspect_file
-from .storefile import migrate, newer_message, shown
+from .storefile import connect, migrate, newer_message, shown
 
 __all__ = ["Store", "StoreError", "dumps", "migrations", "open_store", "utcnow"]
 
@@ -140,7 +140,7 @@ def _open_rw(path: Path) -> Store:
         inspect_file(path, migrations)  # a file that is not ours is refused before anything is created beside it
     path.parent.mkdir(parents=True, exist_ok=True)
     # implicit transactions (before an INSERT/UPDATE) also take the write lock when they begin
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
+    conn = connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
     try:
         state = inspect(conn, path, migrations)  # before anything is written: a file not ours stays as it is
         if state.unknown:
@@ -158,7 +158,7 @@ def _open_rw(path: Path) -> Store:
 def _open_ro(path: Path) -> Store:
     inspect_file(path, migrations)  # a file that is not ours is refused before anything is created beside it
     # as a URI: percent-encoded, so '?', '#' or '%' in a file name stay part of the name
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    conn = connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     try:
         state = inspect(conn, path, migrations)
         if state.kind == "empty":
@@ -175,7 +175,7 @@ def _open_ro(path: Path) -> Store:
                     f"(pending migrations {', '.join(state.pending)}): {exc}"
                 ) from exc
             upgraded = state.pending
-            conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            conn = connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
             state = inspect(conn, path, migrations)
         db = sqlite_utils.Database(conn)
     except BaseException:

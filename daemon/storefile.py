@@ -18,8 +18,10 @@ from a newer cardproof and is not written to either.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,19 +150,77 @@ def inspect_file(path: Path, migrations) -> FileState:
     WAL-mode file without a -wal file holds all its data itself, so it is
     read as immutable (no locks, no side files): a file that turns out not
     to be ours is left exactly as it was, directory included.
+
+    Whether the file is in WAL mode is read from its header with a
+    descriptor of our own only where that is harmless (:func:`_wal_without_wal_file`):
+    closing any descriptor of a file drops every POSIX lock this process
+    holds on it, SQLite's included. A connection of this process that
+    loses its lock on a WAL database looks gone to the others: the next
+    process to close its own connection takes the file for its last user,
+    deletes -wal and -shm, and every commit after that goes into the
+    deleted -wal, seen by no one and lost when the process ends.
     """
-    if path.stat().st_size == 0:
+    st = path.stat()
+    if st.st_size == 0:
         return FileState("empty")
-    with open(path, "rb") as f:
-        head = f.read(20)
-    wal = head[:16] == b"SQLite format 3\x00" and head[18:20] == b"\x02\x02"
-    immutable = wal and not Path(f"{path}-wal").exists()
+    immutable = _wal_without_wal_file(path, st)
     conn = sqlite3.connect(path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro"),
                            uri=True, timeout=BUSY_TIMEOUT_S)
     try:
         return inspect(conn, path, migrations)
     finally:
         conn.close()
+
+
+# Held while this module opens a connection and while inspect_file has a descriptor of its own
+# on a file: a connection another thread opens meanwhile is either seen or opened after it is closed.
+_OPENING = threading.Lock()
+
+
+def connect(database: str, **kwargs) -> sqlite3.Connection:
+    """``sqlite3.connect``, never while :func:`inspect_file` holds a descriptor of its own on a file."""
+    with _OPENING:
+        return sqlite3.connect(database, **kwargs)
+
+
+def _wal_without_wal_file(path: Path, st: os.stat_result) -> bool:
+    """A WAL-mode file with no -wal beside it (nobody has it open), its header read without dropping a lock.
+
+    The header is read only when no -wal file exists (a WAL database in
+    use always has one) and no descriptor of this process is open on the
+    file (no connection of ours can hold a lock there); otherwise the
+    answer is False and the file is read through SQLite, which creates
+    nothing new beside a file already in use.
+    """
+    if Path(f"{path}-wal").exists():
+        return False
+    with _OPENING:
+        if _open_in_this_process(st):
+            return False
+        try:
+            with open(path, "rb") as f:
+                head = f.read(20)
+        except OSError:
+            return False
+    return head[:16] == b"SQLite format 3\x00" and head[18:20] == b"\x02\x02"
+
+
+def _open_in_this_process(st: os.stat_result) -> bool:
+    """Whether this process has a descriptor open on the file ``st`` describes (True when it cannot tell)."""
+    for fd_dir in ("/proc/self/fd", "/dev/fd"):
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for name in fds:
+            try:
+                other = os.fstat(int(name))
+            except (OSError, ValueError):
+                continue  # the listing's own descriptor, closed by now
+            if other.st_ino == st.st_ino and other.st_dev == st.st_dev:
+                return True
+        return False
+    return True
 
 
 def newer_message(path: Path, state: FileState) -> str:
