@@ -1,0 +1,95 @@
+"""The built German pages hold no English from the catalogue and no decimal point in a number.
+
+Real parts: runs measured against the real llama-server, a real ``mkdocs
+build --strict``, the built HTML read as a reader sees its prose. Code,
+preformatted text and quotations are left out: quoted evidence (server
+errors, log lines, code) stays as it was written.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import re
+from pathlib import Path
+
+import pytest
+
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.build import build
+from cardproof.report.i18n import CATALOGUE
+from conftest import campaign_text
+
+# 1.5 / 0.05 / 3.14159: a point with other than three digits after it is a decimal point
+# (German writes 12.288 for twelve thousand: three digits after a point are a thousands group).
+DECIMAL_POINT = re.compile(r"(?<![\d.,])\d+\.(?:\d{1,2}|\d{4,})(?![\d.])")
+QUOTED = {"code", "pre", "kbd", "samp", "q", "blockquote", "script", "style", "svg", "head"}
+
+
+class _Prose(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.depth = 0
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.depth += tag in QUOTED
+
+    def handle_endtag(self, tag):
+        if tag in QUOTED and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if not self.depth:
+            self.parts.append(data)
+
+
+def prose(page: Path) -> str:
+    """What a reader reads on ``page`` outside code and quotations, whitespace collapsed."""
+    p = _Prose()
+    p.feed(page.read_text())
+    return " ".join(" ".join(p.parts).split())
+
+
+@pytest.fixture(scope="module")
+def german_pages(llama_server, tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("german")
+    store = open_store(root / "g.db")
+    text = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short",),
+                         reasoning=(False, True), reps=2, reps_r=1, max_tokens=8, pinned="tiny-a")
+    text = text.replace('name = "test"', 'name = "test"\ncanaries = true')  # canaries carry gate observations
+    text += "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n"
+    run_campaign(store, parse_campaign(text, "g.toml"), echo=lambda s: None)
+    store.close()
+    site = build(root / "g.db", root / "proj")["site_dir"]
+    pages = {p.relative_to(site / "de").as_posix(): prose(p) for p in (site / "de").rglob("*.html")}
+    assert any(name.startswith("runs/run-") for name in pages)
+    return pages
+
+
+def test_prose_helper_skips_quoted_text(tmp_path):
+    page = tmp_path / "p.html"
+    page.write_text("<p>Median 1,5 Tok./s <code>took 0.05 s</code></p><pre>x = 2.5</pre><p>sonst 3.14</p>")
+    text = prose(page)
+    assert "0.05" not in text and "2.5" not in text
+    assert DECIMAL_POINT.findall(text) == ["3.14"]
+    assert DECIMAL_POINT.findall("12.288 Token, 1.289,4 Tok./s") == []
+
+
+def test_no_catalogue_english_on_german_pages(german_pages):
+    """An English catalogue text (three words or more, translated differently) in German prose
+    means a string bypassed the translation."""
+    english = [m for m, de in CATALOGUE.items()
+               if m != de and len(m.split()) >= 3 and not re.search(r"\{|%\(", m)]
+    assert len(english) > 100
+    found = [(page, m) for page, text in german_pages.items() for m in english if m in text]
+    assert found == []
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 14 item 1): gate observations are stored by the capture side as "
+                   "English prose with a decimal point ('model loaded inside the request (0.05 s)'); they need "
+                   "structured values and a translatable template")
+def test_no_decimal_point_in_german_prose(german_pages):
+    found = [(page, n) for page, text in german_pages.items() for n in DECIMAL_POINT.findall(text)]
+    assert found == []
