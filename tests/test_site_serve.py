@@ -75,3 +75,13 @@ def test_serve_refuses_bad_input_with_one_line(project, tmp_path):
                              capture_output=True, text=True, timeout=30)
     assert missing.returncode != 0 and str(tmp_path / "none" / "build" / "site") in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_site_title_and_description_in_each_language(project):
+    """The scaffold's mkdocs.yml gives the German pages a German site name and description."""
+    proj, _ = project
+    site = proj / "build" / "site"
+    en, de = (site / "index.html").read_text(), (site / "de" / "index.html").read_text()
+    assert "<title>cardproof results" in en and 'content="Measurements of local LLM inference servers' in en
+    assert "cardproof-Ergebnisse" in de and 'content="Messungen lokaler LLM-Inferenzserver' in de
+    assert "cardproof results" not in de
