@@ -102,6 +102,27 @@ def probe_summaries(db, run_id: int, defects: dict | None = None) -> list[dict]:
     return out
 
 
+def grade_fairly(rules: list[dict], view: dict) -> list[dict]:
+    """What a rule's outcome may state.
+
+    A rule named for candidates is not graded on the incumbent (the pinned
+    model): its outcome there reads ``not graded: incumbent``. An outcome
+    whose arm reads a decode figure of an unstable cell (report.findings)
+    reads ``unstable`` instead of a pass or a fail.
+    """
+    unstable = {(c["model"], c["prompt_class"]) for c in view.get("unstable_cells", [])}
+    for rule in rules:
+        for m in rule["models"]:
+            if "candidate" in rule["name"].lower() and m["pinned"]:
+                m["outcome"] = "not graded: incumbent"
+                continue
+            read = {str(name) for a in m["arms"] if isinstance(a, dict)
+                    for name in (a.get("values") or {}) if isinstance(a.get("values"), dict)}
+            if any(f"decode.{cls}" in read for model, cls in unstable if model == m["model"]):
+                m["outcome"] = "unstable"
+    return rules
+
+
 def rule_outcomes(db, run_id: int) -> list[dict]:
     """Each frozen rule with its registration, the checks that it stood before the run, outcomes per model."""
     if not _has(db, "rule_results"):
@@ -196,7 +217,7 @@ def decision_view(db, run_id: int, view: dict | None = None, memory: dict | None
         memory = memory_view(db, run_id)
     run = view["run"]
     probes = probe_summaries(db, run_id, defects)
-    rules = rule_outcomes(db, run_id)
+    rules = grade_fairly(rule_outcomes(db, run_id), view)
     by_model = {m["model"]: {p["probe"]: p for p in m["probes"]} for m in probes}
     caps = capabilities(db, run_id)
     names = [m["name"] for m in view["models"]]

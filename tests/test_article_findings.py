@@ -41,7 +41,8 @@ def canary_run_db(llama_server, tmp_path_factory) -> Path:
     the server's log captured, and a campaign that sets ``[report] unstable_ratio = 2.0``."""
     db = tmp_path_factory.mktemp("findings") / "r.db"
     store = open_store(db)
-    text = _text(llama_server.url, "\n[report]\nunstable_ratio = 2.0\n").replace(
+    text = _text(llama_server.url, "\n[report]\nunstable_ratio = 2.0\n[rules]\ncandidate_fast = \"decode.short >= 1\"\n"
+                 "medium_fast = \"decode.medium >= 1\"\n").replace(
         "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
     outcome = run_campaign(store, parse_campaign(text, "findings.toml"), echo=CONSOLE.append)
     assert outcome.exit_code == 0
@@ -368,3 +369,23 @@ def test_figures_that_count_different_things_are_reconciled(canary_run_db, tmp_p
     assert f"of {answers[1] + 7} draft tokens accepted over" in item
     assert f"the server log counts {sum(a for a, _ in logged)} of {sum(g for _, g in logged)} over {len(logged)}" \
            in item and "canaries, probes and warm-ups included" in item
+
+
+def test_rules_are_not_graded_on_the_incumbent_nor_read_from_an_unstable_cell(canary_run_db, tmp_path):
+    """Fixed rates as above; tiny-b · medium spread by 3 (unstable at the campaign's 2.0)."""
+    db_path = tmp_path / "rules.db"
+    _set_rates(canary_run_db, db_path, _rates(**{"tiny-b__medium__off": [100.0, 100.0, 300.0]}))
+    en, de, _ = _build(db_path, tmp_path / "p")
+    section = en[en.index("## Decision"):]
+    section = section[:section.index("\n## ")]
+
+    def outcome(rule, model):
+        part = section[section.index(f"**{rule.replace('_', chr(92) + '_')}**"):]  # the name is escaped
+        row = next(ln for ln in part.splitlines() if ln.startswith(f"| {model}"))
+        return row.split("|")[2].strip()
+
+    assert outcome("candidate_fast", "tiny-a") == "**not graded: incumbent**"
+    assert outcome("candidate_fast", "tiny-b") != "**not graded: incumbent**"
+    assert outcome("medium_fast", "tiny-b") == "**unstable**"
+    assert outcome("medium_fast", "tiny-a") not in ("**unstable**", "**not graded: incumbent**")
+    assert "nicht bewertet: Amtsinhaber" in de

@@ -104,4 +104,7 @@ MESSAGES: dict[str, str] = {
     "{model}: Die Laufzeit meldet {reported} MiB für die Karten, während ihr Log {host} MiB Puffer im Hauptspeicher "
     "(CPU) aufführt. Beides stimmt: Die Selbstauskunft zählt nur Kartenspeicher, und in diesem Lauf lag das "
     "Modell im Hauptspeicher.",
+    "not graded: incumbent": "nicht bewertet: Amtsinhaber",
+    "registered at run start: no registration of this text before the run":
+    "registriert beim Start des Laufs: keine Registrierung dieses Texts vor dem Lauf",
 }
