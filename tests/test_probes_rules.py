@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cardproof.daemon.probes import VERDICTS
@@ -164,13 +164,22 @@ def test_fuzz_arbitrary_text_never_escapes_as_another_exception(text):
 
 
 @given(st.integers(min_value=1, max_value=5000), st.sampled_from(["(", "not ", "-", "( not "]))
+@example(lang.MAX_DEPTH - 1, "(").via("the deepest accepted")
+@example(lang.MAX_DEPTH, "(").via("the first refused")
+@example(lang.MAX_DEPTH // 2, "( not ").via("two levels a step: the first refused")
 @settings(max_examples=40, deadline=None)
 def test_deep_nesting_is_refused_not_a_recursion_error(depth, opener):
+    """Nesting below the bound is an ordinary rule; at the bound or beyond, one RuleError saying why."""
     text = opener * depth + "1 > 0" + (")" * depth if "(" in opener else "")
-    try:
-        check(text)
-    except RuleError as exc:
-        assert "nested more than" in str(exc) or "at most" in str(exc) or "needs" in str(exc)
+    levels = depth * (2 if opener == "( not " else 1)
+    if len(text) > lang.MAX_TEXT:
+        with pytest.raises(RuleError, match=f"at most {lang.MAX_TEXT}"):
+            check(text)
+    elif levels >= lang.MAX_DEPTH:
+        with pytest.raises(RuleError, match=f"nested more than {lang.MAX_DEPTH} levels deep"):
+            check(text)
+    else:
+        assert arms(check(text)), text  # accepted, and parsed into a rule with an arm
 
 
 @settings(max_examples=200, deadline=None)
