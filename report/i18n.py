@@ -15,7 +15,8 @@ A module left in ``report/messages/`` (``MESSAGES = {english: german}``) is
 still merged while its strings move to the ``.po``; new strings go to the ``.po``.
 
 German for text that comes from data lives with the data (gate modules'
-``description_de``, bilingual TOML) and is merged here.
+``description_de``, ``defect_de``/``effect_de`` in daemon/probes/defects.toml) and
+is merged here; templates print such text with ``_(text)``.
 
 The ``.po`` is compiled in memory when this module is imported, so a plain
 ``pip install -e .`` works and no stale ``.mo`` can exist. Numbers are
@@ -64,6 +65,12 @@ def _legacy_and_register_messages() -> dict[str, str]:
         merged.update({g.description: g.description_de for g in GATES.values()})
     except ImportError:  # the capture side is part of this package; never stop a build over it
         pass
+    from cardproof.daemon.probes.defects import load_defects  # bilingual authored TOML
+
+    for entries in load_defects().values():
+        for d in entries:
+            merged[d["defect"]] = d["defect_de"]
+            merged[d["effect"]] = d["effect_de"]
     return merged
 
 

@@ -11,7 +11,9 @@ import tomllib
 from pathlib import Path
 
 REGISTER = Path(__file__).with_name("defects.toml")
-_KEYS = {"defect", "since", "effect", "counts"}
+_KEYS = {"defect", "defect_de", "since", "effect", "effect_de", "counts"}
+# Authored text carries both languages of the report (issue 14): no German, no entry.
+_REQUIRED = {"defect", "defect_de", "since", "effect", "effect_de"}
 
 
 class DefectsError(Exception):
@@ -19,7 +21,7 @@ class DefectsError(Exception):
 
 
 def load_defects(path: Path | str | None = None) -> dict[str, list[dict]]:
-    """probe name -> its defects ({defect, since, effect, counts}) from the register."""
+    """probe name -> its defects ({defect, defect_de, since, effect, effect_de, counts}) from the register."""
     p = Path(path) if path else REGISTER
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -30,10 +32,11 @@ def load_defects(path: Path | str | None = None) -> dict[str, list[dict]]:
         if not isinstance(entries, list):
             raise DefectsError(f"{p}: {probe}: expected [[{probe}]] entries")
         for i, e in enumerate(entries):
-            missing = {"defect", "since", "effect"} - set(e)
+            missing = _REQUIRED - set(e)
             extra = set(e) - _KEYS
             if missing or extra:
                 raise DefectsError(f"{p}: {probe}[{i}]: missing {sorted(missing)} / unknown {sorted(extra)}")
-            out.setdefault(probe, []).append({"defect": e["defect"], "since": str(e["since"]),
-                                              "effect": e["effect"], "counts": bool(e.get("counts", True))})
+            out.setdefault(probe, []).append({"defect": e["defect"], "defect_de": e["defect_de"],
+                                              "since": str(e["since"]), "effect": e["effect"],
+                                              "effect_de": e["effect_de"], "counts": bool(e.get("counts", True))})
     return out
