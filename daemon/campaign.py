@@ -90,6 +90,7 @@ class Campaign:
     rules: dict[str, str] = field(default_factory=dict)  # name -> rule text, frozen with the campaign
     num_ctx: int | None = None  # Ollama only; unset: the server's default, recorded from /api/ps
     api_key_env: str | None = None  # the variable holding an API key; the key never enters the store
+    expectations: dict[str, str] = field(default_factory=dict)  # name -> rule text: beliefs before measuring
     unstable_ratio: float = 1.5  # [report]: max/min of a cell's decode samples beyond which it states nothing
 
     def repetitions_for(self, reasoning: bool) -> int:
@@ -97,7 +98,8 @@ class Campaign:
 
 
 _PROBE_KEYS = {"run", "repeat", "max_tokens", "reasoning", "code_timeout_s"}
-_TOP_KEYS = {"probes", "rules", "campaign", "server", "models", "prompts", "gates", "embedding", "report"}
+_TOP_KEYS = {"probes", "rules", "campaign", "server", "models", "prompts", "gates", "embedding", "report",
+             "expectations"}
 _CAMPAIGN_KEYS = {
     "name",
     "prompt_classes",
@@ -232,6 +234,7 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         gates=_gates(c, data),
         probes=probes,
         rules=_rules(c, data, probes, classes),
+        expectations=_rules(c, data, probes, classes, "expectations"),
         num_ctx=num_ctx,
         api_key_env=api_key_env,
         unstable_ratio=report["unstable_ratio"],
@@ -326,21 +329,24 @@ def _rule_text(value):
     return validate.text(value, what="a rule as a non-empty string", max_chars=4000, allow="\t\n\r")
 
 
-def _rules(c: Checker, data: dict, probes: ProbeSettings | None, classes: list) -> dict[str, str]:
-    """Each rule parsed and type-checked now, so a typo fails before the run, naming the rule."""
-    tab = c.table(data.get("rules", {}), "rules")
+def _rules(c: Checker, data: dict, probes: ProbeSettings | None, classes: list, key: str = "rules") -> dict[str, str]:
+    """Each rule parsed and type-checked now, so a typo fails before the run, naming the rule.
+
+    ``key="expectations"``: what the author believes before measuring, in the same language.
+    """
+    tab = c.table(data.get(key, {}), key)
     if len(tab) > MAX_RULES:
-        c.fail("rules", f"expected at most {MAX_RULES} rules, got {len(tab):,}")
+        c.fail(key, f"expected at most {MAX_RULES} rules, got {len(tab):,}")
     out = {}
     for name, text in tab.items():
         try:
             _name(name)
         except validate.Invalid as exc:
-            c.fail(f"rules.{name}", f"rule name: {exc}")
-        text = c.value(tab, name, "rules.", _rule_text)
+            c.fail(f"{key}.{name}", f"rule name: {exc}")
+        text = c.value(tab, name, f"{key}.", _rule_text)
         try:
             validate_rule(text, probes=probes.run if probes else (), classes=classes, verdicts=VERDICTS)
         except RuleError as exc:
-            c.fail(f"rules.{name}", str(exc))
+            c.fail(f"{key}.{name}", str(exc))
         out[name] = text
     return out

@@ -24,6 +24,7 @@ from .compare import compare_runs, previous_run, ratio_range
 from .gates import gate_summary
 from .evidence import run_evidence
 from .home import latest_per_campaign, write_home
+from .expectations import expectations_view
 from .lead import lead_view
 from .reconcile import reconciliations
 from .memory import memory_view
@@ -313,12 +314,13 @@ def scaffold(project: Path) -> None:
     for name in ("index.md", "index.de.md"):
         if not (site / name).exists():
             (site / name).write_text((src / name).read_text())
-    # Ours, not the author's: always the current copy (mkdocs.yml names it).
-    shim = site / "assets" / "cardproof" / "iframe-worker.js"
-    shim.parent.mkdir(parents=True, exist_ok=True)
-    text = (src / "iframe-worker.js").read_text()
-    if not shim.exists() or shim.read_text() != text:
-        shim.write_text(text)
+    # Ours, not the author's: always the current copies (mkdocs.yml names them).
+    for name in ("iframe-worker.js", "cardproof.css"):
+        dst = site / "assets" / "cardproof" / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        text = (src / name).read_text()
+        if not dst.exists() or dst.read_text() != text:
+            dst.write_text(text)
 
 
 MANIFEST = ".cardproof-build.json"
@@ -440,6 +442,7 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             view["contradictions"] = contradictions_for(db, view, project)
             view["evidence"] = run_evidence(db, r["id"])
             view["lead"] = lead_view(view, view["evidence"])
+            view["expectations"] = expectations_view(db, view)
             view["decision"] = decision_view(db, r["id"], view=view, memory=view["memory"])
             view["clients"] = requests_by_client(db, r["id"], show_addresses=show_addresses)
             view["provenance"] = [p for p in counter_provenance(db, r["id"]) if p["source"] != "none"]

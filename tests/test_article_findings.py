@@ -42,7 +42,8 @@ def canary_run_db(llama_server, tmp_path_factory) -> Path:
     db = tmp_path_factory.mktemp("findings") / "r.db"
     store = open_store(db)
     text = _text(llama_server.url, "\n[report]\nunstable_ratio = 2.0\n[rules]\ncandidate_fast = \"decode.short >= 1\"\n"
-                 "medium_fast = \"decode.medium >= 1\"\n").replace(
+                 "medium_fast = \"decode.medium >= 1\"\n[expectations]\nbelow_a_million = \"decode.short < 1000000\"\n"
+                 "above_a_million = \"decode.short > 1000000\"\n").replace(
         "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
     outcome = run_campaign(store, parse_campaign(text, "findings.toml"), echo=CONSOLE.append)
     assert outcome.exit_code == 0
@@ -389,3 +390,28 @@ def test_rules_are_not_graded_on_the_incumbent_nor_read_from_an_unstable_cell(ca
     assert outcome("medium_fast", "tiny-b") == "**unstable**"
     assert outcome("medium_fast", "tiny-a") not in ("**unstable**", "**not graded: incumbent**")
     assert "nicht bewertet: Amtsinhaber" in de
+
+
+def test_expectations_are_confirmed_or_refuted_with_the_deciding_figure(canary_run_db, tmp_path):
+    """Fixed rates as above (tiny-b 100, 105, 110; tiny-a 50, 52.5, 55), then tiny-b · short made unstable."""
+    db_path = tmp_path / "fixed.db"
+    _set_rates(canary_run_db, db_path, _rates())
+    en, de, run_id = _build(db_path, tmp_path / "p")
+    section = en[en.index("## What the author expected"):]
+    section = section[:section.index("\n## ")]
+    below = section[section.index("**below\\_a\\_million**"):section.index("**above\\_a\\_million**")]
+    above = section[section.index("**above\\_a\\_million**"):]
+    for model, figure in (("tiny-b", "105.00"), ("tiny-a", "52.50")):
+        assert f"- {model}: **confirmed** — decode.short = {figure}" in below, below
+        assert f"- {model}: **refuted** — decode.short = {figure}" in above, above
+    assert "## Was der Autor erwartete" in de and "**widerlegt**" in de
+    noisy = tmp_path / "noisy.db"
+    _set_rates(canary_run_db, noisy, _rates(**{"tiny-b__short__off": [100.0, 100.0, 300.0]}))
+    en, _, _ = _build(noisy, tmp_path / "p2")
+    assert en.count("- tiny-b: **unstable** — decode.short = 100.00") == 2  # decides neither expectation
+
+
+def test_expectations_are_validated_like_rules():
+    with pytest.raises(CampaignError) as exc:
+        parse_campaign(_text("http://127.0.0.1:1", "\n[expectations]\nx = \"decode.nonsense >\"\n"), "bad.toml")
+    assert "expectations.x" in str(exc.value) and "bad.toml" in str(exc.value)

@@ -107,4 +107,12 @@ MESSAGES: dict[str, str] = {
     "not graded: incumbent": "nicht bewertet: Amtsinhaber",
     "registered at run start: no registration of this text before the run":
     "registriert beim Start des Laufs: keine Registrierung dieses Texts vor dem Lauf",
+    "What the author expected": "Was der Autor erwartete",
+    "Beliefs written into the campaign before the run, in the rule language; each is confirmed or refuted by "
+    "the figure it reads.":
+    "Annahmen, vor dem Lauf in der Regelsprache in die Kampagne geschrieben; jede wird durch die Zahl bestätigt "
+    "oder widerlegt, die sie liest.",
+    "confirmed": "bestätigt",
+    "refuted": "widerlegt",
+    "undecided": "unentschieden",
 }
