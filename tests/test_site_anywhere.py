@@ -228,3 +228,17 @@ def test_search_finds_a_run(way, browser, home):
     assert all(_file_for(out, base, h).is_file() for h in hits), hits
     assert info["errors"] == [], info["errors"]
     assert [r for r in info["requests"] if not _local(r)] == []
+
+
+def test_code_in_tables_never_breaks_mid_word(way, built, browser):
+    """Gate names, verdicts and arms in a narrow window: whole on one line; the table scrolls instead."""
+    out, base = way
+    _, first, second = built
+    page = browser.new_page(viewport={"width": 480, "height": 900})
+    page.goto(f"{base}runs/run-{second}.html", wait_until="load")
+    codes = page.evaluate("""() => [...document.querySelectorAll('.md-typeset table code')]
+        .filter(c => !/\\s/.test(c.textContent) && c.textContent.length > 1)
+        .map(c => [c.textContent, c.getClientRects().length])""")
+    page.close()
+    assert len(codes) >= 5
+    assert [text for text, lines in codes if lines != 1] == []
