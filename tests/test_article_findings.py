@@ -415,3 +415,21 @@ def test_expectations_are_validated_like_rules():
     with pytest.raises(CampaignError) as exc:
         parse_campaign(_text("http://127.0.0.1:1", "\n[expectations]\nx = \"decode.nonsense >\"\n"), "bad.toml")
     assert "expectations.x" in str(exc.value) and "bad.toml" in str(exc.value)
+
+
+def test_rule_values_read_measured_loads_only(canary_run_db):
+    """A rule's load_seconds is the Load column's figure: the canary's reload does not enter it."""
+    from cardproof.daemon.campaign import parse_gates
+    from cardproof.daemon.rules.facts import model_values
+
+    db = open_store(canary_run_db, mode="ro").db
+    run_id = db.execute("select max(id) from runs").fetchone()[0]
+    view = queries.run_view(db, run_id)
+    gates = parse_gates(view["run"]["campaign_text"], "frozen")
+    canary_models = {r[0] for r in db.execute(
+        "select models.name from loads join samples on samples.id = loads.sample_id join models on "
+        "models.id = loads.model_id where samples.kind = 'canary' and loads.run_id = ?", [run_id])}
+    assert canary_models
+    for m in view["models"]:
+        model_id = db.execute("select id from models where name = ?", [m["name"]]).fetchone()[0]
+        assert model_values(db, run_id, model_id, gates)["load_seconds"] == m["load"].median

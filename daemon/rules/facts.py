@@ -106,8 +106,12 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
         """select id from loads where run_id = ? and model_id = ? and merged_into is null
            and coalesce(status, 'loaded') != 'failed' order by id""", [run_id, model_id]).fetchall()]
     out = _load_facts(db, load_ids)
+    # measured loads only, as the article's Load column: a canary's reload or a probe's is no load time
     secs = [r[0] for r in db.execute(
-        "select load_seconds from loads where run_id = ? and model_id = ? and load_seconds is not null",
+        """select load_seconds from loads left join samples on samples.id = loads.sample_id
+           where loads.run_id = ? and loads.model_id = ? and load_seconds is not null
+           and loads.merged_into is null and coalesce(loads.origin, '') != 'log'
+           and (loads.trigger = 'explicit' or coalesce(samples.kind, 'measure') = 'measure')""",
         [run_id, model_id]).fetchall()]
     if secs:  # timed by the runner itself; the log's own figure stays the fallback
         out["load_seconds"] = statistics.median(secs)
