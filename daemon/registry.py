@@ -1,7 +1,7 @@
 """Registries built from the modules of a package: one module, one entry.
 
-Gates, probes and contradiction detectors are found this way, so adding one
-is adding its module; nothing else lists it.
+Gates, probes, backends and contradiction detectors are found this way, so
+adding one is adding its module; nothing else lists it.
 """
 
 from __future__ import annotations
@@ -18,19 +18,20 @@ def modules(package: str, path: Iterable[str], skip: set[str]) -> Iterator[tuple
             yield info.name, importlib.import_module(f"{package}.{info.name}")
 
 
-def declared(package: str, path: Iterable[str], skip: set[str], attribute: str, kind: type) -> dict:
-    """``name -> entry`` from each module's ``attribute`` (a ``kind`` with ``name`` and ``order``), in that order.
+def declared(package: str, path: Iterable[str], skip: set[str], attribute: str, kind: type, *,
+             key: str = "name") -> dict:
+    """``key -> entry`` from each module's ``attribute`` (a ``kind``, or a subclass of it), in ``order``.
 
-    A module without one, or two entries of one name, stop the import with
+    A module without one, or two entries under one key, stop the import with
     the file named: a registry that silently lacks an entry is worse.
     """
     found: dict = {}
     folder = package.removeprefix("cardproof.").replace(".", "/")
     for name, module in modules(package, path, skip):
         entry = getattr(module, attribute, None)
-        if not isinstance(entry, kind):
+        if not (isinstance(entry, kind) or (isinstance(entry, type) and issubclass(entry, kind))):
             raise ImportError(f"{folder}/{name}.py defines no {attribute} = {kind.__name__}(...)")
-        if entry.name in found:
-            raise ImportError(f"{folder}/{name}.py: {entry.name!r} is already registered")
-        found[entry.name] = entry
-    return {e.name: e for e in sorted(found.values(), key=lambda e: (e.order, e.name))}
+        if getattr(entry, key) in found:
+            raise ImportError(f"{folder}/{name}.py: {getattr(entry, key)!r} is already registered")
+        found[getattr(entry, key)] = entry
+    return {getattr(e, key): e for e in sorted(found.values(), key=lambda e: (e.order, getattr(e, key)))}

@@ -45,6 +45,16 @@ def test_every_registered_backend_is_a_complete_backend_under_its_own_kind():
             backend.close()
 
 
+def test_the_backend_registry_is_built_from_the_backend_modules():
+    import pkgutil
+
+    plumbing = {"base", "evidence", "http", "interface", "shapes", "validate"}
+    found = {m.name for m in pkgutil.iter_modules(backends.__path__)} - plumbing
+    # one module per server kind, each naming its class as BACKEND: nothing else lists them
+    assert {cls.__module__.rsplit(".", 1)[1] for cls in BACKENDS.values()} == found
+    assert [cls.order for cls in BACKENDS.values()] == sorted(cls.order for cls in BACKENDS.values())
+
+
 def test_an_incomplete_backend_cannot_be_made():
     class Half(Backend):
         kind = "half"

@@ -1,25 +1,24 @@
-"""Backends: one class per kind of model server, each a :class:`~.interface.Backend`.
+"""Backends: one module per kind of model server, each defining ``BACKEND``, a :class:`~.interface.Backend`.
 
-``BACKENDS`` is the one list of them; campaign validation reads the names
-and each backend's ``options`` from it. Adding a server kind is a module
-here with a ``Backend`` subclass, and its class in ``_ALL``.
+``BACKENDS`` is built from those modules (in ``Backend.order``); campaign
+validation reads the names and each backend's ``options`` from it. Adding a
+server kind is adding its module.
 """
 
 from __future__ import annotations
 
 import os
 
+from ..registry import declared
 from .base import BackendError, LoadResult, SampleResult
 from .interface import Backend, LoadWatch
-from .llamaserver import LlamaServerBackend
-from .llamaswap import LlamaSwapBackend
-from .ollama import OllamaBackend
 from .openai import OpenAICompatBackend
 
-_ALL: tuple[type[Backend], ...] = (LlamaServerBackend, OllamaBackend, LlamaSwapBackend, OpenAICompatBackend)
+#: modules of this package that are plumbing shared by the backends
+_NOT_BACKENDS = {"base", "evidence", "http", "interface", "shapes", "validate"}
 
 #: kind -> class, in the order campaign errors list them
-BACKENDS: dict[str, type[Backend]] = {cls.kind: cls for cls in _ALL}
+BACKENDS: dict[str, type[Backend]] = declared(__name__, __path__, _NOT_BACKENDS, "BACKEND", Backend, key="kind")
 
 
 def taking(option: str) -> list[str]:

@@ -32,7 +32,7 @@ class LoadWatch(Protocol):
 
 
 class Backend(ABC):
-    """A kind of model server, registered by ``kind`` in ``backends.BACKENDS``.
+    """A kind of model server: its module's ``BACKEND``, registered by ``kind`` in ``backends.BACKENDS``.
 
     ``options`` are the campaign's ``[server]`` settings this backend takes as
     keyword arguments (``make_backend`` passes no others); campaign validation
@@ -41,6 +41,7 @@ class Backend(ABC):
 
     kind: ClassVar[str]
     options: ClassVar[tuple[str, ...]] = ()
+    order: ClassVar[int] = 1000  # place in BACKENDS, and in the campaign error that lists them
 
     def __init__(self, url: str, *, timeout_s: float = 300.0):
         self.url = url.rstrip("/")

@@ -32,6 +32,7 @@ def _model_status(entry: dict) -> str | None:
 
 class LlamaServerBackend(OpenAICompatBackend):
     kind = "llama-server"
+    order = 10
     options = ()
     sends_cache_prompt = True  # every measured prompt is evaluated in full
 
@@ -235,3 +236,6 @@ class LoadWatcher(PollingLoadWatcher):
                 status = _model_status(m)
                 return ("ready" if status == "loaded" else "loading"), _port_of(m)
         return None, None
+
+
+BACKEND = LlamaServerBackend

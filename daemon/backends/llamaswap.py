@@ -34,6 +34,7 @@ _STATUS = {"ready": "loaded", "starting": "loading", "stopping": "unloading"}
 
 class LlamaSwapBackend(OpenAICompatBackend):
     kind = "llama-swap"
+    order = 30
     sends_cache_prompt = True  # llama-server upstream: no prompt cache reuse
 
     def __init__(self, url: str, *, timeout_s: float = 300.0, api_key: str | None = None):
@@ -157,3 +158,6 @@ class SwapLoadWatcher(PollingLoadWatcher):
         except BackendError:
             return None, None  # /running unreadable
         return "loading", None  # not running: this request starts it
+
+
+BACKEND = LlamaSwapBackend

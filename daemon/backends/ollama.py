@@ -66,6 +66,7 @@ def ps_entry(ps: dict, model: str) -> dict | None:
 
 class OllamaBackend(Backend):
     kind = "ollama"
+    order = 20
     options = ("num_ctx",)
 
     def __init__(self, url: str, *, timeout_s: float = 300.0, num_ctx: int | None = None,
@@ -341,3 +342,6 @@ class OllamaLoadWatcher:
         if isinstance(ns, (int, float)) and not isinstance(ns, bool):  # checked by shapes.ollama_final
             self.load_seconds = ns / NS
             self.ready_at = utcnow()
+
+
+BACKEND = OllamaBackend

@@ -31,6 +31,7 @@ class OpenAICompatBackend(Backend):
     """``/v1/models`` and streamed ``/v1/chat/completions``; no loads, no metrics."""
 
     kind = "openai"
+    order = 40
     options = ("api_key",)
     #: llama.cpp servers behind this API reuse a cached prompt unless told not to
     sends_cache_prompt = False
@@ -246,3 +247,6 @@ def _from_wall_clock(final: dict, usage: dict) -> dict:
         draft_tokens=None, draft_accepted=None,
         cached_tokens=usage.get("cached_tokens"), counter_source=WALL_CLOCK,
     )
+
+
+BACKEND = OpenAICompatBackend
