@@ -439,6 +439,9 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             else:
                 view["ratio"] = None
             view["memory"] = memory_view(db, r["id"])
+            files = {m["name"]: m["file_bytes"] for m in view["models"]}
+            for row in view["memory"].get("loads", []):  # the share table sets the card against the file
+                row["file_bytes"] = files.get(row["model"])
             view["contradictions"] = contradictions_for(db, view, project)
             view["evidence"] = run_evidence(db, r["id"])
             view["lead"] = lead_view(view, view["evidence"])

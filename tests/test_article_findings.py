@@ -23,6 +23,7 @@ from cardproof.daemon.store import open_store
 from cardproof.report import queries
 from cardproof.report.i18n import Lang
 from conftest import campaign_text
+from test_memory_reconcile import seed_run  # noqa: F401  (recorded NVML readings of a seed run)
 
 
 CONSOLE: list[str] = []  # the runner's console lines of the module's run
@@ -433,3 +434,21 @@ def test_rule_values_read_measured_loads_only(canary_run_db):
     for m in view["models"]:
         model_id = db.execute("select id from models where name = ?", [m["name"]]).fetchone()[0]
         assert model_values(db, run_id, model_id, gates)["load_seconds"] == m["load"].median
+
+
+def test_memory_as_share_of_the_card_budget(seed_run):  # noqa: F811
+    """Recorded NVML readings (no card on the test machine; the seed run of tests/test_memory_reconcile.py):
+    the card figure beside the file size, what is not weights, and the share of the cards' memory."""
+    from cardproof.report.build import _env
+    from cardproof.report.memory import memory_view
+
+    view = memory_view(seed_run["store"].db, seed_run["run_id"])
+    row = view["loads"][0]
+    row["file_bytes"] = 16 * 2**30
+    L = Lang("en")
+    en = _env().get_template("sections/memory.md.j2").render(_=L.gettext, L=L, memory=view, run={})
+    card = row["card_mib"] / 1024
+    share = row["card_mib"] / row["budget"]["total_mib"]
+    expected = (f"| {row['model']} | {L.num(card, 2)} | 16.00 | {L.num(card - 16, 2)} | {L.pct(share, 1)} of "
+                f"{L.num(row['budget']['total_mib'] / 1024, 2)} GiB | {L.num(row['budget']['headroom_mib'] / 1024, 2)} |")
+    assert expected in en, en[:3000]

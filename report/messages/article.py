@@ -115,4 +115,7 @@ MESSAGES: dict[str, str] = {
     "confirmed": "bestätigt",
     "refuted": "widerlegt",
     "undecided": "unentschieden",
+    "Non-weights (card − file)": "Ohne Gewichte (Karte − Datei)",
+    "Share of the cards": "Anteil an den Karten",
+    "Left beside it": "Daneben frei",
 }
