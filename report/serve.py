@@ -74,3 +74,34 @@ def make_server(site: Path, port: int = 8000, prefix: str = "/") -> http.server.
 
     handler = functools.partial(Handler, directory=str(site))
     return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+
+
+def config_warnings(project: Path) -> list[str]:
+    """What keeps an older project's mkdocs.yml from working everywhere (one line each).
+
+    ``scaffold`` never overwrites an author's mkdocs.yml, so a project made by
+    an older cardproof keeps directory URLs (folders, which a browser lists
+    from disk) and no offline search; the build says so instead of failing.
+    """
+    import yaml
+
+    path = Path(project) / "mkdocs.yml"
+    try:
+        config = yaml.load(path.read_text(), Loader=yaml.BaseLoader) or {}
+    except (OSError, yaml.YAMLError):
+        return []  # mkdocs itself reports an unreadable config
+    if not isinstance(config, dict):
+        return []
+    plugins = [p if isinstance(p, str) else next(iter(p), "") for p in config.get("plugins") or []
+               if isinstance(p, (str, dict))]
+    extra = config.get("extra") if isinstance(config.get("extra"), dict) else {}
+    polyfills = extra.get("polyfills") if isinstance(extra.get("polyfills"), list) else []
+    out = []
+    if str(config.get("use_directory_urls", "true")).lower() != "false":
+        out.append(f"{path}: use_directory_urls is not false: links point at folders, which do not open from disk")
+    if "offline" not in plugins:
+        out.append(f"{path}: no 'offline' plugin: search does not work from disk")
+    elif not any("iframe-worker" in str(u) and not str(u).startswith(("http:", "https:")) for u in polyfills):
+        out.append(f"{path}: the offline plugin's search shim would load from a CDN; "
+                   "add extra: polyfills: [assets/cardproof/iframe-worker.js]")
+    return out

@@ -85,3 +85,22 @@ def test_site_title_and_description_in_each_language(project):
     assert "<title>cardproof results" in en and 'content="Measurements of local LLM inference servers' in en
     assert "cardproof-Ergebnisse" in de and 'content="Messungen lokaler LLM-Inferenzserver' in de
     assert "cardproof results" not in de
+
+
+def test_build_notes_an_older_mkdocs_yml_that_cannot_work_from_disk(project, tmp_path):
+    """scaffold() never overwrites an author's mkdocs.yml: the build names what keeps it from working anywhere."""
+    proj, fresh = project
+    assert "note:" not in fresh.stderr  # the scaffold's own config works everywhere
+    old = tmp_path / "old"
+    old.mkdir()
+    scaffolded = (proj / "mkdocs.yml").read_text()
+    (old / "mkdocs.yml").write_text(scaffolded.replace("use_directory_urls: false", "use_directory_urls: true")
+                                    .replace("  - offline\n", ""))
+    open_store(tmp_path / "o.db").close()
+    proc = subprocess.run([*CLI, "report", "build", "--db", str(tmp_path / "o.db"), "--project", str(old)],
+                          capture_output=True, text=True, env={**os.environ, "CARDPROOF_HOME": str(tmp_path / "h")})
+    assert proc.returncode == 0, proc.stderr
+    notes = [ln for ln in proc.stderr.splitlines() if ln.startswith("note:")]
+    assert len(notes) == 2, proc.stderr
+    assert "use_directory_urls" in notes[0] and str(old / "mkdocs.yml") in notes[0]
+    assert "'offline'" in notes[1]

@@ -33,7 +33,10 @@ def register(cli: click.Group) -> None:
             fail(str(exc))
         click.echo(f"{len(result['articles'])} articles written under {project / 'site'}")
         if result["site_dir"]:
-            from cardproof.report.serve import how_to_view
+            from cardproof.report.serve import config_warnings, how_to_view
+
+            for line in config_warnings(project):  # an older project's mkdocs.yml
+                click.echo(f"note: {line} (see cardproof's report/scaffold/mkdocs.yml)", err=True)
 
             click.echo(f"site built: {result['site_dir'] / 'index.html'}")
             for line in how_to_view(result["site_dir"]):
