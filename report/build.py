@@ -170,13 +170,15 @@ def _charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
     """Write this run's SVG charts for ``L`` and return what the template needs."""
     out = {"decode": [], "reasoning": None}
     rid = view["run"]["id"]
-    for reasoning in view["reasoning_modes"]:
-        rows = charts.decode_rows(view, L, reasoning)
+    by_mode = {reasoning: charts.decode_rows(view, L, reasoning) for reasoning in view["reasoning_modes"]}
+    shared = charts.decode_domain(*by_mode.values())  # off and on on one scale
+    for reasoning, rows in by_mode.items():
         if not rows:
             continue
         name = f"run-{rid}-decode-{'on' if reasoning else 'off'}-{L.code}.svg"
+        title = L.gettext("Decode tok/s, reasoning on") if reasoning else L.gettext("Decode tok/s, reasoning off")
         if img_dir is not None:
-            charts.write_svg(img_dir / name, charts.decode_chart(rows, L))
+            charts.write_svg(img_dir / name, charts.decode_chart(rows, L, title=title, domain=shared))
         out["decode"].append({"reasoning": reasoning, "file": f"img/{name}", "rows": rows})
     out["memory"] = None
     rows = charts.memory_rows(view.get("memory") or {}, L)
@@ -192,7 +194,7 @@ def _charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
     if rows:
         name = f"run-{rid}-reasoning-{L.code}.svg"
         if img_dir is not None:
-            charts.write_svg(img_dir / name, charts.reasoning_chart(rows, L))
+            charts.write_svg(img_dir / name, charts.reasoning_chart(rows, L, title=L.gettext("Decode change with reasoning on")))
         out["reasoning"] = {"file": f"img/{name}", "rows": rows}
     return out
 
@@ -230,7 +232,7 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
 
 
 # Anchors that live on a run's evidence page: a link to one from the article goes there.
-_EVIDENCE_LINK = re.compile(r"(?<!\\)\]\(#((?:cell|sample|line|lines|load)-[A-Za-z0-9_-]+|log-evidence|observed|lines-unattributed)\)")
+_EVIDENCE_LINK = re.compile(r"(?<!\\)\]\(#((?:cell|sample|line|lines|load)-[A-Za-z0-9_-]+|probe-\d+|probe-exchanges|log-evidence|observed|lines-unattributed)\)")
 
 
 def link_evidence(markdown: str, run_id: int) -> MD:
@@ -439,9 +441,9 @@ def _write_articles(store, project: Path, progress, show_addresses: bool) -> lis
             else:
                 view["ratio"] = None
             view["memory"] = memory_view(db, r["id"])
-            files = {m["name"]: m["file_bytes"] for m in view["models"]}
+            file_bytes = {m["name"]: m["file_bytes"] for m in view["models"]}
             for row in view["memory"].get("loads", []):  # the share table sets the card against the file
-                row["file_bytes"] = files.get(row["model"])
+                row["file_bytes"] = file_bytes.get(row["model"])
             view["contradictions"] = contradictions_for(db, view, project)
             view["evidence"] = run_evidence(db, r["id"])
             view["lead"] = lead_view(view, view["evidence"])

@@ -109,3 +109,40 @@ def test_every_evidence_link_lands_on_its_row_and_links_back(served, browser):
     # the median sample is marked in every cell with an odd number of samples
     assert page.inner_text("body").count("median") >= len(cells)
     page.close()
+
+
+def test_probe_exchanges_are_on_the_evidence_page(llama_server, tmp_path, browser):
+    """A real run with probes: the article keeps the verdicts and one pointer, the exchanges are evidence;
+    'a difference of one task is one task' is said once, with every probe's task count."""
+    db = tmp_path / "p.db"
+    store = open_store(db)
+    text = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), reps=1, pinned="tiny-a")
+    text += "\n[probes]\nmax_tokens = 8\nrepeat = 1\ncode_timeout_s = 5\n"
+    run_id = run_campaign(store, parse_campaign(text, "p.toml"), echo=lambda s: None).run_id
+    probe_ids = [r[0] for r in store.db.execute("select id from probe_results where run_id = ?", [run_id])]
+    store.close()
+    assert probe_ids
+    project = tmp_path / "proj"
+    out = build(db, project)["site_dir"]
+    article = (project / "site" / "runs" / f"run-{run_id}.md").read_text()
+    evidence = (project / "site" / "runs" / f"run-{run_id}-evidence.md").read_text()
+    assert article.count("A difference of one task is one task.") == 1
+    assert f"](run-{run_id}-evidence.md#probe-exchanges)" in article
+    assert not any(f'<span id="probe-{pid}"></span>' in article for pid in probe_ids)
+    assert all(f'<span id="probe-{pid}"></span>' in evidence for pid in probe_ids)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        path = f"runs/run-{run_id}/" if (out / "runs" / f"run-{run_id}" / "index.html").exists() else f"runs/run-{run_id}.html"
+        page = browser.new_page()
+        page.goto(base + path, wait_until="networkidle")
+        link = next(h for h in _links(page) if urldefrag(h)[1] == "probe-exchanges" and "-evidence" in h)
+        page.goto(link, wait_until="networkidle")
+        ids = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
+        assert "probe-exchanges" in ids and {f"probe-{pid}" for pid in probe_ids} <= ids
+        page.close()
+    finally:
+        server.shutdown()

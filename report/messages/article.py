@@ -118,4 +118,6 @@ MESSAGES: dict[str, str] = {
     "Non-weights (card − file)": "Ohne Gewichte (Karte − Datei)",
     "Share of the cards": "Anteil an den Karten",
     "Left beside it": "Daneben frei",
+    "Every question and answer of the probes is on the evidence page:":
+    "Jede Frage und Antwort der Prüfungen steht auf der Belegseite:",
 }
