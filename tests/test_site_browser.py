@@ -169,7 +169,7 @@ def test_every_evidence_link_lands_on_an_existing_anchor(crawled):
 def test_german_decimal_comma_and_foreign_text_escaped(crawled):
     base, first, second, pages = crawled
     de = pages[f"{base}/de/runs/run-{second}.html"]["text"]
-    assert re.search(r"\d,\d \(\d", de)  # a median with its range, German style
+    assert re.search(r"\d,\d\s+\d[\d.]*,\d–\d[\d.]*,\d · n=\d", de)  # a median, its range below, German style
     en = pages[f"{base}/runs/run-{second}.html"]
     assert "<script>alert(1)</script>" in en["text"]  # shown as text ...
     assert en["scripts_with_alert"] == 0  # ... never as a script element
