@@ -97,22 +97,53 @@ def decode_rows(view: dict, L: Lang, reasoning: bool) -> list[dict]:
     return rows
 
 
-def decode_chart(rows: list[dict], L: Lang) -> str:
-    """Decode tok/s per model and prompt class: median as a dot, min–max as a whisker."""
+def decode_domain(*row_lists: list[dict]) -> list[float] | None:
+    """One x range for every decode chart of a run (reasoning off and on share it), from min low to max high."""
+    values = [v for rows in row_lists for r in rows for v in (r["low"], r["high"], r["median"])
+              if isinstance(v, (int, float)) and v == v and v not in (float("inf"), float("-inf"))]
+    if not values:
+        return None
+    return [min(values), max(values)]
+
+
+def log_scale(domain: list[float] | None) -> bool:
+    """Values across more than one order of magnitude (all above zero) are read on a log scale."""
+    return bool(domain) and domain[0] > 0 and domain[1] / domain[0] > 10
+
+
+def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None):
+    """The decode chart as an Altair chart (see decode_chart)."""
     base = alt.Chart(alt.Data(values=rows))
     y = alt.Y("model:N", title=None, sort=None)
     color = alt.Color("class:N", title=L.gettext("prompt class"), sort=None)
+    domain = domain or decode_domain(rows)
+    log = log_scale(domain)
+    # the same domain for reasoning off and on: the two charts can be read side by side
+    scale = alt.Scale(type="log" if log else "linear", domain=domain, nice=not log, zero=False) if domain \
+        else alt.Scale()
+    axis_title = L.gettext("decode tok/s (median, min–max)") + (" · " + L.gettext("log scale") if log else "")
     whisker = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("low:Q", title=L.gettext("decode tok/s (median, min–max)")), x2="high:Q", y=y,
+        x=alt.X("low:Q", title=axis_title, scale=scale), x2="high:Q", y=y,
         yOffset=alt.YOffset("class:N", sort=None), color=color)
     # an unstable cell's median is drawn as a hollow mark: it is shown, not stated as a finding
     dots = base.mark_point(size=60).encode(
-        x="median:Q", y=y, yOffset=alt.YOffset("class:N", sort=None), color=color,
+        x=alt.X("median:Q", scale=scale), y=y, yOffset=alt.YOffset("class:N", sort=None), color=color,
         fill=alt.condition("datum.unstable", alt.value("white"), color),
         shape=alt.Shape("stability:N", title=None, sort=None))
     height = max(80, 26 * len({r["model"] for r in rows}) * max(1, len({r["class"] for r in rows})))
-    chart = (whisker + dots).properties(width=_WIDTH, height=height).configure_axis(labelLimit=240)
-    return _svg(chart, L)
+    chart = (whisker + dots).properties(width=_WIDTH, height=height)
+    if title:
+        chart = chart.properties(title=_label(title))
+    return chart.configure_axis(labelLimit=240)
+
+
+def decode_chart(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None) -> str:
+    """Decode tok/s per model and prompt class: median as a dot, min–max as a whisker.
+
+    ``domain`` is the x range shared with the run's other decode chart; past one
+    order of magnitude the axis is logarithmic (and says so).
+    """
+    return _svg(decode_spec(rows, L, title, domain), L)
 
 
 def reasoning_rows(view: dict, L: Lang) -> list[dict]:
@@ -130,15 +161,27 @@ def reasoning_rows(view: dict, L: Lang) -> list[dict]:
     return rows
 
 
-def reasoning_chart(rows: list[dict], L: Lang) -> str:
-    """Change of the decode median when reasoning is switched on, per model and class."""
+def reasoning_spec(rows: list[dict], L: Lang, title: str | None = None):
+    """The reasoning chart as an Altair chart (see reasoning_chart)."""
+    deltas = [r["delta"] for r in rows if isinstance(r.get("delta"), (int, float))]
+    # on/off - 1 cannot fall below -100 %: the axis stops there instead of a "nice" -400 %
+    low = max(-1.0, min([0.0, *deltas]))
+    high = max([0.0, *deltas])
     chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
-        x=alt.X("delta:Q", title=L.gettext("decode change with reasoning on"), axis=alt.Axis(format="+%")),
+        x=alt.X("delta:Q", title=L.gettext("decode change with reasoning on"), axis=alt.Axis(format="+%"),
+                scale=alt.Scale(domain=[low, high if high > low else low + 0.1], nice=False, clamp=True)),
         y=alt.Y("model:N", title=None, sort=None),
         yOffset=alt.YOffset("class:N", sort=None),
         color=alt.Color("class:N", title=L.gettext("prompt class"), sort=None),
     ).properties(width=_WIDTH, height=max(80, 22 * len(rows)))
-    return _svg(chart, L)
+    if title:
+        chart = chart.properties(title=_label(title))
+    return chart
+
+
+def reasoning_chart(rows: list[dict], L: Lang, title: str | None = None) -> str:
+    """Change of the decode median when reasoning is switched on, per model and class."""
+    return _svg(reasoning_spec(rows, L, title), L)
 
 
 def write_svg(path: Path, svg) -> Path:
