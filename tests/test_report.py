@@ -149,7 +149,8 @@ def test_demo_end_to_end(tmp_path):
     assert "step 4/4" in proc.stderr, proc.stderr[-2000:]
     assert "[30/30]" in proc.stderr, proc.stderr[-2000:]
     assert (tmp_path / "proj" / "build" / "site" / "index.html").exists()
-    assert (tmp_path / "proj" / "build" / "site" / "de" / "runs" / "run-1" / "index.html").exists()
+    de_runs = tmp_path / "proj" / "build" / "site" / "de" / "runs"
+    assert (de_runs / "run-1" / "index.html").exists() or (de_runs / "run-1.html").exists()
     store = open_store(tmp_path / "demo" / "cardproof.db")
     run = store.db["runs"].get(1)
     assert run["status"] == "completed" and run["coverage"] == 1.0
