@@ -249,6 +249,7 @@ def decision_view(db, run_id: int, view: dict | None = None, memory: dict | None
         "rules": rules,
         "probes": probes,
         "limits": _limits(run, probes, rules, incumbent, memory),
+        "registration": run.get("registration"),  # the campaign text's pre-registration (None: registered at run start)
         "any": bool(probes or rules),
     }
 
