@@ -253,5 +253,8 @@ def test_recorded_ollama_log_loads_are_linked_to_the_runs_loads_by_the_blob(tmp_
     en = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}.md").read_text()
     de = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}.de.md").read_text()
     first_plan_line = json.loads(plan[2])[0]
-    assert "Runtime's plan (GiB)" in en and f"(#line-{first_plan_line})" in en  # the plan links to its lines
+    # the plan links to its lines, which now live on the run's evidence page
+    assert "Runtime's plan (GiB)" in en and f"(run-{out.run_id}-evidence.md#line-{first_plan_line})" in en
+    evidence = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}-evidence.md").read_text()
+    assert f'<span id="line-{first_plan_line}"></span>' in evidence
     assert "Plan der Laufzeit (GiB)" in de and "3,40" in de
