@@ -107,7 +107,11 @@ def test_backend_errors_never_carry_the_login_of_the_url():
     assert "127.0.0.1:9/models" in err.value.text
 
 
-def test_a_login_in_the_server_url_is_stored_for_display_without_it(llama_server, tmp_path):
+def test_a_login_in_the_server_url_is_stored_for_display_without_it(fresh_server, tmp_path):
+    # a server of its own: with the session's server, the model may have been
+    # loaded by an earlier test, and a load that began before the run is not
+    # among the run's published loads (see the closing note of issue 16)
+    llama_server = fresh_server
     url = llama_server.url.replace("http://", "http://admin:hunter2@")
     assert httpx.get(url + "/health", timeout=10).status_code == 200  # the server ignores the Basic header
     db = tmp_path / "u.db"
@@ -121,8 +125,10 @@ def test_a_login_in_the_server_url_is_stored_for_display_without_it(llama_server
     assert "admin:hunter2@" in store.db.execute("select toml_text from campaigns").fetchone()[0]
     # lines the published evidence prints (the session's server log may hold
     # other tests' loads before this run's, which the article does not show)
-    shown = [ln["id"] for ld in run_evidence(store.db, run_id)["loads"] for ln in ld["shown"]]
-    assert shown, "the server log was captured and attributed"
+    evidence = run_evidence(store.db, run_id)
+    shown = [ln["id"] for ld in evidence["loads"] for ln in ld["shown"]] + \
+        [ln["id"] for ln in evidence["unattributed"]["shown"]]
+    assert len(shown) >= 2, "the server log was captured and its lines are published"
     lines = [(shown[0],), (shown[-1],)]
     # a recorded access line as a LAN client would leave it, and one with the login in it
     store.db.execute("update log_lines set raw = ? where id = ?",
