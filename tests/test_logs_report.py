@@ -85,7 +85,7 @@ def test_site_builds_strict_and_escapes_log_text(evidence_db, tmp_path):
         (runs / f"index{suffix}.md").write_text(f"# Runs\n\n[Run {run_id}](run-{run_id}.md)\n")
         (runs / f"run-{run_id}{suffix}.md").write_text(f"# Run {run_id}\n\n" + render(ev, lang, run_id))
     site = mkdocs_build(project)
-    html = (site / "runs" / f"run-{run_id}" / "index.html").read_text()
+    html = (site / "runs" / f"run-{run_id}.html").read_text()  # pages are name.html (use_directory_urls: false)
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     hostile_id = store.db.execute("select id from log_lines where raw like '%<script>%'").fetchone()[0]

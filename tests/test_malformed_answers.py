@@ -177,9 +177,11 @@ def test_cardproof_run_exits_3_and_report_build_succeeds_on_that_database(tmp_pa
     project = tmp_path / "site"
     result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project)])
     assert result.exit_code == 0, result.output
-    html = (project / "build" / "site" / "runs" / "run-1" / "index.html").read_text()
-    assert "is not a number" in html
-    assert "<b>x</b>" not in html  # the server's markup is shown as text, never as markup
+    runs = project / "build" / "site" / "runs"  # pages are name.html (use_directory_urls: false)
+    for page in ("run-1.html", "run-1-evidence.html"):  # the article and its evidence page both show the error
+        html = (runs / page).read_text()
+        assert "is not a number" in html, page
+        assert "<b>x</b>" not in html, page  # the server's markup is shown as text, never as markup
 
 
 def test_malformed_model_listings_do_not_stop_the_run(tmp_path):
