@@ -95,11 +95,15 @@ def test_damaged_rows_are_named_on_stderr_and_the_rest_is_built(run_db, tmp_path
     for lang in ("en", "de"):
         L = Lang(lang)
         text = md if lang == "en" else (tmp_path / "site" / "site" / "runs" / f"run-{run_id}.de.md").read_text()
-        expected = f"[{L.num(statistics.median(vals))}](#cell-{cell}) ({L.num(min(vals))}–{L.num(max(vals))}, n={len(vals)})"
+        # the main table's cell: the median linking to its row on the evidence page, min–max and n below it
+        expected = (f"[{L.num(statistics.median(vals))}](run-{run_id}-evidence.md#cell-{cell})"
+                    f"<br><small>{L.num(min(vals))}–{L.num(max(vals))} · n={len(vals)}</small>")
         assert expected in text.replace("\\", ""), (lang, expected)  # whatever Markdown escaping is added
     assert "`abc`" in md  # a start time that is no date is shown as the text it is
     assert "RTX 9" in md
-    assert (tmp_path / "site" / "build" / "site" / "runs" / f"run-{run_id}" / "index.html").exists()
+    built = tmp_path / "site" / "build" / "site" / "runs"  # pages are name.html (use_directory_urls: false)
+    assert (built / f"run-{run_id}.html").exists()
+    assert f'id="cell-{cell}"' in (built / f"run-{run_id}-evidence.html").read_text()  # the median's link target
     # the file itself is untouched: the report only reads
     store = open_store(db)
     assert store.db.execute("select decode_tps from samples where id = ?", [ids[0]]).fetchone()[0] == "abc"
@@ -125,7 +129,7 @@ def test_an_impossible_access_log_date_is_kept_as_text_with_its_reason_and_the_s
     assert rows[2][0] == "2025/02/30 - 10:00:00" and "day is out of range" in rows[2][1]
     result = _build(db, tmp_path / "site")
     assert result.exit_code == 0, result.output
-    html = (tmp_path / "site" / "build" / "site" / "runs" / f"run-{run_id}" / "index.html").read_text()
+    html = (tmp_path / "site" / "build" / "site" / "runs" / f"run-{run_id}.html").read_text()
     assert "2025/13/45 - 99:99:99" in html or "2025/02/30 - 10:00:00" in html
     # a stored reason is the explanation: the row is not reported again as damage
     assert "requests_seen" not in result.stderr
