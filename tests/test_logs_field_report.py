@@ -84,7 +84,8 @@ def pages(site):
     try:
         with sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            for path in ("/logs/", "/logs/source-1/", "/de/logs/source-1/", "/logs/source-3/"):
+            # pages are name.html (use_directory_urls: false); /logs/ is served from logs/index.html
+            for path in ("/logs/", "/logs/source-1.html", "/de/logs/source-1.html", "/logs/source-3.html"):
                 page = b.new_page()
                 errors = []
                 page.on("console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None)
@@ -106,10 +107,10 @@ def pages(site):
 def test_log_articles_in_a_real_browser(pages):
     for path, info in pages.items():
         assert info["status"] == 200 and info["errors"] == [], (path, info["errors"])
-    metal = pages["/logs/source-1/"]
+    metal = pages["/logs/source-1.html"]
     assert "Observed in the server log, not measured by cardproof" in metal["text"]
     assert metal["links"] and all(href.split("#")[1] in metal["ids"] for href in metal["links"])
-    hostile = pages["/logs/source-3/"]
+    hostile = pages["/logs/source-3.html"]
     assert "<script>alert(1)</script> *b* [x](http://e) | p" in hostile["text"] and hostile["scripts"] == 0
     assert "llama-runner-metal-2026.log" in pages["/logs/"]["text"]
 
