@@ -452,3 +452,15 @@ def test_memory_as_share_of_the_card_budget(seed_run):  # noqa: F811
     expected = (f"| {row['model']} | {L.num(card, 2)} | 16.00 | {L.num(card - 16, 2)} | {L.pct(share, 1)} of "
                 f"{L.num(row['budget']['total_mib'] / 1024, 2)} GiB | {L.num(row['budget']['headroom_mib'] / 1024, 2)} |")
     assert expected in en, en[:3000]
+
+
+def test_every_cell_unstable_says_why_there_is_no_headline(canary_run_db, tmp_path):
+    """Fixed rates again: every measured cell spreads by 3 against the campaign's limit of 2.0. The samples
+    are valid, so the article must not say there were none; it says why no headline is stated."""
+    db_path = tmp_path / "all-noisy.db"
+    _set_rates(canary_run_db, db_path, {k: [100.0, 100.0, 300.0] for k in _rates()})
+    en, de, run_id = _build(db_path, tmp_path / "p")
+    head = en[en.index("## Headline"):en.index("## The numbers")]
+    assert "No valid sample" not in head
+    assert "No headline: no prompt class has stable cells to compare" in head and "2.00 times" in head
+    assert "Kein Ergebnis in einem Satz: Keine Prompt-Klasse hat stabile Zellen" in de and "2,00-mal" in de

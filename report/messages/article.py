@@ -30,6 +30,11 @@ MESSAGES: dict[str, str] = {
     "Decode in Token pro Sekunde, Mediane; × ist das Verhältnis der Mediane, in Klammern die Spanne über "
     "alle Messpaare.",
     "Left out as unstable:": "Als instabil ausgelassen:",
+    "No headline: no prompt class has stable cells to compare (stable: the fastest decode sample is at most "
+    "{limit} times the slowest). The table shows every median, marked where it is unstable.":
+        "Kein Ergebnis in einem Satz: Keine Prompt-Klasse hat stabile Zellen zum Vergleich (stabil: die schnellste "
+        "Decode-Messung ist höchstens {limit}-mal so schnell wie die langsamste). Die Tabelle zeigt jeden Median, "
+        "instabile markiert.",
     "no measurable difference": "kein messbarer Unterschied",
     "Not shown as an effect:": "Nicht als Effekt gezeigt:",
     "the reasoning switch did not take": "der Reasoning-Schalter griff nicht",
