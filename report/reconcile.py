@@ -42,7 +42,7 @@ def reconciliations(view: dict) -> list[Caveat]:
             out.append(Caveat(
                 "reconcile", "info", "Load time: two clocks",
                 "{model}: {client} s on cardproof's clock (from the load request until the server reported the "
-                "model ready, {n} measured loads) against {server} s in the server log (its own clock since the "
+                "model ready; measured loads: {n}) against {server} s in the server log (its own clock since the "
                 "process started, at \"model loaded\"). They count different spans of the same loads: the "
                 "process start and the readiness poll lie between them.",
                 {"model": m["name"], "client": ("num2", m["load"].median), "server": ("num2", statistics.median(server)),

@@ -88,11 +88,11 @@ MESSAGES: dict[str, str] = {
     "Diese Paare sehen aus, als widersprächen sie sich; jede Seite sagt, welche Anfragen oder welche Uhr sie zählt.",
     "Load time: two clocks": "Ladezeit: zwei Uhren",
     "{model}: {client} s on cardproof's clock (from the load request until the server reported the "
-    "model ready, {n} measured loads) against {server} s in the server log (its own clock since the "
+    "model ready; measured loads: {n}) against {server} s in the server log (its own clock since the "
     "process started, at \"model loaded\"). They count different spans of the same loads: the "
     "process start and the readiness poll lie between them.":
     "{model}: {client} s auf der Uhr von cardproof (von der Ladeanfrage, bis der Server das Modell als bereit "
-    "meldete, {n} gemessene Ladevorgänge) gegenüber {server} s im Serverlog (seine eigene Uhr seit dem "
+    "meldete; gemessene Ladevorgänge: {n}) gegenüber {server} s im Serverlog (seine eigene Uhr seit dem "
     "Prozessstart, bei \"model loaded\"). Sie zählen verschiedene Spannen derselben Ladevorgänge: Prozessstart "
     "und Bereitschaftsabfrage liegen dazwischen.",
     "Draft acceptance: two counts": "Draft-Annahme: zwei Zählungen",
