@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import http.server
 import re
-import shutil
 import threading
 from urllib.parse import urldefrag
 
@@ -24,11 +23,9 @@ from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from conftest import campaign_text
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic"]
+from browser import browser, needs_chromium  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium not installed")
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +53,6 @@ def served(llama_server, tmp_path_factory):
     article = f"runs/run-{run_id}/" if (runs / f"run-{run_id}" / "index.html").exists() else f"runs/run-{run_id}.html"
     yield f"http://127.0.0.1:{server.server_address[1]}/", article, run_id, cells
     server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _links(page) -> list[str]:

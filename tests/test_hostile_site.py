@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import shutil
 import sqlite3
 import threading
 
@@ -27,11 +26,9 @@ from cardproof.report.mdsafe import MAX_SHOWN_CHARS
 from conftest import campaign_text
 from hostile_data import BIG, CLIENT_V4, CLIENT_V6, PAYLOADS, SECRETS, fill
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic"]
+from browser import launch, needs_chromium
 
-pytestmark = pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium not installed (.ci/run installs it)")
+pytestmark = needs_chromium
 
 EXTRA = """
 [probes]
@@ -151,7 +148,7 @@ def pages(hostile_site):
     base, site = hostile_site["base"], hostile_site["site"]
     out = {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch(p)
         for html in sorted(site.rglob("*.html")):
             rel = html.relative_to(site).as_posix()
             page = browser.new_page()
@@ -236,7 +233,7 @@ def test_search_results_show_payloads_as_text(hostile_site):
 
     box = "input[data-md-component='search-query']"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch(p)
         page = browser.new_page()
         dialogs = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import http.server
 import re
-import shutil
 import threading
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from cardproof.report.i18n import Lang
 
 REAL = Path(__file__).parent / "fixtures" / "logs" / "real"
 ROUTER = Path(__file__).parent / "fixtures" / "logs" / "router-interleaved.log"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+from browser import launch, needs_chromium
 HOSTILE = "0.00.902.000 I srv  params_from_: <script>alert(1)</script> *b* [x](http://e) | p"
 
 
@@ -83,7 +82,7 @@ def pages(site):
     seen = {}
     try:
         with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            b = launch(p)
             # pages are name.html (use_directory_urls: false); /logs/ is served from logs/index.html
             for path in ("/logs/", "/logs/source-1.html", "/de/logs/source-1.html", "/logs/source-3.html"):
                 page = b.new_page()
@@ -103,7 +102,7 @@ def pages(site):
     return seen
 
 
-@pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium not installed (.ci/run installs it)")
+@needs_chromium
 def test_log_articles_in_a_real_browser(pages):
     for path, info in pages.items():
         assert info["status"] == 200 and info["errors"] == [], (path, info["errors"])

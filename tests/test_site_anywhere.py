@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import shutil
 import threading
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
@@ -30,12 +29,10 @@ from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from conftest import campaign_text
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic"]
+from browser import browser, needs_chromium  # noqa: F401  (fixture)
 PAGE_SUFFIXES = (".html",)
 
-pytestmark = pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium not installed (.ci/run installs it)")
+pytestmark = needs_chromium
 
 
 class _PrefixHandler(http.server.SimpleHTTPRequestHandler):
@@ -88,16 +85,6 @@ def way(request, built):
     server, base = _serve(out, "/" if request.param == "root" else "/sub/path/")
     yield out, base
     server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _file_for(out: Path, base: str, url: str) -> Path:

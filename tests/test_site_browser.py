@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import http.server
 import re
-import shutil
 import threading
 from urllib.parse import urldefrag, urljoin, urlparse
 
@@ -23,11 +22,9 @@ from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from conftest import campaign_text
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic"]
+from browser import browser, needs_chromium  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.skipif(not shutil.which("chromium"), reason="Debian chromium not installed (.ci/run installs it)")
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -63,16 +60,6 @@ evidence = ["sample-{sid}"]
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", first, second
     server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _crawl(browser, base: str) -> dict[str, dict]:
