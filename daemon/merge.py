@@ -48,7 +48,8 @@ def open_source(path: Path | str, target: Path | None = None) -> sqlite3.Connect
     if target is not None and path.resolve() == Path(target).resolve():
         raise MergeError(f"{path}: is the target database itself")
     try:
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        # as_uri() percent-encodes: a "#", "?" or "%" in a folder name must not cut or alter the path
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
         names = set(tables(conn))
     except sqlite3.DatabaseError as exc:
         raise MergeError(f"{path}: cannot read database: {exc}") from exc

@@ -167,3 +167,22 @@ def test_merge_errors_name_the_file(tmp_path, two_dbs):
     store.close()
     ok = runner.invoke(cli, ["merge", str(two_dbs[1]), "--db", str(db)])
     assert ok.exit_code == 0 and "1 runs merged" in ok.output
+
+
+@pytest.mark.parametrize("dirname", ["odd #1", "what?mode=rw", "pct%41x", "sp ace"])
+def test_merge_source_path_with_uri_characters(tmp_path, dirname):
+    """A database under a folder whose name holds URI characters (``#``, ``?``, ``%``) is opened as that
+    file, read-only: a plain ``file:{path}`` URI cut the path at ``#``/``?`` or decoded ``%41``."""
+    from cardproof.daemon.merge import open_source
+
+    folder = tmp_path / dirname
+    folder.mkdir()
+    src = open_store(folder / "src.db")
+    src.close()
+    conn = open_source(folder / "src.db")
+    try:
+        assert {"runs", "campaigns", "samples"} <= {r[0] for r in conn.execute("select name from sqlite_master")}
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            conn.execute("create table t (a)")
+    finally:
+        conn.close()
