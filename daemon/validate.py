@@ -9,6 +9,14 @@ and inside a stated range (a huge int must not reach SQLite's 64-bit columns,
 a prompt size must not exhaust memory), strings carry no control characters
 (they end up in argv, HTTP requests, log lines, Markdown and SQLite), and a
 URL is one that both the standard parser and httpx accept.
+
+The checks are used as pydantic ``Annotated`` validators (the aliases at the
+end: ``Bool``, ``Int(lo, hi)``, ``Number(lo, hi)``, ``Name``, ...): the
+campaign and daemon-config models in ``campaign_schema`` and
+``service/config`` are declared with them, and ``daemon/schema.py`` turns a
+refusal into "file: key 'a.b[2].c': expected ...". Each check does its own
+type test, so pydantic never coerces a value (``"5"`` is not 5, ``true`` is
+not 1).
 """
 
 from __future__ import annotations
@@ -16,8 +24,10 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from typing import Any
+from typing import Annotated, Any, Callable
 from urllib.parse import urlsplit
+
+from pydantic import BeforeValidator
 
 # TOML and JSON can nest without limit; Python's parsers recurse per level
 NESTED_TOO_DEEP = "nested too deeply to be a configuration"
@@ -33,7 +43,16 @@ _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class Invalid(ValueError):
-    """A value outside what a key accepts; str() is the "expected ..." part of a message."""
+    """A value outside what a key accepts; str() is the "expected ..." part of a message.
+
+    ``at`` names the part of the value at fault, below the key being checked
+    (``(1, "name")`` for a list of tables): a check of a whole list or table
+    can still point at the one item that is wrong.
+    """
+
+    def __init__(self, message: str, *, at: tuple[str | int, ...] = ()):
+        super().__init__(message)
+        self.at = at
 
 
 def shown(text: str, limit: int = 200) -> str:
@@ -174,3 +193,63 @@ def http_url(value: Any) -> str:
     except (httpx.InvalidURL, ValueError) as exc:
         raise Invalid(f"expected {what}, got {describe(value)} ({exc})") from None
     return out.rstrip("/")
+
+
+# -- the checks as pydantic field types ------------------------------------------------------------
+
+def checked(check: Callable[[Any], Any], kind: Any = Any) -> Any:
+    """``kind`` whose every value passes ``check`` before pydantic sees it (so nothing is coerced)."""
+    return Annotated[kind, BeforeValidator(check)]
+
+
+def Int(lo: int, hi: int) -> Any:  # noqa: N802 -- read as a type in model declarations
+    return checked(lambda v: integer(v, lo, hi), int)
+
+
+def Number(lo: float, hi: float, *, above: bool = False) -> Any:  # noqa: N802
+    return checked(lambda v: number(v, lo, hi, above=above), float)
+
+
+def Name(max_chars: int = 256) -> Any:  # noqa: N802
+    return checked(lambda v: name(v, max_chars=max_chars), str)
+
+
+def table(what: str = "", max_items: int | None = None) -> Callable[[Any], dict]:
+    """A check for a TOML table of at most ``max_items`` entries (``what`` names them in the message)."""
+    def check(value: Any) -> dict:
+        if not isinstance(value, dict):
+            raise Invalid(f"expected a table, got {describe(value)}")
+        if max_items is not None and len(value) > max_items:
+            raise Invalid(f"expected at most {max_items:,} {what}, got {len(value):,}")
+        return value
+    return check
+
+
+def distinct(what: str, known: Callable[[], Any] | None = None) -> Callable[[Any], tuple[str, ...]]:
+    """A check for a non-empty list of distinct ``what`` names, each one of ``known()`` where given.
+
+    The item at fault is named (``probes.run[1]``); ``known`` is called at
+    check time, so a registry filled later (or patched in a test) is read.
+    """
+    def check(items: Any) -> tuple[str, ...]:
+        if not isinstance(items, (list, tuple)) or not items:
+            raise Invalid(f"expected a non-empty list of {what} names, got {describe(items)}")
+        names = set(known()) if known is not None else None
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                raise Invalid(f"expected a {what} name, got {describe(item)}", at=(i,))
+            if names is not None and item not in names:
+                raise Invalid(f"unknown {what} {quoted(item)} (known: {', '.join(sorted(names))})", at=(i,))
+            if item in seen:
+                raise Invalid(f"{what} {quoted(item)} is listed twice", at=(i,))
+            seen.add(item)
+        return tuple(items)
+    return check
+
+
+Bool = checked(boolean, bool)
+FilePath = checked(path, str)
+UnitName = checked(unit_name, str)
+EnvName = checked(env_name, str)
+HttpUrl = checked(http_url, str)

@@ -1,4 +1,8 @@
-"""The daemon's TOML configuration: one file, every error names file and key."""
+"""The daemon's TOML configuration: one file, every error names file and key.
+
+Declared as pydantic models with the value checks of ``daemon/validate.py``,
+the same layer as the campaign reader (``daemon/campaign_schema.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,12 @@ import ipaddress
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, ValidationError, model_validator
 
 from .. import validate
+from ..schema import Section, first_problem
 
 DEFAULT_CONFIG_PATH = Path("/etc/cardproof/daemon.toml")
 
@@ -63,40 +70,111 @@ class ConfigError(Exception):
         super().__init__(f"{validate.shown(path, validate.PATH_CHARS)}: key '{validate.shown(key)}': {message}")
 
 
-@dataclass(frozen=True)
-class CollectorsConfig:
-    log_files: tuple[str, ...] = ()
-    journal_units: tuple[str, ...] = ()
-    sampler_interval_s: float = 1.0
-    nvml: bool = True
+# Every number has a range: finite, and bounded by what the daemon can act on (a tick of a
+# microsecond would spin a core, a retention of 10**30 hours overflows the date arithmetic).
+# A lowest of 0 means "above 0" for the float keys.
+_DAY_S = 86_400.0
+_MAX_ITEMS = 1_000
 
 
-@dataclass(frozen=True)
-class MetricsConfig:
-    enabled: bool = False
-    bind: str = "127.0.0.1"
-    port: int = 9464
+def _seconds(lo: float, hi: float):
+    return validate.Number(lo, hi, above=lo == 0)
 
 
-@dataclass(frozen=True)
-class RetentionConfig:
-    interval_h: float = 1.0
-    memory_downsample_after_h: float = 24.0
-    memory_bucket_s: int = 60
-    log_lines_keep_days: float = 30.0
-    keep_run_rows: bool = True
+def _strings(value: Any) -> list:
+    if not isinstance(value, list) or len(value) > _MAX_ITEMS:
+        raise validate.Invalid(f"expected a list of at most {_MAX_ITEMS} strings, got {validate.describe(value)}")
+    return value
 
 
-@dataclass(frozen=True)
-class QuietConfig:
-    enabled: bool = False
-    quiet_s: float = 300.0
-    give_up_s: float = 7200.0
-    poll_s: float = 5.0
-    max_foreign_tokens: int = 0
-    max_foreign_requests: int = 0
-    own_clients: tuple[str, ...] = ("127.0.0.1", "::1")
-    blocked_clients: tuple[str, ...] = ()
+def _address(value: Any) -> str:
+    validate.text(value, what="an IP address", max_chars=64)
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise validate.Invalid(f"expected an IP address, got {validate.quoted(value)}") from None
+    return value
+
+
+def _loopback(value: Any) -> str:
+    """The metrics endpoint has no authentication: it is for a local scraper only."""
+    bind = validate.text(value, max_chars=256)
+    try:
+        loopback = ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise validate.Invalid(f"expected a loopback address such as 127.0.0.1, got {bind!r}")
+    return bind
+
+
+_Addresses = Annotated[tuple[validate.checked(_address, str), ...], BeforeValidator(_strings)]
+
+
+class _DaemonSection(Section):
+    db: validate.FilePath | None = None
+    data_dir: validate.FilePath | None = None
+    tick_s: _seconds(0.01, 60.0) = 1.0
+    heartbeat_s: _seconds(0.01, 3_600.0) = 5.0
+    queue_poll_s: _seconds(0.01, 3_600.0) = 5.0
+    stop_timeout_s: _seconds(0, _DAY_S) = 120.0
+    max_attempts: validate.Int(1, 100) = 3
+
+    @model_validator(mode="after")
+    def _heartbeat_after_tick(self):
+        if self.heartbeat_s < self.tick_s:
+            raise validate.Invalid(f"must be at least tick_s ({self.tick_s:g}), got {self.heartbeat_s:g}",
+                                   at=("heartbeat_s",))
+        return self
+
+
+class CollectorsConfig(Section):
+    log_files: Annotated[tuple[validate.FilePath, ...], BeforeValidator(_strings)] = ()
+    journal_units: Annotated[tuple[validate.UnitName, ...], BeforeValidator(_strings)] = ()
+    sampler_interval_s: _seconds(0.01, 3_600.0) = 1.0
+    nvml: validate.Bool = True
+
+
+class MetricsConfig(Section):
+    enabled: validate.Bool = False
+    bind: validate.checked(_loopback, str) = "127.0.0.1"
+    port: validate.Int(0, 65_535) = 9464
+
+
+class RetentionConfig(Section):
+    interval_h: _seconds(0, 24 * 366) = 1.0
+    memory_downsample_after_h: _seconds(0, 24 * 366 * 100) = 24.0
+    memory_bucket_s: validate.Int(1, 86_400) = 60
+    log_lines_keep_days: _seconds(0, 366 * 100) = 30.0
+    keep_run_rows: validate.Bool = True
+
+
+class QuietConfig(Section):
+    enabled: validate.Bool = False
+    quiet_s: _seconds(0, 30 * _DAY_S) = 300.0
+    give_up_s: _seconds(0, 30 * _DAY_S) = 7200.0
+    poll_s: _seconds(0.01, 3_600.0) = 5.0
+    max_foreign_tokens: validate.Int(0, 10**12) = 0
+    max_foreign_requests: validate.Int(0, 10**12) = 0
+    own_clients: _Addresses = ("127.0.0.1", "::1")
+    blocked_clients: _Addresses = ()
+
+    @model_validator(mode="after")
+    def _give_up_after_quiet(self):
+        if self.give_up_s < self.quiet_s:
+            raise validate.Invalid(f"must be at least quiet_s ({self.quiet_s:g}), got {self.give_up_s:g}",
+                                   at=("give_up_s",))
+        return self
+
+
+class _ConfigFile(Section):
+    """The whole file: one table per section, each optional."""
+
+    daemon: _DaemonSection = _DaemonSection()
+    collectors: CollectorsConfig = CollectorsConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    retention: RetentionConfig = RetentionConfig()
+    quiet: QuietConfig = QuietConfig()
 
 
 @dataclass(frozen=True)
@@ -115,109 +193,6 @@ class DaemonConfig:
     quiet: QuietConfig = field(default_factory=QuietConfig)
 
 
-_SECTIONS = {
-    "daemon": {"db", "data_dir", "tick_s", "heartbeat_s", "queue_poll_s", "stop_timeout_s", "max_attempts"},
-    "collectors": {"log_files", "journal_units", "sampler_interval_s", "nvml"},
-    "metrics": {"enabled", "bind", "port"},
-    "retention": {"interval_h", "memory_downsample_after_h", "memory_bucket_s", "log_lines_keep_days",
-                  "keep_run_rows"},
-    "quiet": {"enabled", "quiet_s", "give_up_s", "poll_s", "max_foreign_tokens", "max_foreign_requests",
-              "own_clients", "blocked_clients"},
-}
-
-
-# (lowest, highest) per numeric key; a lowest of 0 means "above 0" for floats
-_DAY_S = 86_400.0
-_LIMITS = {
-    "daemon.tick_s": (0.01, 60.0),
-    "daemon.heartbeat_s": (0.01, 3_600.0),
-    "daemon.queue_poll_s": (0.01, 3_600.0),
-    "daemon.stop_timeout_s": (0, _DAY_S),
-    "daemon.max_attempts": (1, 100),
-    "collectors.sampler_interval_s": (0.01, 3_600.0),
-    "metrics.port": (0, 65_535),
-    "retention.interval_h": (0, 24 * 366),
-    "retention.memory_downsample_after_h": (0, 24 * 366 * 100),
-    "retention.memory_bucket_s": (1, 86_400),
-    "retention.log_lines_keep_days": (0, 366 * 100),
-    "quiet.quiet_s": (0, 30 * _DAY_S),
-    "quiet.give_up_s": (0, 30 * _DAY_S),
-    "quiet.poll_s": (0.01, 3_600.0),
-    "quiet.max_foreign_tokens": (0, 10**12),
-    "quiet.max_foreign_requests": (0, 10**12),
-}
-_MAX_ITEMS = 1_000
-
-
-class _Reader:
-    """Typed access to one section; each failure names the file and the key.
-
-    Every number has a range (see ``_LIMITS``): finite, and bounded by what
-    the daemon can act on (a tick of a microsecond would spin a core, a
-    retention of 10**30 hours overflows the date arithmetic).
-    """
-
-    def __init__(self, path: str, section: str, data: Any):
-        self.path, self.section = path, section
-        if not isinstance(data, dict):
-            self.fail("", f"expected a table, got {type(data).__name__}")
-        for key in data:
-            if key not in _SECTIONS[section]:
-                self.fail(key, f"unknown key (expected one of: {', '.join(sorted(_SECTIONS[section]))})")
-        self.data = data
-
-    def fail(self, key: str, message: str):
-        key = f"{self.section}.{key}" if key else self.section
-        raise ConfigError(self.path, key, message)
-
-    def _check(self, key: str, default: Any, check) -> Any:
-        if key not in self.data:
-            return default
-        try:
-            return check(self.data[key])
-        except validate.Invalid as exc:
-            self.fail(key, str(exc))
-
-    def number(self, key: str, default: float) -> float:
-        lo, hi = _LIMITS[f"{self.section}.{key}"]
-        return self._check(key, default, lambda v: validate.number(v, lo, hi, above=lo == 0))
-
-    def integer(self, key: str, default: int) -> int:
-        lo, hi = _LIMITS[f"{self.section}.{key}"]
-        return self._check(key, default, lambda v: validate.integer(v, lo, hi))
-
-    def boolean(self, key: str, default: bool) -> bool:
-        return self._check(key, default, validate.boolean)
-
-    def file_path(self, key: str) -> str | None:
-        return self._check(key, None, validate.path)
-
-    def string(self, key: str, default: str) -> str:
-        return self._check(key, default, lambda v: validate.text(v, max_chars=256))
-
-    def items(self, key: str, default: tuple[str, ...], check) -> tuple[str, ...]:
-        """A list of at most ``_MAX_ITEMS`` strings, each passing ``check``; the key names the item."""
-        v = self.data.get(key, list(default))
-        if not isinstance(v, list) or len(v) > _MAX_ITEMS:
-            self.fail(key, f"expected a list of at most {_MAX_ITEMS} strings, got {validate.describe(v)}")
-        for i, item in enumerate(v):
-            try:
-                check(item)
-            except validate.Invalid as exc:
-                self.fail(f"{key}[{i}]", str(exc))
-        return tuple(v)
-
-    def addresses(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
-        def address(a):
-            validate.text(a, what="an IP address", max_chars=64)
-            try:
-                ipaddress.ip_address(a)
-            except ValueError:
-                raise validate.Invalid(f"expected an IP address, got {validate.quoted(a)}") from None
-
-        return self.items(key, default, address)
-
-
 def default_config(db: Path, data_dir: Path) -> DaemonConfig:
     """The configuration used when no file exists (foreground use without systemd)."""
     return DaemonConfig(path=None, db=Path(db), data_dir=Path(data_dir))
@@ -231,67 +206,18 @@ def parse_config(text: str, path: str, *, default_db: Path, default_data_dir: Pa
         raise ConfigError(path, "-", f"not valid TOML: {exc}") from exc
     except RecursionError:
         raise ConfigError(path, "-", f"not usable TOML: {validate.NESTED_TOO_DEEP}") from None
-    for section in data:
-        if section not in _SECTIONS:
-            raise ConfigError(path, section, f"unknown section (expected one of: {', '.join(sorted(_SECTIONS))})")
-    d = _Reader(path, "daemon", data.get("daemon", {}))
-    c = _Reader(path, "collectors", data.get("collectors", {}))
-    m = _Reader(path, "metrics", data.get("metrics", {}))
-    r = _Reader(path, "retention", data.get("retention", {}))
-    q = _Reader(path, "quiet", data.get("quiet", {}))
-
-    data_dir = Path(d.file_path("data_dir") or default_data_dir)
-    db = d.file_path("db")
-    tick_s = d.number("tick_s", 1.0)
-    heartbeat_s = d.number("heartbeat_s", 5.0)
-    if heartbeat_s < tick_s:
-        d.fail("heartbeat_s", f"must be at least tick_s ({tick_s:g}), got {heartbeat_s:g}")
-    bind = m.string("bind", "127.0.0.1")
     try:
-        loopback = ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        # the endpoint has no authentication: it is for a local scraper only
-        m.fail("bind", f"expected a loopback address such as 127.0.0.1, got {bind!r}")
-    quiet_s = q.number("quiet_s", 300.0)
-    give_up_s = q.number("give_up_s", 7200.0)
-    if give_up_s < quiet_s:
-        q.fail("give_up_s", f"must be at least quiet_s ({quiet_s:g}), got {give_up_s:g}")
+        cfg = _ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(path, *first_problem(exc, _ConfigFile, section_word="section")) from None
+    d = cfg.daemon
+    data_dir = Path(d.data_dir or default_data_dir)
+    # data_dir alone puts the database inside it
+    db = Path(d.db) if d.db else (data_dir / "cardproof.db" if d.data_dir else Path(default_db))
     return DaemonConfig(
-        path=path,
-        db=Path(db) if db else (Path(default_db) if "data_dir" not in d.data else data_dir / "cardproof.db"),
-        data_dir=data_dir,
-        tick_s=tick_s,
-        heartbeat_s=heartbeat_s,
-        queue_poll_s=d.number("queue_poll_s", 5.0),
-        stop_timeout_s=d.number("stop_timeout_s", 120.0),
-        max_attempts=d.integer("max_attempts", 3),
-        collectors=CollectorsConfig(
-            log_files=c.items("log_files", (), validate.path),
-            journal_units=c.items("journal_units", (), validate.unit_name),
-            sampler_interval_s=c.number("sampler_interval_s", 1.0),
-            nvml=c.boolean("nvml", True),
-        ),
-        metrics=MetricsConfig(enabled=m.boolean("enabled", False), bind=bind,
-                              port=m.integer("port", 9464)),
-        retention=RetentionConfig(
-            interval_h=r.number("interval_h", 1.0),
-            memory_downsample_after_h=r.number("memory_downsample_after_h", 24.0),
-            memory_bucket_s=r.integer("memory_bucket_s", 60),
-            log_lines_keep_days=r.number("log_lines_keep_days", 30.0),
-            keep_run_rows=r.boolean("keep_run_rows", True),
-        ),
-        quiet=QuietConfig(
-            enabled=q.boolean("enabled", False),
-            quiet_s=quiet_s,
-            give_up_s=give_up_s,
-            poll_s=q.number("poll_s", 5.0),
-            max_foreign_tokens=q.integer("max_foreign_tokens", 0),
-            max_foreign_requests=q.integer("max_foreign_requests", 0),
-            own_clients=q.addresses("own_clients", ("127.0.0.1", "::1")),
-            blocked_clients=q.addresses("blocked_clients", ()),
-        ),
+        path=path, db=db, data_dir=data_dir, tick_s=d.tick_s, heartbeat_s=d.heartbeat_s,
+        queue_poll_s=d.queue_poll_s, stop_timeout_s=d.stop_timeout_s, max_attempts=d.max_attempts,
+        collectors=cfg.collectors, metrics=cfg.metrics, retention=cfg.retention, quiet=cfg.quiet,
     )
 
 
