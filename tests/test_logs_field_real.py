@@ -107,6 +107,38 @@ CORPUS = {
                [(1, 7)], open_=True, port=39057, facts={"ctx_size": 8192, "slots": 4}),
         ]},
     "swap-laboratories-llama-swap.log": {"lines": 13, "requests": 5, "observed_unplaced": [], "loads": NONE},
+    "dockerbuildfiles-qwen36-mtp-compose.log": {
+        "lines": 357, "requests": 4, "observed_unplaced": [],
+        "loads": [
+            _l("Qwen3.6-27B-UD-Q4_K_XL.gguf",
+               "/root/.cache/huggingface/hub/models--unsloth--Qwen3.6-27B-MTP-GGUF/snapshots/"
+               "53b097416d6346f849b530e4bc1b5590dfe9d758/Qwen3.6-27B-UD-Q4_K_XL.gguf",
+               [(1, 357)], open_=True, status="loaded",
+               facts={"offloaded_layers": 66, "total_layers": 66,
+                      "model_buffer_mib": {"CPU_Mapped": 682.03, "CUDA0": 16386.94},
+                      "ctx_size": 131072, "slots": 4, "slot_ctx_size": 131072,
+                      "kv_buffer_mib": {"CUDA0": 4352.00}, "kv_cache_type_k": "q8_0", "kv_cache_type_v": "q8_0",
+                      "compute_buffer_mib": {"CUDA0": 495.00, "CUDA_Host": 276.29},
+                      "output_buffer_mib": {"CUDA_Host": 3.79},
+                      "draft_kv_buffer_mib": {"CUDA0": 272.00},
+                      "draft_compute_buffer_mib": {"CUDA0": 495.00, "CUDA_Host": 276.28},
+                      "projector_compute_mib": {"CUDA0": 248.10, "CPU": 24.93},
+                      "spec_type": "mtp"},
+               observed=[(133, 648.99, 2048, 30387.12), (11, 339.88, 10, 104.28)]),
+        ]},
+    "dockerbuildfiles-gemma4-mtp-draft.log": {
+        "lines": 129, "requests": 0, "observed_unplaced": [],
+        "loads": [
+            _l("gemma-4-12b-it-UD-Q4_K_XL.gguf",
+               "/root/.cache/huggingface/hub/models--unsloth--gemma-4-12b-it-GGUF/snapshots/"
+               "3249fa54d5efa384afc552cc6700ad091efd5c39/gemma-4-12b-it-UD-Q4_K_XL.gguf",
+               [(1, 129)], open_=True, status="loaded",
+               facts={"draft_model": "/root/.cache/huggingface/hub/models--unsloth--gemma-4-12b-it-GGUF/snapshots/"
+                                     "3249fa54d5efa384afc552cc6700ad091efd5c39/mtp-gemma-4-12b-it.gguf",
+                      "spec_type": "draft-mtp", "spec_draft_n_max": 4, "slots": 10, "slot_ctx_size": 262144,
+                      "projector_mib": 354.46, "load_seconds": 8.601926},
+               observed=[(22, 176.94, 90, 1313.86), (15, 154.95, 79, 1384.13)]),
+        ]},
 }
 
 

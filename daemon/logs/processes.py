@@ -12,8 +12,8 @@ that was restarted, ``docker logs`` of one container, a paste).
   ``HTTP server listening`` are *not* starts: depending on the build they
   come before or after the model loaded, in the same process. Lines a binary
   prints before its logger starts (``ggml_cuda_init``, ``  Device 0:``,
-  ``load_backend``, ``warning:``) belong to the process that starts right
-  after them.
+  ``load_backend``, ``warning:``, 2026's ``main: n_parallel is set to
+  auto``) belong to the process that starts right after them.
 * **Model** -- ``loading model '...'`` or, in builds and forks that print no
   such line, ``llama_model_loader: loaded meta data ... from PATH``. Lines of
   a process are held until it names its model, then join that load.
@@ -39,8 +39,9 @@ _START = re.compile(
     r"|cmn +common_param: common_params_print_info|(?:srv +)?llama_server: initializing"
     r"|INFO \[ *w?main\] (?:build|system) info"
     r"|\{.*\"(?:msg|message)\": ?\"(?:build|system) info\")")
+# 2026 builds settle --parallel auto while parsing arguments, before build_info: "main: n_parallel is set to auto"
 _PREAMBLE = re.compile(r"(?:ggml_\w+: |load_backend: |register_backend: | {1,2}Device \d+: |warning: |warn: "
-                       r"|WARNING: |common_download|no remote preset)")
+                       r"|WARNING: |common_download|no remote preset|(?:srv +)?main: n_parallel is set)")
 # of those, the ones a process never prints after its exit line (ggml_metal_free, for one, it does)
 _NEXT_PREAMBLE = re.compile(r"(?:ggml_cuda_init: |ggml_metal_device_init: |ggml_metal_library_init: |load_backend: "
                             r"|register_backend: | {1,2}Device \d+: |warning: |warn: |WARNING: )")
