@@ -116,7 +116,9 @@ class Checker:
 DEFAULT_UNSTABLE_RATIO = 1.5  # max/min of a cell's decode samples beyond which the cell is noise, not a finding
 MIN_UNSTABLE_RATIO = 1.01  # 1.0 would call every cell with two different samples unstable
 MAX_UNSTABLE_RATIO = 100.0
-_REPORT_KEYS = {"unstable_ratio"}
+MIN_UNSTABLE_INTERVAL_PCT = 0.5  # below this, sampling noise alone would mark almost every cell
+MAX_UNSTABLE_INTERVAL_PCT = 100.0
+_REPORT_KEYS = {"unstable_ratio", "unstable_interval_pct"}
 
 
 def report_settings(data: dict, path: str) -> dict:
@@ -124,9 +126,14 @@ def report_settings(data: dict, path: str) -> dict:
 
     ``unstable_ratio``: a cell whose slowest and fastest decode sample differ
     by more than this factor is marked unstable and no finding is stated from it.
+    ``unstable_interval_pct`` (optional, off when absent): a cell is also
+    unstable when the bootstrap interval of its median reaches further than
+    this many percent from the median (report/findings.py).
     """
     c = Checker(path)
     table = c.table(data.get("report", {}), "report")
     c.unknown(table, _REPORT_KEYS, "report.")
     return {"unstable_ratio": c.number(table, "unstable_ratio", "report.", DEFAULT_UNSTABLE_RATIO,
-                                       MIN_UNSTABLE_RATIO, MAX_UNSTABLE_RATIO)}
+                                       MIN_UNSTABLE_RATIO, MAX_UNSTABLE_RATIO),
+            "unstable_interval_pct": c.number(table, "unstable_interval_pct", "report.", None,
+                                              MIN_UNSTABLE_INTERVAL_PCT, MAX_UNSTABLE_INTERVAL_PCT)}

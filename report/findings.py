@@ -2,31 +2,92 @@
 
 A cell whose decode samples spread beyond the campaign's ``[report]
 unstable_ratio`` (max/min) is *unstable*: it is marked wherever it is shown,
-and no headline, ratio or rule arm is stated from it. Two medians whose
+and no headline, ratio or rule arm is stated from it. A campaign may add
+``unstable_interval_pct``: a cell is then also unstable where the 95 %
+bootstrap interval of its median reaches further than that many percent from
+the median. The bootstrap draws from a fixed seed, so a build gives the same
+verdict every time. With five samples or fewer the interval is the min–max
+range (each end is the median of more than 2.5 % of the resamples), so the
+variant matters for cells with many repetitions. Two medians whose
 min–max ranges overlap differ by less than their own spread: the text says
 "no measurable difference", not a ratio.
 """
 
 from __future__ import annotations
 
+import random
+import statistics
 import tomllib
 
 from cardproof.daemon.campaign_check import DEFAULT_UNSTABLE_RATIO, report_settings
 
 from .stats import Spread
 
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 20240613  # fixed: the same samples give the same interval in every build
+BOOTSTRAP_LEVEL = 0.95
 
-def unstable_ratio(campaign_text: str | None) -> float:
-    """The frozen campaign's ``[report] unstable_ratio``; the default where absent or unreadable.
+
+def report_limits(campaign_text: str | None) -> dict:
+    """The frozen campaign's ``[report]`` limits: ``unstable_ratio`` and ``unstable_interval_pct`` (None: off).
 
     An old or damaged frozen text must not stop a build, so every failure
-    falls back to the default (the campaign was validated when it ran).
+    falls back to the defaults (the campaign was validated when it ran).
     """
     try:
         data = tomllib.loads(campaign_text or "")
-        return report_settings(data, "<frozen campaign>")["unstable_ratio"]
-    except Exception:  # noqa: BLE001 -- a frozen text from an older cardproof, or damaged: the default
-        return DEFAULT_UNSTABLE_RATIO
+        return report_settings(data, "<frozen campaign>")
+    except Exception:  # noqa: BLE001 -- a frozen text from an older cardproof, or damaged: the defaults
+        return {"unstable_ratio": DEFAULT_UNSTABLE_RATIO, "unstable_interval_pct": None}
+
+
+def unstable_ratio(campaign_text: str | None) -> float:
+    """The frozen campaign's ``[report] unstable_ratio``; the default where absent or unreadable."""
+    return report_limits(campaign_text)["unstable_ratio"]
+
+
+def median_interval(values, *, resamples: int = BOOTSTRAP_RESAMPLES,
+                    seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """95 % percentile bootstrap interval of the median; None with fewer than 2 values.
+
+    The values are sorted first, so the interval does not depend on the
+    order the samples were stored in, only on the values and the seed.
+    """
+    vals = sorted(float(v) for v in values if v is not None)
+    if len(vals) < 2:
+        return None
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(vals, k=len(vals))) for _ in range(resamples))
+    tail = (1 - BOOTSTRAP_LEVEL) / 2
+    return medians[int(tail * resamples)], medians[int((1 - tail) * resamples) - 1]
+
+
+def interval_too_wide(median: float, interval: tuple[float, float] | None, pct: float | None) -> bool:
+    """True where ``interval`` reaches further than ``pct`` percent from ``median`` on either side."""
+    if interval is None or pct is None:
+        return False
+    low, high = interval
+    if median <= 0:  # around a zero median any width is infinitely wide, relatively
+        return high > low
+    return low < median * (1 - pct / 100) or high > median * (1 + pct / 100)
+
+
+def judge_cell(cell: dict, limits: dict) -> None:
+    """Set ``spread_ratio``, ``median_interval``, ``unstable_by`` (rules that fired) and ``unstable`` on a cell.
+
+    ``cell["decode"]`` is its spread and ``cell["valid"]`` its valid samples.
+    """
+    d = cell["decode"]
+    cell["spread_ratio"] = spread_ratio(d)
+    pct = limits.get("unstable_interval_pct")
+    cell["median_interval"] = median_interval(s["decode_tps"] for s in cell["valid"]) if pct and d else None
+    fired = []
+    if is_unstable(d, limits["unstable_ratio"]):
+        fired.append("ratio")
+    if d and interval_too_wide(d.median, cell["median_interval"], pct):
+        fired.append("interval")
+    cell["unstable_by"] = fired
+    cell["unstable"] = bool(fired)
 
 
 def spread_ratio(s: Spread | None) -> float | None:

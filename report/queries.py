@@ -53,7 +53,8 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         raise KeyError(f"no run {run_id}")
     run = effective_runs(db, [run])[0]
     run["registration"] = _registration(db, run)
-    limit = findings.unstable_ratio(run["campaign_text"])
+    limits = findings.report_limits(run["campaign_text"])
+    limit = limits["unstable_ratio"]
     cells = list(
         db.query(
             """
@@ -109,8 +110,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         ranked = sorted((s for s in valid if s["decode_tps"] is not None), key=lambda s: s["decode_tps"])
         mid = len(ranked) // 2
         c["median_ids"] = {s["id"] for s in (ranked[mid - 1:mid + 1] if len(ranked) % 2 == 0 else ranked[mid:mid + 1])}
-        c["spread_ratio"] = findings.spread_ratio(c["decode"])
-        c["unstable"] = findings.is_unstable(c["decode"], limit)
+        findings.judge_cell(c, limits)  # spread_ratio, median_interval, unstable_by, unstable
         c["prefill"] = spread(s["prefill_tps"] for s in valid)
         c["ttft"] = spread(s["ttft_ms"] for s in valid)
         toks = [s["prompt_tokens"] for s in valid if s["prompt_tokens"] is not None]
@@ -155,6 +155,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         "excluded_by_gate": _count_by_gate(samples),
         "headline": findings.headline(list(models.values()), classes),
         "unstable_ratio": limit,
+        "unstable_interval_pct": limits["unstable_interval_pct"],
         "unstable_cells": [c for c in cells if c["unstable"]],
     }
 

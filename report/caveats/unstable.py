@@ -1,22 +1,43 @@
-"""Cells whose samples spread beyond the campaign's limit are noise, not findings."""
+"""Cells whose samples spread beyond the campaign's limits are noise, not findings.
+
+One item per stability rule that fired (max/min ratio, bootstrap interval of
+the median); the article merges them into one box.
+"""
 
 from __future__ import annotations
 
 from .base import Caveat
 
 
+def _cells(cells: list[dict]) -> tuple:
+    return ("cells", [(c["model"], c["prompt_class"], bool(c["reasoning"])) for c in cells])
+
+
 def check(view: dict) -> list[Caveat]:
     cells = view.get("unstable_cells") or []
-    if not cells:
-        return []
-    return [
-        Caveat(
+    # a cell from an older view without unstable_by was judged by the ratio alone
+    by_ratio = [c for c in cells if "ratio" in c.get("unstable_by", ["ratio"])]
+    by_interval = [c for c in cells if "interval" in c.get("unstable_by", [])]
+    out = []
+    if by_ratio:
+        out.append(Caveat(
             "unstable",
             "warning",
             "Unstable cells",
             "In {n} cells the fastest sample was more than {limit} times the slowest: {cells}. They are "
             "marked in the tables and charts, and no headline, ratio or rule is stated from them.",
-            {"n": ("int", len(cells)), "limit": ("num2", view.get("unstable_ratio")), "cells": ("cells", [(c["model"], c["prompt_class"], bool(c["reasoning"])) for c in cells])},
-            tuple(c["id"] for c in cells),
-        )
-    ]
+            {"n": ("int", len(by_ratio)), "limit": ("num2", view.get("unstable_ratio")), "cells": _cells(by_ratio)},
+            tuple(c["id"] for c in by_ratio),
+        ))
+    if by_interval:
+        out.append(Caveat(
+            "unstable",
+            "warning",
+            "Unstable cells",
+            "In {n} cells the 95 % bootstrap interval of the median was wider than ±{pct} %: {cells}. They are "
+            "marked in the tables and charts, and no headline, ratio or rule is stated from them.",
+            {"n": ("int", len(by_interval)), "pct": ("num2", view.get("unstable_interval_pct")),
+             "cells": _cells(by_interval)},
+            tuple(c["id"] for c in by_interval),
+        ))
+    return out
