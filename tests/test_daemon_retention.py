@@ -105,25 +105,35 @@ def test_prometheus_endpoint_on_loopback(tmp_path):
         assert httpx.get(ep.url.replace("/metrics", "/other"), timeout=5).status_code == 404
     finally:
         ep.stop()
-    for line in (
-        'cardproof_run_samples_done{run_id="6",campaign="nightly"} 1',
-        'cardproof_run_coverage_ratio{run_id="6",campaign="nightly"} 0.25',
-        'cardproof_run_last_decode_tokens_per_second{run_id="6",campaign="nightly"} 812.5',
-        'cardproof_queue_entries{status="queued"} 2',
-        'cardproof_gate_firings{gate="length_limit",run_id="5"} 1',
-        'cardproof_gate_judged{gate="length_limit",run_id="5"} 2',
-        'cardproof_gpu_memory_used_bytes{device="0"} 1.57286e+09',
-        'cardproof_gpu_process_memory_used_bytes{device="0",pid="77"} 1.25829e+09',
-        'cardproof_daemon_phase{phase="running"} 1',
-        "# TYPE cardproof_run_samples_done gauge",
+    # read as Prometheus reads it (the exposition is prometheus_client's: 1.0, 1.572864e+09)
+    samples = _samples(text)
+    for name, labels, value in (
+        ("cardproof_run_samples_done", {"run_id": "6", "campaign": "nightly"}, 1),
+        ("cardproof_run_coverage_ratio", {"run_id": "6", "campaign": "nightly"}, 0.25),
+        ("cardproof_run_last_decode_tokens_per_second", {"run_id": "6", "campaign": "nightly"}, 812.5),
+        ("cardproof_queue_entries", {"status": "queued"}, 2),
+        ("cardproof_gate_firings", {"gate": "length_limit", "run_id": "5"}, 1),
+        ("cardproof_gate_judged", {"gate": "length_limit", "run_id": "5"}, 2),
+        ("cardproof_gpu_memory_used_bytes", {"device": "0"}, 1500 * 1024 * 1024),
+        ("cardproof_gpu_process_memory_used_bytes", {"device": "0", "pid": "77"}, 1200 * 1024 * 1024),
+        ("cardproof_daemon_phase", {"phase": "running"}, 1),
     ):
-        assert line in text.splitlines(), line
+        assert samples.get((name, frozenset(labels.items()))) == value, (name, labels)
+    assert "# TYPE cardproof_run_samples_done gauge" in text.splitlines()
     assert ep.status()["state"] == "stopped"
 
 
 def test_render_on_an_empty_store(tmp_path):
     store = open_store(tmp_path / "e.db")
-    assert render(store.path).splitlines()[-1] == "cardproof_daemon_up 1"
+    assert _samples(render(store.path)) == {("cardproof_daemon_up", frozenset()): 1.0}
+
+
+def _samples(text: str) -> dict:
+    """(name, labels) -> value, parsed by prometheus_client: what a scraper would store."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 @pytest.mark.parametrize("bind", ["0.0.0.0", "192.168.1.5", "localhost"])

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from .base import BackendError
 from .validate import malformed
@@ -207,19 +208,40 @@ def json_lines(response: httpx.Response) -> Iterator[dict]:
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> ``{name without prefix: value}`` (labels kept in the name)."""
+    """Prometheus text exposition -> ``{sample name without prefix: value}`` (labels kept in the name).
+
+    ``llamacpp:tokens_predicted_total`` becomes ``tokens_predicted_total``;
+    a labelled sample ``name{a="b"}``. A sample's timestamp is not its value.
+    NaN and infinite values are left out (no counter to subtract). The
+    library refuses a whole text for one bad line, so a text it refuses is
+    read again line by line and only the unreadable lines are left out.
+    """
+    try:
+        return _samples(text_string_to_metric_families(text))
+    except ValueError:
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.strip() and not line.startswith("#"):
+                try:
+                    out.update(_samples(text_string_to_metric_families(line + "\n")))
+                except ValueError:
+                    continue  # a line that is no sample: skipped, as a malformed line is everywhere
+        return out
+
+
+def _samples(families) -> dict[str, float]:
     out = {}
-    for line in text.splitlines():
-        if line.startswith("#") or " " not in line:
-            continue
-        key, _, value = line.rpartition(" ")
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        if math.isfinite(number):  # NaN and +Inf (histogram buckets) are no counters to subtract
-            out[key.split(":", 1)[-1]] = number
+    for family in families:
+        for sample in family.samples:
+            if not math.isfinite(sample.value):
+                continue
+            labels = ",".join(f'{k}="{_label_text(v)}"' for k, v in sample.labels.items())
+            out[sample.name.split(":", 1)[-1] + (f"{{{labels}}}" if labels else "")] = float(sample.value)
     return out
+
+
+def _label_text(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def not_supported(kind: str, what: str) -> BackendError:

@@ -13,40 +13,49 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
 from .config import MetricsConfig
 
 MIB = 1024 * 1024
 
 
-def _esc(v) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class _Families:
+    """Samples gathered per metric name, in the order first seen (one HELP and TYPE each)."""
 
-
-def _labels(**kw) -> str:
-    inner = ",".join(f'{k}="{_esc(v)}"' for k, v in kw.items() if v is not None)
-    return "{" + inner + "}" if inner else ""
-
-
-class _Out:
     def __init__(self):
-        self.lines: list[str] = []
-        self._declared: set[str] = set()
+        self.by_name: dict[str, Metric] = {}
 
     def metric(self, name: str, kind: str, help_text: str, value, **labels) -> None:
         if value is None:
             return
-        if name not in self._declared:
-            self._declared.add(name)
-            self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        self.lines.append(f"{name}{_labels(**labels)} {float(value):g}")
+        family = self.by_name.setdefault(name, Metric(name, help_text, kind))
+        # an unknown label (a process without a name) is left out, not exposed as ""
+        family.add_sample(name, {k: str(v) for k, v in labels.items() if v is not None}, float(value))
 
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+
+class StoreCollector:
+    """A prometheus_client collector that reads the store and the progress at each scrape."""
+
+    def __init__(self, db_path: Path, snapshot=lambda: None):
+        self.db_path = db_path
+        self.snapshot = snapshot
+
+    def collect(self):
+        yield from _families(self.db_path, self.snapshot()).by_name.values()
 
 
 def render(db_path: Path, snapshot=None) -> str:
     """The exposition text: progress from ``snapshot``, the rest from the database."""
-    out = _Out()
+    registry = CollectorRegistry(auto_describe=False)  # no collect() at registration: scrapes read the store
+    registry.register(StoreCollector(db_path, lambda: snapshot))
+    return generate_latest(registry).decode("utf-8")
+
+
+def _families(db_path: Path, snapshot) -> _Families:
+    out = _Families()
     out.metric("cardproof_daemon_up", "gauge", "1 while the daemon serves this endpoint", 1)
     if snapshot is not None:
         phase = snapshot.phase
@@ -101,7 +110,7 @@ def render(db_path: Path, snapshot=None) -> str:
                                used * MIB if used is not None else None, device=dev, pid=pid, process=pname)
     finally:
         conn.close()
-    return out.text()
+    return out
 
 
 class MetricsEndpoint:
@@ -124,6 +133,8 @@ class MetricsEndpoint:
 
     def start(self, ctx) -> None:
         endpoint = self
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(StoreCollector(ctx.db_path, ctx.progress.snapshot))
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 (http.server's naming)
@@ -131,13 +142,13 @@ class MetricsEndpoint:
                     self.send_error(404)
                     return
                 try:
-                    body = render(ctx.db_path, ctx.progress.snapshot()).encode()
+                    body = generate_latest(registry)
                     code = 200
                 except sqlite3.Error as exc:
                     body, code = f"# database unreadable: {exc}\n".encode(), 503
                 endpoint.scrapes += 1
                 self.send_response(code)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)  # what generate_latest writes
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
