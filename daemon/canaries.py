@@ -19,6 +19,7 @@ from . import cellchecks
 from .backends import Backend, BackendError
 from .gates import GATES
 from .prompts import build_prompt
+from .said import Saying, english, said_json
 from .sampling import SampleRequest, Taken, take_sample
 from .store import Store, dumps, utcnow
 
@@ -64,13 +65,20 @@ class CanaryRun:
         cellchecks.snapshot(self.store, self.backend, cell_id, self.model, phase, embedding_url=embedding_url,
                             embedding_model=None)
 
-    def plan(self, gate: str, *, sample_id=None, result=None, reason=None, detail=None) -> None:
+    def plan(self, gate: str, *, sample_id=None, result=None, reason: "Saying | None" = None, detail=None) -> None:
         """The canary's row: its sample, or why it was not run; the judge settles its verdict."""
         self.store.insert(
             "canaries",
-            {"run_id": self.run_id, "gate": gate, "sample_id": sample_id, "result": result, "reason": reason,
+            {"run_id": self.run_id, "gate": gate, "sample_id": sample_id, "result": result,
+             "reason": english(reason), "reason_json": _said(reason),
              "detail_json": dumps(detail) if detail is not None else None, "at": utcnow()},
         )
+
+
+def _said(reason: "Saying | None") -> str | None:
+    """The stored form of a reason beside its English (None: prose only, shown quoted)."""
+    structured = said_json(reason)
+    return None if structured is None else dumps(structured)
 
 
 def run_canaries(store: Store, backend: Backend, campaign, run_id: int, model: str, model_id: int, *,

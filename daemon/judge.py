@@ -12,6 +12,7 @@ from dataclasses import fields
 
 from .campaign import CampaignError, parse_campaign
 from .gates import GATES, GateConfig, JudgedRun, SampleContext, evaluate
+from .said import Said, Saying, english, said_json
 from .store import Store
 
 #: what the judge itself fills in; a gate's gather gives the other fields (or ``extra``)
@@ -71,26 +72,58 @@ def _settle_canaries(store: Store, run_id: int, gates: dict[str, GateConfig]) ->
         if c["result"] == "not_run":
             continue
         if c["sample_id"] is None:
-            result, reason = _recorded(c, gates)
+            result, reason = _recorded_said(c, gates)
         else:
             sample = store.db["samples"].get(c["sample_id"])
             if sample["error_kind"]:
-                result, reason = "not_fired", f"the canary request failed: {sample['error_text'][:200]}"
+                result = "not_fired"
+                reason = Said("the canary request failed: {error}", {"error": (sample["error_text"] or "")[:200]})
             else:
                 g = next(store.db.query("select * from gate_results where sample_id = ? and gate = ?",
                                         [c["sample_id"], c["gate"]]), None)
                 if g is None or g["fired"] is None:
                     result = "not_fired"
-                    reason = (g or {}).get("error_text") or (g or {}).get("observed_text") or "no gate result"
+                    if g is not None and g["error_text"]:
+                        reason = Said("the gate failed: {error}", {"error": g["error_text"]})
+                    else:
+                        reason = _observed(g) if g is not None else None
+                        reason = reason or Said("no gate result")
                 else:
                     result = "fired" if g["fired"] else "not_fired"
-                    reason = g["observed_text"]
+                    reason = _observed(g)
         if c["sample_id"] is None and c["reason"]:
-            reason = f"{c['reason']}; {reason}"
-        store.update("canaries", c["id"], {"result": result, "reason": reason})
+            planned = _saying(c.get("reason_json"), c["reason"])
+            reason = [*(planned if isinstance(planned, list) else [planned]),
+                      *(reason if isinstance(reason, list) else [reason])]
+        store.update("canaries", c["id"], {"result": result, "reason": english(reason),
+                                           "reason_json": _json(reason)})
+
+
+def _saying(stored_json, text) -> Saying | None:
+    """A stored saying (JSON beside its English); the English alone where none is stored or it is damaged."""
+    try:
+        said = Said.from_json(json.loads(stored_json)) if stored_json else None
+    except ValueError:
+        said = None
+    return said if said is not None else text
+
+
+def _observed(g: dict) -> Saying | None:
+    return _saying(g.get("observed_json"), g.get("observed_text"))
+
+
+def _json(reason: Saying | None) -> str | None:
+    structured = said_json(reason)
+    return None if structured is None else json.dumps(structured, ensure_ascii=False)
 
 
 def _recorded(canary: dict, gates: dict[str, GateConfig]) -> tuple[str, str]:
+    """A canary judged on a recorded line: its verdict and, in English, why."""
+    result, reason = _recorded_said(canary, gates)
+    return result, english(reason)
+
+
+def _recorded_said(canary: dict, gates: dict[str, GateConfig]) -> tuple[str, Saying]:
     """A canary judged on a recorded line: the gate's own check on the context its canary builds from it."""
     gate = GATES.get(canary["gate"])
     detail = json.loads(canary["detail_json"] or "{}")
@@ -99,7 +132,8 @@ def _recorded(canary: dict, gates: dict[str, GateConfig]) -> tuple[str, str]:
     build = gate.canary.recorded if gate is not None and gate.canary is not None else None
     ctx = build(detail) if build is not None else None
     if ctx is None:
-        return "not_fired", "recorded line not readable"
+        return "not_fired", Said("recorded line not readable")
     cfg = gates.get(canary["gate"])
     out = gate.check(ctx, cfg.threshold if cfg else 0.0)
-    return ("recorded" if out.fired else "not_fired"), f"{out.observed_text} (recorded)"
+    observed = out.observed_text if isinstance(out.observed_text, Said) else Said.quoted(str(out.observed_text))
+    return ("recorded" if out.fired else "not_fired"), Said("{observation} (recorded)", {"observation": observed})

@@ -492,3 +492,14 @@ def m012_registrations(db: sqlite_utils.Database) -> None:
     db["registrations"].create_index(["sha256"], if_not_exists=True)
     if "registration_id" not in db["runs"].columns_dict:
         db["runs"].add_column("registration_id", int)
+
+
+@migrations(name="m014_said_observations")
+def m014_said_observations(db: sqlite_utils.Database) -> None:
+    # issue 14: what a gate observed and why a canary settled as it did, as a message id and its
+    # values (JSON) beside the English text, so each page says it in its own language with its
+    # own number format; rows from before keep their English text only, shown quoted
+    if "observed_json" not in db["gate_results"].columns_dict:
+        db["gate_results"].add_column("observed_json", str)
+    if "reason_json" not in db["canaries"].columns_dict:
+        db["canaries"].add_column("reason_json", str)

@@ -12,6 +12,9 @@ from cardproof.daemon.gates import GATES, default_config
 
 _warned: set[tuple[str, int]] = set()
 
+#: why a gate has no canary row (a message id: pages translate it)
+NO_CANARIES = "canaries were not run (campaign.canaries = false)"
+
 
 def run_gate_config(db: sqlite_utils.Database, run_id: int) -> dict:
     """The gate configuration frozen with the run's campaign.
@@ -68,9 +71,9 @@ def gate_summary(db: sqlite_utils.Database, run_id: int) -> list[dict]:
         )
     }
     examples = {
-        r["gate"]: r["observed_text"]
+        r["gate"]: r
         for r in db.query(
-            """select gate, min(gate_results.id), observed_text from gate_results
+            """select gate, min(gate_results.id), observed_text, observed_json from gate_results
                join samples on samples.id = sample_id
                where samples.run_id = ? and fired = 1 and coalesce(samples.kind, 'measure') = 'measure'
                group by gate""",
@@ -106,12 +109,16 @@ def gate_summary(db: sqlite_utils.Database, run_id: int) -> list[dict]:
                 "judged_samples": int(c.get("judged") or 0),
                 "unobservable_samples": int(c.get("unknown") or 0),
                 "canary": canary_result,
-                "canary_reason": canary["reason"] if canary else "canaries were not run (campaign.canaries = false)",
+                "canary_reason": canary["reason"] if canary else NO_CANARIES,
+                "canary_planned": canary is not None,
+                # the reason said in the page's language (report/observations.py); None: prose only
+                "canary_reason_json": canary.get("reason_json") if canary else None,
                 "canary_sample_id": canary["sample_id"] if canary else None,
                 # a gate that never fired and was never seen to fire proves nothing
                 "unproven": fired == 0 and canary_result not in ("fired", "recorded"),
                 "cells": per_cell.get(name, []),
-                "example_text": examples.get(name),
+                "example_text": (examples.get(name) or {}).get("observed_text"),
+                "example_json": (examples.get(name) or {}).get("observed_json"),
             }
         )
     return out

@@ -262,7 +262,8 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
     Filters: ``esc`` (inline text), ``code`` (code span), ``fenced`` (code block), ``anchor``
     (id/fragment), ``join`` (items escaped), ``redact_campaign`` (secrets out of a campaign
     file); ``e``/``escape`` are ``esc``; ``safe`` does not exist (trusted Markdown is made in
-    Python, as ``MD``). Global: ``yaml_title`` for front matter.
+    Python, as ``MD``). Globals: ``yaml_title`` for front matter, ``said(json, text)`` for a
+    stored observation in the page's language (``report/observations.py``).
     """
     env = jinja2.Environment(loader=loader, autoescape=True, finalize=finalize, **options)
     env.template_class = _Template
@@ -270,4 +271,7 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
     env.filters.update({"esc": esc, "e": esc, "escape": esc, "forceescape": esc, "code": code_span,
                         "fenced": fenced, "anchor": anchor, "join": join, "redact_campaign": redact_campaign_text})
     env.globals["yaml_title"] = yaml_title
+    from .observations import template_say  # late: it renders with this module's escapers
+
+    env.globals["said"] = template_say  # stored observations (message id + values) in the page's language
     return env

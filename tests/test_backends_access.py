@@ -93,5 +93,5 @@ name = "gemma4"
     judge_run(store, out.run_id, camp.gates)
     results = list(store.db.query("select fired, observed_text from gate_results where gate = 'foreign_load'"))
     assert results and all(r["fired"] == 1 for r in results)
-    assert "192.168.1.5" in results[0]["observed_text"] and "1 foreign requests" in results[0]["observed_text"]
+    assert "192.168.1.5" in results[0]["observed_text"] and "foreign requests: 1," in results[0]["observed_text"]
     store.close()

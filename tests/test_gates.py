@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cardproof.cli import cli
 from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.gates import GATES, Gate, GateConfig, GateOutcome, SampleContext, default_config, evaluate
+from cardproof.daemon.gates import GATES, Gate, GateConfig, GateOutcome, SampleContext, default_config, english, evaluate
 from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
@@ -169,7 +169,8 @@ def test_not_on_card_on_recorded_offload_facts():
     assert gate.check(partial, 0).fired is True
     assert gate.check(full, 0).fired is False
     share = SampleContext(sample={}, response={}, max_tokens=0, gpu_available=True, gpu_share=0.87)
-    assert gate.check(share, 0) == GateOutcome(True, 0.87, "runtime reports 87% on the GPU")
+    out = gate.check(share, 0)
+    assert (out.fired, out.observed, english(out.observed_text)) == (True, 0.87, "runtime reports 87% on the GPU")
 
 
 def test_exception_samples_get_no_gate_results(fresh_server, tmp_path):

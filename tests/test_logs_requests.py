@@ -88,6 +88,6 @@ def test_recorded_ollama_cache_hit_comes_from_its_runners_log_and_fires_the_gate
                                        "and kind = 'measure'", [out.run_id]).fetchall()
     assert cached == 512 and '"task":79' in resp
     gate = store.db.execute("select fired, observed_text from gate_results where gate = 'prompt_cache_hit'").fetchone()
-    assert gate[0] == 1 and "server log, task 79: 523 prompt tokens in all" in gate[1]
+    assert gate[0] == 1 and "server log, task 79: prompt tokens in all: 523" in gate[1]
     assert any("cached tokens of 1 samples read from the server log" in ln for ln in lines)
     store.close()

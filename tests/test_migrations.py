@@ -29,6 +29,7 @@ APPLIED_ORDER = [
     "m010_timestamp_notes",
     "m009_run_liveness",
     "m012_registrations",
+    "m014_said_observations",
 ]
 
 

@@ -13,6 +13,7 @@ import math
 from datetime import datetime, timedelta
 
 from ..memory.selfreport import ollama_selfreport, record_plan_selfreport, store_selfreport
+from ..said import Said
 
 #: request paths that make a model work (a GET of the model list does not)
 _WORK = ("/api/chat", "/api/generate", "/api/embed", "/api/embeddings", "/v1/chat/completions",
@@ -77,7 +78,8 @@ def foreign_from_access_log(store, cell_id: int) -> dict | None:
             continue
         clients[r["client"] or "?"] = clients.get(r["client"] or "?", 0) + 1
     return {"tokens": 0, "requests": sum(clients.values()), "clients": sorted(clients),
-            "source": f"access log: POST requests from addresses other than {', '.join(sorted(own))}"}
+            "source": Said("access log: POST requests from addresses other than {addresses}",
+                           {"addresses": ", ".join(sorted(own))})}
 
 
 def record_runtime_selfreports(store, run_id: int) -> int:

@@ -8,8 +8,10 @@ module (and its test); ``GATES`` lists them by ``Gate.order``.
 
 from __future__ import annotations
 
+import json
+
 from ..registry import declared
-from .base import Canary, Gate, GateConfig, GateOutcome, JudgedRun, SampleContext
+from .base import Canary, Gate, GateConfig, GateOutcome, JudgedRun, Said, SampleContext, english, said_json
 
 GATES: dict[str, Gate] = declared(__name__, __path__, {"base"}, "GATE", Gate)
 
@@ -33,12 +35,17 @@ def evaluate(ctx: SampleContext, config: dict[str, GateConfig]) -> list[dict]:
                 {
                     "fired": None if res.fired is None else int(res.fired),
                     "observed": res.observed,
-                    "observed_text": res.observed_text,
+                    "observed_text": english(res.observed_text),
+                    "observed_json": _dumps(said_json(res.observed_text)),
                 }
             )
         out.append(row)
     return out
 
 
-__all__ = ["GATES", "Canary", "Gate", "GateConfig", "GateOutcome", "JudgedRun", "SampleContext", "default_config",
-           "evaluate"]
+def _dumps(structured) -> str | None:
+    return None if structured is None else json.dumps(structured, ensure_ascii=False)
+
+
+__all__ = ["GATES", "Canary", "Gate", "GateConfig", "GateOutcome", "JudgedRun", "Said", "SampleContext",
+           "default_config", "english", "evaluate", "said_json"]

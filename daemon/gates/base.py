@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..said import Said, Saying, english, said_json  # noqa: F401  (gates build their observations with it)
+
 if TYPE_CHECKING:
     from ..store import Store
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 class GateOutcome:
     fired: bool | None  # None: the gate could not observe what it guards
     observed: float | None = None
-    observed_text: str | None = None
+    observed_text: "Saying | None" = None  # a Said, so each page says it in its own language
 
 
 @dataclass

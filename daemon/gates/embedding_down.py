@@ -4,17 +4,29 @@ import json
 import tomllib
 
 from ..llamacpp import free_port
-from .base import Canary, Gate, GateOutcome, JudgedRun, SampleContext
+from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
 
 def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     if not ctx.embedding_configured:
-        return GateOutcome(False, None, "no embedding endpoint configured")
+        return GateOutcome(False, None, Said("no embedding endpoint configured"))
     failed = [p for p in ctx.embedding if not p.get("ok")]
     if not ctx.embedding:
-        return GateOutcome(None, None, "embedding endpoint configured but never probed")
-    text = "; ".join(f"{p.get('phase')}: {p.get('error') or 'ok'}" for p in ctx.embedding)
-    return GateOutcome(bool(failed), float(len(failed)), text)
+        return GateOutcome(None, None, Said("embedding endpoint configured but never probed"))
+    return GateOutcome(bool(failed), float(len(failed)), [_probe(p) for p in ctx.embedding])
+
+
+def _probe(p: dict) -> Said:
+    """One probe around the cell; a phase other than cardproof's two is shown as the text it is."""
+    phase, ok = p.get("phase"), p.get("ok")
+    error = str(p.get("error") or "—")  # the client's error text: evidence, quoted
+    if phase == "before":
+        return Said("before the cell: answered") if ok else Said("before the cell: no answer ({error})", {"error": error})
+    if phase == "after":
+        return Said("after the cell: answered") if ok else Said("after the cell: no answer ({error})", {"error": error})
+    if ok:
+        return Said("{phase}: answered", {"phase": str(phase)})
+    return Said("{phase}: no answer ({error})", {"phase": str(phase), "error": error})
 
 
 def configured(judged: JudgedRun) -> bool:

@@ -1,6 +1,6 @@
 """``empty_answer``: the answer was whitespace only (reasoning text does not count as an answer)."""
 
-from .base import Canary, Gate, GateOutcome, SampleContext
+from .base import Canary, Gate, GateOutcome, Said, SampleContext
 
 
 def check(ctx: SampleContext, threshold: float) -> GateOutcome:
@@ -10,9 +10,11 @@ def check(ctx: SampleContext, threshold: float) -> GateOutcome:
         stripped = chars
     else:
         chars, stripped = len(answer), len(answer.strip())
-    text = f"{stripped} answer characters" + (
-        f", {ctx.sample.get('reasoning_chars')} reasoning" if ctx.sample.get("reasoning_chars") else ""
-    )
+    reasoning = ctx.sample.get("reasoning_chars")
+    # "label: n" rather than "n characters": no plural form to get wrong for n = 1
+    text = (Said("answer characters: {chars}, reasoning characters: {reasoning}",
+                 {"chars": stripped, "reasoning": reasoning}) if reasoning
+            else Said("answer characters: {chars}", {"chars": stripped}))
     return GateOutcome(stripped <= threshold, float(stripped), text)
 
 
@@ -22,7 +24,7 @@ def provoke(run) -> None:
         _, t = run.sample("empty_answer", extra={"logit_bias": [[run.eos, 100]]})
         run.plan("empty_answer", sample_id=t.sample_id, detail={"eos_token_id": run.eos})
     else:
-        run.plan("empty_answer", result="not_run", reason="the server does not name its end-of-sequence token")
+        run.plan("empty_answer", result="not_run", reason=Said("the server does not name its end-of-sequence token"))
 
 
 GATE = Gate(

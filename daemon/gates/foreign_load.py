@@ -6,7 +6,7 @@ import httpx
 
 from ..backends import BackendError, evidence
 from ..prompts import build_prompt
-from .base import Canary, Gate, GateOutcome, JudgedRun, SampleContext
+from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
 FOREIGN_ADDRESS = "127.0.0.2"
 
@@ -14,13 +14,17 @@ FOREIGN_ADDRESS = "127.0.0.2"
 def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     f = ctx.foreign
     if not f:
-        return GateOutcome(None, None, "no source for foreign traffic (start llama-server with --metrics)")
+        return GateOutcome(None, None, Said("no source for foreign traffic (start llama-server with --metrics)"))
     tokens = f.get("tokens") or 0
     requests = f.get("requests") or 0
     observed = float(max(tokens, requests))
-    clients = ", ".join(f.get("clients") or [])
-    text = f"{tokens} tokens generated for others, {requests} foreign requests" + (f" from {clients}" if clients else "")
-    return GateOutcome(observed > threshold, observed, text + f" ({f.get('source')})")
+    # the clients (addresses, processes) are evidence: quoted, masked on the page like any address
+    clients = ", ".join(str(c) for c in f.get("clients") or [])
+    params = {"tokens": tokens, "requests": requests, "clients": clients, "source": f.get("source")}
+    text = (Said("tokens generated for others: {tokens}, foreign requests: {requests}, from {clients} ({source})",
+                 params) if clients
+            else Said("tokens generated for others: {tokens}, foreign requests: {requests} ({source})", params))
+    return GateOutcome(observed > threshold, observed, text)
 
 
 def from_metrics(store, cell_id: int) -> dict | None:
@@ -40,8 +44,9 @@ def from_metrics(store, cell_id: int) -> dict | None:
     ours = sum(r["generated_tokens"] or 0 for r in rows)
     procs = _foreign_gpu_processes(store, cell_id, before["at"], after["at"])
     return {"tokens": max(0, int(delta - ours)), "requests": len(procs), "clients": procs,
-            "source": f"/metrics tokens_predicted_total: {int(delta)} generated, {ours} ours"
-                      + ("; NVML: other GPU processes" if procs else "")}
+            "source": Said("/metrics tokens_predicted_total: {generated} generated, {ours} ours; NVML: other GPU processes"
+                           if procs else "/metrics tokens_predicted_total: {generated} generated, {ours} ours",
+                           {"generated": int(delta), "ours": ours})}
 
 
 def _foreign_gpu_processes(store, cell_id: int, ts_from: str, ts_to: str) -> list[str]:
@@ -89,7 +94,8 @@ def provoke(run) -> None:
     run.snapshot(cid, "after")
     if foreign_error:
         run.plan("foreign_load", sample_id=t.sample_id, result="not_run",
-                 reason=f"second client from {FOREIGN_ADDRESS} failed: {foreign_error}")
+                 reason=Said("second client from {address} failed: {error}",
+                             {"address": FOREIGN_ADDRESS, "error": foreign_error}))
     else:
         run.plan("foreign_load", sample_id=t.sample_id, detail={"foreign_client": FOREIGN_ADDRESS})
 

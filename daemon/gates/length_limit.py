@@ -1,6 +1,6 @@
 """``length_limit``: generation stopped on the token limit, so the answer (and its rate) is cut short."""
 
-from .base import Canary, Gate, GateOutcome, SampleContext
+from .base import Canary, Gate, GateOutcome, Said, SampleContext
 
 _LENGTH = {"length", "limit"}  # OpenAI finish_reason / llama.cpp stop_type / Ollama done_reason
 
@@ -8,7 +8,8 @@ _LENGTH = {"length", "limit"}  # OpenAI finish_reason / llama.cpp stop_type / Ol
 def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     reason = ctx.sample.get("stop_reason")
     n = ctx.sample.get("generated_tokens")
-    return GateOutcome(reason in _LENGTH, float(n) if n is not None else None, f"stop={reason}, limit {ctx.max_tokens}")
+    return GateOutcome(reason in _LENGTH, float(n) if n is not None else None,
+                       Said("stop reason {reason}, token limit {limit}", {"reason": reason, "limit": ctx.max_tokens}))
 
 
 def provoke(run) -> None:

@@ -5,16 +5,19 @@ import time
 import httpx
 
 from ..backends import BackendError, evidence
-from .base import Canary, Gate, GateOutcome, JudgedRun, SampleContext
+from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
 
 def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     if ctx.load_inside_seconds is not None:
         # any load inside a measured request spoils it, however short
-        return GateOutcome(True, ctx.load_inside_seconds, f"model loaded inside the request ({ctx.load_inside_seconds:.2f} s)")
+        return GateOutcome(True, ctx.load_inside_seconds, Said("model loaded inside the request ({seconds:.2f} s)",
+                                                               {"seconds": ctx.load_inside_seconds}))
     if ctx.load_duration_seconds is not None:
-        return GateOutcome(ctx.load_duration_seconds >= threshold, ctx.load_duration_seconds, "runtime load_duration")
-    return GateOutcome(False, 0.0, "no load inside the request")
+        return GateOutcome(ctx.load_duration_seconds >= threshold, ctx.load_duration_seconds,
+                           Said("load time reported by the runtime: {seconds:.2f} s",
+                                {"seconds": ctx.load_duration_seconds}))
+    return GateOutcome(False, 0.0, Said("no load inside the request"))
 
 
 def gather(judged: JudgedRun):
@@ -33,7 +36,7 @@ def provoke(run) -> None:
     # evict the model, so the next request has to load it
     if not run.allow_evict:
         run.plan("load_time", result="not_run",
-                 reason=f"{run.model} is the pinned model and is never unloaded by cardproof")
+                 reason=Said("{model} is the pinned model and is never unloaded by cardproof", {"model": run.model}))
     elif run.backend.is_router():
         try:
             run.backend.unload(run.model)
@@ -44,9 +47,9 @@ def provoke(run) -> None:
             _, t = run.sample("load_time")
             run.plan("load_time", sample_id=t.sample_id, detail={"evicted": run.model})
         except (BackendError, httpx.HTTPError) as exc:
-            run.plan("load_time", result="not_run", reason=f"eviction failed: {exc}")
+            run.plan("load_time", result="not_run", reason=Said("eviction failed: {error}", {"error": str(exc)}))
     else:
-        run.plan("load_time", result="not_run", reason="single-model server: nothing can be evicted")
+        run.plan("load_time", result="not_run", reason=Said("single-model server: nothing can be evicted"))
 
 
 GATE = Gate(

@@ -4,7 +4,7 @@ import json
 
 from ..backends import evidence
 from ..logs.parsers.llamacpp import parse_offloaded
-from .base import Canary, Gate, GateOutcome, JudgedRun, SampleContext
+from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
 # Published llama-server output with one layer left on the CPU:
 # ggml-org/llama.cpp issue #24183 ("Off-by-one-errror causes one layer to not go on the GPU").
@@ -16,15 +16,19 @@ def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     off, total = ctx.facts.get("offloaded_layers"), ctx.facts.get("total_layers")
     if isinstance(off, (int, float)) and isinstance(total, (int, float)) and total:
         share = off / total
+        layers = Said("offloaded {offloaded:.0f}/{total:.0f} layers", {"offloaded": off, "total": total})
         if share < 1.0:
-            return GateOutcome(True, share, f"offloaded {off:.0f}/{total:.0f} layers")
+            return GateOutcome(True, share, layers)
         if ctx.gpu_share is None or ctx.gpu_share >= 1.0:
-            return GateOutcome(False, share, f"offloaded {off:.0f}/{total:.0f} layers")
+            return GateOutcome(False, share, layers)
     if ctx.gpu_share is not None:
-        return GateOutcome(ctx.gpu_share < 1.0, ctx.gpu_share, f"runtime reports {ctx.gpu_share:.0%} on the GPU")
+        return GateOutcome(ctx.gpu_share < 1.0, ctx.gpu_share,
+                           Said("runtime reports {share:.0%} on the GPU", {"share": ctx.gpu_share}))
     if not ctx.gpu_available:
-        return GateOutcome(True, 0.0, f"no GPU: {ctx.gpu_reason or 'NVML sees none'}; the model runs on the CPU")
-    return GateOutcome(None, None, "no offload facts and no GPU share for this load")
+        # the inventory's reason is the driver's own words (evidence), quoted as it is
+        why = ctx.gpu_reason if ctx.gpu_reason else Said("NVML sees none")
+        return GateOutcome(True, 0.0, Said("no GPU: {reason}; the model runs on the CPU", {"reason": why}))
+    return GateOutcome(None, None, Said("no offload facts and no GPU share for this load"))
 
 
 def load_facts(store, load_id: int | None) -> dict:
@@ -59,7 +63,8 @@ def gather(judged: JudgedRun):
 def provoke(run) -> None:
     # offload cannot be changed per request -> a recorded line
     run.plan("not_on_card", result=None,
-             reason=f"offload cannot be changed per request; recorded line from {RECORDED_PARTIAL_OFFLOAD_SOURCE}",
+             reason=Said("offload cannot be changed per request; recorded line from {source}",
+                         {"source": RECORDED_PARTIAL_OFFLOAD_SOURCE}),
              detail={"recorded_line": RECORDED_PARTIAL_OFFLOAD})
 
 

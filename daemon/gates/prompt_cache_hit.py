@@ -1,6 +1,6 @@
 """``prompt_cache_hit``: prompt tokens came from a cache, so the prefill rate is not a prefill."""
 
-from .base import Canary, Gate, GateOutcome, SampleContext
+from .base import Canary, Gate, GateOutcome, Said, SampleContext
 
 REPEATED_NONCE = "cafe0000cafe0000"
 
@@ -8,11 +8,13 @@ REPEATED_NONCE = "cafe0000cafe0000"
 def check(ctx: SampleContext, threshold: float) -> GateOutcome:
     cached = ctx.sample.get("cached_tokens")
     if cached is None:
-        return GateOutcome(None, None, "no cache counter in the response")
-    text = f"{cached} prompt tokens served from cache"
+        return GateOutcome(None, None, Said("no cache counter in the response"))
     src = ctx.response.get("cache_from_log")
     if src:
-        text += f" (server log, task {src['task']}: {src['prompt_tokens_total']} prompt tokens in all)"
+        text = Said("prompt tokens served from cache: {cached} (server log, task {task}: prompt tokens in all: {total})",
+                    {"cached": cached, "task": src.get("task"), "total": src.get("prompt_tokens_total")})
+    else:
+        text = Said("prompt tokens served from cache: {cached}", {"cached": cached})
     return GateOutcome(cached > threshold, float(cached), text)
 
 

@@ -1,0 +1,117 @@
+"""Stored observations said in the page's language: a message id and its values, formatted per locale.
+
+The capture side stores what a gate observed and why a canary settled as
+it did as JSON beside the English (``daemon/said.py``). Here the message id
+is looked up in the catalogue, its numbers are formatted by Babel for the
+page's language (0.05 / 0,05), texts among its values are shown verbatim as
+quoted evidence, and nested messages are said the same way.
+
+Whatever cannot be said so is shown as the stored English, quoted: a row
+from before structured observations (prose only), an unknown message id (a
+merged database from a newer or foreign cardproof), a value that does not
+fit its field, damaged JSON. Nothing here raises on stored data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import string
+
+import jinja2
+from babel.numbers import format_decimal
+
+from .i18n import CATALOGUE, Lang
+from .mdsafe import MD, code_span, esc
+
+#: how deep messages may nest inside each other's values (a hostile row could nest without end)
+_MAX_DEPTH = 6
+#: the capture side's message id of a quoted text (``daemon.said.QUOTED``)
+_QUOTED = "{text}"
+
+
+class _Unsayable(Exception):
+    """The stored message cannot be said from the catalogue; the stored English is shown instead."""
+
+
+def quoted(text) -> MD:
+    """Stored English prose on any page: marked as a quotation (``<q>``), escaped."""
+    if text is None or str(text).strip() == "":
+        return MD("—")
+    return MD("<q>") + esc(text) + MD("</q>")
+
+
+def say(L: Lang, stored_json, text=None) -> MD:
+    """The observation ``stored_json`` (the JSON column) in ``L``'s language; ``text`` (the English
+    column) quoted where there is no structured form or it cannot be said."""
+    if stored_json:
+        try:
+            return _say(L, json.loads(stored_json), 0)
+        except (_Unsayable, ValueError, TypeError, RecursionError):
+            pass
+    return quoted(text)
+
+
+@jinja2.pass_context
+def template_say(ctx, stored_json, text=None) -> MD:
+    """``said(row.observed_json, row.observed_text)`` in templates, in the page's language (``L``)."""
+    return say(ctx["L"], stored_json, text)
+
+
+def _say(L: Lang, data, depth: int) -> MD:
+    if depth > _MAX_DEPTH:
+        raise _Unsayable("nested too deep")
+    if isinstance(data, list):
+        if not data:
+            raise _Unsayable("empty list")
+        return MD("; ").join(_say(L, d, depth + 1) for d in data)
+    if not isinstance(data, dict) or not isinstance(data.get("msgid"), str):
+        raise _Unsayable("not a message")
+    msgid, params = data["msgid"], data.get("params") or {}
+    if not isinstance(params, dict):
+        raise _Unsayable("params not an object")
+    if msgid == _QUOTED:
+        return quoted(params.get("text"))
+    if msgid not in CATALOGUE:
+        raise _Unsayable(f"unknown message id {msgid[:60]!r}")
+    out = MD("")
+    try:
+        parts = list(string.Formatter().parse(L.gettext(msgid)))
+    except ValueError as exc:  # a broken template in a translation: the English instead
+        raise _Unsayable(str(exc)) from exc
+    for literal, name, spec, _conv in parts:
+        out += MD(literal)  # catalogue text: ours, trusted
+        if name is not None:
+            if name not in params:
+                raise _Unsayable(f"no value for {{{name}}}")
+            out += _value(L, params[name], spec or "", depth)
+    return out
+
+
+def _value(L: Lang, value, spec: str, depth: int) -> MD:
+    if isinstance(value, (dict, list)):
+        return _say(L, value, depth + 1)
+    if value is None:
+        return MD("—")
+    if isinstance(value, bool):
+        return code_span(str(value).lower())
+    if isinstance(value, (int, float)):
+        return esc(_number(L, value, spec))
+    # text among the values is evidence (a driver's reason, an address, an error): verbatim
+    return code_span(str(value))
+
+
+def _number(L: Lang, value, spec: str) -> str:
+    """``value`` in the page's locale, following the English template's format (``.2f``, ``.0%``)."""
+    digits = None
+    if spec.startswith(".") and spec[1:-1].isdigit():
+        digits = int(spec[1:-1])
+    if spec.endswith("%"):
+        return L.pct(value, digits or 0)
+    if digits is not None:
+        return L.num(value, digits)
+    if not math.isfinite(value):
+        return L.num(value)  # a dash: no figure to print
+    if isinstance(value, int) or float(value).is_integer():
+        return L.num(value, 0)
+    return format_decimal(value, locale=L.code)  # up to three decimals, none trailing
