@@ -15,6 +15,8 @@ from cardproof.daemon.memory.budget import budget, free_check_for_load
 from cardproof.daemon.memory.readings import NOT_MEASURED
 from cardproof.daemon.memory.reconcile import reconcile_load
 
+from .queries import is_measured_load
+
 
 def _status(db, run_id: int) -> tuple[str, str | None, str | None]:
     reason = not_measured_reason(db, run_id)
@@ -126,15 +128,20 @@ def memory_view(db, run_id: int) -> dict:
     """Everything the memory section shows for one run, computed from rows alone."""
     status, reason, source = _status(db, run_id)
     loads = list(db.query(
-        """select loads.id, models.name as model,
+        """select loads.id, models.name as model, loads.trigger, loads.origin, samples.kind as sample_kind,
+                  loads.sample_id,
                   coalesce((select max(pinned) from cells where cells.run_id = loads.run_id
                             and cells.model_id = loads.model_id), 0) as pinned
            from loads join models on models.id = loads.model_id
+           left join samples on samples.id = loads.sample_id
            where loads.run_id = ? and coalesce(loads.status, 'loaded') not in ('failed', 'refused')
+             and loads.merged_into is null
            order by loads.id""",
         [run_id],
     ))
-    rows = [_load_row(db, run_id, ld) for ld in loads]
+    # a canary's or a probe's reload is no measured load: its memory stays on the evidence page
+    left_out = [ld["id"] for ld in loads if not is_measured_load(ld)]
+    rows = [_load_row(db, run_id, ld) for ld in loads if is_measured_load(ld)]
     compute_devices = sorted({d for r in rows for d in r["compute_by_device"]})
     foreign = db.execute(
         """select count(distinct pid) from memory_samples where run_id = ? and scope = 'process'
@@ -148,6 +155,7 @@ def memory_view(db, run_id: int) -> dict:
         "source": source,
         "devices": _devices(db, run_id),
         "loads": rows,
+        "left_out_loads": left_out,
         "compute_devices": compute_devices,
         "any_selfreport": any(r["selfreport_mib"] is not None for r in rows),
         "any_plan": any(r["plan"] for r in rows),
