@@ -1,0 +1,89 @@
+"""``cardproof history``: each model's series across runs and the steps the samples support."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .common import db_option, open_db
+
+_UNITS = {"decode_tps": "tok/s", "prefill_tps": "tok/s", "ttft_ms": "ms", "load_seconds": "s"}
+_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time"}
+
+
+def step_sentence(series: dict, step: dict) -> str:
+    """One step in plain English, e.g. 'decode of X fell 12.0 % (9.1–15.2 %) between run 41 (build b7342) and ...'."""
+    def build(p):
+        return f" (build {p['server_build']})" if p.get("server_build") else ""
+
+    verb = "rose" if step["change"] > 0 else "fell"
+    lo, hi = sorted((abs(step["low"]), abs(step["high"])))
+    text = (f"{_NAMES[step['metric']]} of {series['model']} ({series['prompt_class']}, reasoning "
+            f"{'on' if series['reasoning'] else 'off'}) {verb} {abs(step['change']) * 100:.1f} % "
+            f"({lo * 100:.1f}–{hi * 100:.1f} %) "
+            f"between run {step['before']['run_id']}{build(step['before'])} and run "
+            f"{step['after']['run_id']}{build(step['after'])}, and stayed there for {step['stayed']} run(s)")
+    if step["changes"]:
+        text += "; changed: " + "; ".join(f"{n} {a} -> {b}" for n, a, b in step["changes"])
+    else:
+        text += "; no stored condition changed"
+    return text
+
+
+def _point_json(p: dict) -> dict:
+    return {"run": p["run_id"], "started_at": p["started_at"], "state": p["state"], "cell": p["cell_id"],
+            "conditions": p["conditions"], "changed": [list(c) for c in p["changes"]],
+            **{m: ({"median": s.median, "low": s.low, "high": s.high, "n": s.n} if s else None)
+               for m, s in p["spread"].items()}}
+
+
+def _step_json(step: dict) -> dict:
+    return {"metric": step["metric"], "run_before": step["before"]["run_id"], "run_after": step["after"]["run_id"],
+            "change": step["change"], "low": step["low"], "high": step["high"], "stayed_runs": step["stayed"],
+            "regression": step["regression"], "changed": [list(c) for c in step["changes"]],
+            "skipped_runs": step["skipped"]}
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("history")
+    @db_option
+    @click.option("--campaign", default=None, help="Only this campaign (by name).")
+    @click.option("--model", default=None, help="Only this model (by name).")
+    @click.option("--json", "as_json", is_flag=True, help="Print series, points and steps as JSON.")
+    def history_cmd(db: Path | None, campaign: str | None, model: str | None, as_json: bool) -> None:
+        """Each model's figures across runs (per campaign and cell) and the steps the samples support.
+
+        A step is claimed only where the bootstrap interval of the change
+        excludes "no change" and the change is at least the campaign's
+        ``[report] min_effect_pct`` (default 5); interrupted runs and
+        unstable cells are listed but never start or end one.
+        """
+        from cardproof.report.history import build_series
+        from cardproof.report.tolerance import shielded
+
+        store = open_db(db, readonly=True)
+        try:
+            with shielded(store):  # damaged rows: named on stderr, read as NULL
+                series = build_series(store.db, campaign=campaign, model=model)
+        finally:
+            store.close()
+        if as_json:
+            click.echo(json.dumps([{
+                "campaign": s["campaign"], "model": s["model"], "prompt_class": s["prompt_class"],
+                "reasoning": s["reasoning"], "min_effect": s["min_effect"], "page": s["page"],
+                "points": [_point_json(p) for p in s["points"]], "steps": [_step_json(st) for st in s["steps"]],
+            } for s in series], indent=2, default=str))
+            return
+        if not series:
+            click.echo("no series" + (f" for campaign {campaign!r}" if campaign else "")
+                       + (f" and model {model!r}" if model else ""))
+            return
+        for s in series:
+            shown = [p for p in s["points"] if p["state"] != "ok"]
+            click.echo(f"{s['campaign']} · {s['model']} · {s['prompt_class']} · reasoning "
+                       f"{'on' if s['reasoning'] else 'off'}: {len(s['points'])} runs "
+                       f"({len(shown)} not usable for steps), {len(s['steps'])} step(s)")
+            for st in s["steps"]:
+                click.echo("  " + step_sentence(s, st))

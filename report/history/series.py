@@ -1,0 +1,156 @@
+"""Series per campaign × model × cell across runs, from stored samples, with their steps.
+
+Everything is read in a handful of whole-store queries (plus one gate
+lookup per run), so building every series is linear in samples and runs.
+Canary and probe requests never enter a series: only measure cells and
+measure samples are read, and only measured loads give load times.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+
+from cardproof.daemon.campaign_check import DEFAULT_MIN_EFFECT_PCT
+
+from .. import findings, queries
+from ..gates import excluded_samples
+from ..stats import spread
+from .conditions import changed, model_conditions, run_conditions
+from .steps import find_steps
+
+#: metric -> (samples column, higher is better)
+METRICS = {
+    "decode_tps": ("decode_tps", True),
+    "prefill_tps": ("prefill_tps", True),
+    "ttft_ms": ("ttft_ms", False),
+    "load_seconds": (None, False),  # from the model's measured loads, not a sample column
+}
+#: a point in one of these states is shown but never starts or ends a step
+OK = "ok"
+
+
+def campaign_settings(toml_text: str | None) -> dict:
+    """The frozen campaign's ``[report]`` limits (report/findings.py) and ``min_effect`` as a fraction.
+
+    ``[report] min_effect_pct`` (default 5) is the smallest change a trend
+    page calls a step. An unreadable frozen text gives the defaults.
+    """
+    limits = findings.report_limits(toml_text)
+    return limits | {"min_effect": limits.get("min_effect_pct", DEFAULT_MIN_EFFECT_PCT) / 100}
+
+
+def slug(text: str) -> str:
+    """A file-name-safe, stable part of a page name (the full name stays on the page)."""
+    s = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:60]
+    return s or "x"
+
+
+def _state(run: dict, decode, decode_values: list[float]) -> str:
+    if run["status"] != "completed":
+        return str(run["status"] or "unknown")
+    if decode is None:
+        return "no valid sample"
+    # the article's own rule (ratio, and the bootstrap interval where the campaign asks for it)
+    cell = {"decode": decode, "valid": [{"decode_tps": v} for v in decode_values]}
+    findings.judge_cell(cell, run["_limits"])
+    return "unstable" if cell["unstable"] else OK
+
+
+def build_series(db, campaign: str | None = None, model: str | None = None) -> list[dict]:
+    """Every series (campaign × model × prompt class × reasoning) with points in time order and steps per metric.
+
+    A point is one run's cell: its valid samples per metric (gates that
+    exclude, errors left out), their spread, its state (``ok``, the run's
+    status where it did not complete, ``unstable``, ``no valid sample``),
+    its conditions and what changed since the previous point.
+    """
+    runs = [r for r in queries.runs(db) if campaign is None or r["campaign_name"] == campaign]
+    if not runs:
+        return []
+    texts = {r["id"]: r["toml_text"] for r in db.query("select id, toml_text from campaigns")}
+    settings_by_campaign: dict[int, dict] = {}
+    for r in runs:
+        if r["campaign_id"] not in settings_by_campaign:
+            settings_by_campaign[r["campaign_id"]] = campaign_settings(texts.get(r["campaign_id"]))
+        r["_limits"] = settings_by_campaign[r["campaign_id"]]
+    by_id = {r["id"]: r for r in runs}
+    excluded: set[int] = set()
+    for r in runs:
+        excluded.update(excluded_samples(db, r["id"]))
+    cells: dict[int, dict] = {}
+    for c in db.query(
+            """select cells.id, cells.run_id, cells.prompt_class, cells.reasoning, models.name as model
+               from cells join models on models.id = cells.model_id
+               where coalesce(cells.kind, 'measure') = 'measure'"""):
+        if c["run_id"] in by_id and (model is None or c["model"] == model):
+            c["values"] = defaultdict(list)
+            cells[c["id"]] = c
+    for s in db.query(
+            """select cell_id, id, decode_tps, prefill_tps, ttft_ms, error_kind from samples
+               where coalesce(kind, 'measure') = 'measure' order by id"""):
+        c = cells.get(s["cell_id"])
+        if c is None or s["error_kind"] or s["id"] in excluded:
+            continue
+        for metric, (column, _) in METRICS.items():
+            v = s[column] if column else None
+            # a damaged row reads as NULL (report/tolerance.py); text or a non-positive rate is no figure
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                c["values"][metric].append(float(v))
+    loads: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for ld in db.query(
+            """select loads.run_id, loads.trigger, loads.origin, loads.sample_id, loads.load_seconds,
+                      models.name as model, samples.kind as sample_kind
+               from loads join models on models.id = loads.model_id
+               left join samples on samples.id = loads.sample_id where loads.merged_into is null"""):
+        v = ld["load_seconds"]
+        if ld["run_id"] in by_id and queries.is_measured_load(ld) and isinstance(v, (int, float)) and v > 0:
+            loads[(ld["run_id"], ld["model"])].append(float(v))
+    facts = model_conditions(db)
+
+    grouped: dict[tuple, list[dict]] = defaultdict(list)
+    for c in cells.values():
+        run = by_id[c["run_id"]]
+        values = dict(c["values"])
+        values["load_seconds"] = loads.get((run["id"], c["model"]), [])
+        spreads = {m: spread(values.get(m, [])) for m in METRICS}
+        grouped[(run["campaign_name"], c["model"], c["prompt_class"], bool(c["reasoning"]))].append({
+            "run_id": run["id"], "started_at": run["started_at"], "status": run["status"],
+            "server_build": run["server_build"], "cell_id": c["id"], "values": values, "spread": spreads,
+            "state": _state(run, spreads["decode_tps"], values.get("decode_tps", [])),
+            "conditions": run_conditions(run) | facts.get((run["id"], c["model"]), {}),
+            "_campaign_id": run["campaign_id"],
+        })
+    out = []
+    for (camp, mname, cls, reasoning), points in grouped.items():
+        points.sort(key=lambda p: (p["started_at"] or "", p["run_id"]))
+        for prev, p in zip([None, *points], points):
+            p["changes"] = changed(prev["conditions"], p["conditions"]) if prev else []
+        min_effect = settings_by_campaign[points[-1]["_campaign_id"]]["min_effect"]
+        series = {"campaign": camp, "model": mname, "prompt_class": cls, "reasoning": reasoning,
+                  "page": f"trend-{slug(camp)}-{slug(mname)}", "min_effect": min_effect, "points": points}
+        series["steps"] = _steps(series)
+        out.append(series)
+    return sorted(out, key=lambda s: (s["campaign"], s["model"], s["reasoning"], s["prompt_class"]))
+
+
+def _steps(series: dict) -> list[dict]:
+    points = series["points"]
+    steps = []
+    for metric, (_, higher_better) in METRICS.items():
+        usable = [i for i, p in enumerate(points) if p["state"] == OK and p["values"].get(metric)]
+        seed = f"{series['campaign']}|{series['model']}|{series['prompt_class']}|{series['reasoning']}|{metric}"
+        for st in find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed):
+            a, b = points[usable[st.before]], points[usable[st.after]]
+            worse = (st.ratio < 1) == higher_better
+            steps.append({
+                "metric": metric, "before": a, "after": b, "ratio": st.ratio, "change": st.ratio - 1,
+                "low": st.low - 1, "high": st.high - 1, "stayed": st.stayed, "regression": worse,
+                "before_median": statistics.median(a["values"][metric]),
+                "after_median": statistics.median(b["values"][metric]),
+                "changes": changed(a["conditions"], b["conditions"]),
+                # runs between the two that could not carry the step (interrupted, unstable): shown, named
+                "skipped": [p["run_id"] for p in points[usable[st.before] + 1:usable[st.after]]],
+            })
+    return steps
