@@ -42,6 +42,7 @@ from .campaign_check import (
     report_settings,
 )
 from .gates import GATES, GateConfig, default_config
+from .load.campaign import DepthSettings, LoadSettings, axes_settings
 from .probes import PROBES, VERDICTS
 from .prompts import PROMPT_CLASSES
 from .rules import RuleError, validate_rule
@@ -92,6 +93,8 @@ class Campaign:
     api_key_env: str | None = None  # the variable holding an API key; the key never enters the store
     expectations: dict[str, str] = field(default_factory=dict)  # name -> rule text: beliefs before measuring
     unstable_ratio: float = 1.5  # [report]: max/min of a cell's decode samples beyond which it states nothing
+    load: LoadSettings | None = None  # [load]: concurrency steps (daemon/load)
+    depth: DepthSettings | None = None  # [depth]: context-depth steps (daemon/load)
 
     def repetitions_for(self, reasoning: bool) -> int:
         return self.repetitions_reasoning if reasoning else self.repetitions
@@ -99,7 +102,7 @@ class Campaign:
 
 _PROBE_KEYS = {"run", "repeat", "max_tokens", "reasoning", "code_timeout_s"}
 _TOP_KEYS = {"probes", "rules", "campaign", "server", "models", "prompts", "gates", "embedding", "report",
-             "expectations"}
+             "expectations", "load", "depth"}
 _CAMPAIGN_KEYS = {
     "name",
     "prompt_classes",
@@ -238,6 +241,7 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         num_ctx=num_ctx,
         api_key_env=api_key_env,
         unstable_ratio=report["unstable_ratio"],
+        **axes_settings(data, path, prompt_tokens, max_tokens),
     )
 
 

@@ -503,3 +503,29 @@ def m014_said_observations(db: sqlite_utils.Database) -> None:
         db["gate_results"].add_column("observed_json", str)
     if "reason_json" not in db["canaries"].columns_dict:
         db["canaries"].add_column("reason_json", str)
+
+
+@migrations(name="m015_load_steps")
+def m015_load_steps(db: sqlite_utils.Database) -> None:
+    # issue 17: a concurrency or context-depth step of a run, and per request of it what a
+    # sample row has no room for (its stream, queue time, the arrival time of every chunk);
+    # the step's percentiles are computed from these rows when read, never stored
+    db["load_steps"].create(
+        {
+            "id": int, "run_id": int, "model_id": int, "cell_id": int, "axis": str, "position": int,
+            "streams": int, "depth_tokens": int, "requests": int, "prompt_class": str, "max_tokens": int,
+            "total_slots": int, "n_ctx": int, "queueing": int, "started_at": str, "ended_at": str,
+            "wall_s": float, "refused_reason": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id"), ("cell_id", "cells", "id")],
+        if_not_exists=True,
+    )
+    db["load_steps"].create_index(["run_id"], if_not_exists=True)
+    db["load_samples"].create(
+        {"sample_id": int, "step_id": int, "stream": int, "queue_ms": float, "chunks": int, "itl_ms_json": str},
+        pk="sample_id",
+        foreign_keys=[("sample_id", "samples", "id"), ("step_id", "load_steps", "id")],
+        if_not_exists=True,
+    )
+    db["load_samples"].create_index(["step_id"], if_not_exists=True)

@@ -18,6 +18,8 @@ from .campaign import Campaign
 from .canaries import run_canaries
 from . import gate_counts
 from .judge import judge_run
+from .load.campaign import planned_samples
+from .load.run import run_axes
 from .logs import LogSourceError, capture_file
 from .logs.requests import cache_from_logs
 from .memory.capture import MemoryCapture
@@ -101,7 +103,8 @@ def run_campaign(
         # held until the run's status is written; any other end leaves it unlocked: proof of an unfinished run
         with liveness.RunLock(store.path) as lock:
             cells = plan_cells(campaign)
-            state = RunState(planned=sum(c.repetitions for c in cells))
+            state = RunState(planned=sum(c.repetitions for c in cells)
+                             + planned_samples(campaign.load, campaign.depth, len(campaign.models)))
             run_id = start_run(store, campaign, state.planned, echo, lock)
             ctx = RunContext(store, campaign, backend, echo, run_id, state, memory_source, lock)
             echo(f"run {run_id}: campaign {campaign.name} ({campaign.sha256[:12]}), {len(cells)} cells, "
@@ -201,6 +204,8 @@ def _run_cells(ctx: RunContext, cells: list[PlannedCell]) -> None:
     campaign = ctx.campaign
     walk = _Walk(pin=next((m.name for m in campaign.models if m.pinned), None), canaries_done=not campaign.canaries)
     for position, cell in enumerate(cells):
+        if walk.loaded and cell.model != walk.model:
+            run_axes(ctx, walk.model, walk.load_id)  # load and depth steps on the model being left, as probes
         if campaign.probes and walk.loaded and cell.model != walk.model:
             # probes run on the model being left, while it is loaded: no load of their own
             run_model_probes(ctx.store, ctx.backend, campaign, ctx.run_id, walk.model, ctx.model_ids[walk.model],
@@ -237,6 +242,8 @@ def _run_cells(ctx: RunContext, cells: list[PlannedCell]) -> None:
                      f"samples not taken (load refused)")
             continue
         _measure_cell(ctx, cell, cell_id, walk)
+    if walk.loaded:
+        run_axes(ctx, walk.model, walk.load_id)
     if campaign.probes and walk.loaded:
         run_model_probes(ctx.store, ctx.backend, campaign, ctx.run_id, walk.model, ctx.model_ids[walk.model], ctx.echo)
     if not walk.canaries_done and walk.loaded:

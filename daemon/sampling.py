@@ -8,6 +8,7 @@ from typing import Callable
 import httpx
 
 from .backends import Backend, BackendError
+from .backends.base import SampleResult
 from .backends.validate import check_sample
 from .prompts import new_nonce
 from .store import Store, dumps, utcnow
@@ -25,6 +26,7 @@ class Taken:
     sample_id: int
     text: str
     load_id: int | None = None
+    result: SampleResult | None = None  # the answer as the backend read it (None: exception sample)
 
 
 @dataclass
@@ -51,44 +53,76 @@ class SampleRequest:
     load_id: int | None = None  # the load the sample was taken on, as far as the runner knows
 
 
-def take_sample(store: Store, backend: Backend, req: SampleRequest) -> Taken:
-    """Send one request and store it as a sample (or as an exception sample)."""
+@dataclass
+class Sent:
+    """One request sent and answered (``result``) or failed (``error``), not yet stored.
+
+    Sending and storing are apart so that several streams can send at once
+    while one thread writes (a SQLite connection belongs to one thread).
+    """
+
+    row: dict
+    result: SampleResult | None = None
+    error: tuple[str, str] | None = None  # (kind, text)
+    request_json: str | None = None
+    response_json: str | None = None
+
+
+def send(backend: Backend, req: SampleRequest) -> Sent:
+    """Send ``req`` and check the answer; never raises for a failed request (it is an exception sample)."""
     nonce = req.nonce or new_nonce()
     prompt = req.build_prompt(nonce)
     row = {
         "run_id": req.run_id, "cell_id": req.cell_id, "repetition": req.repetition, "nonce": nonce,
         "started_at": utcnow(), "kind": req.kind, "load_id": req.load_id,
     }
+    try:
+        res = backend.chat(req.model, prompt, max_tokens=req.max_tokens, reasoning=req.reasoning, extra=req.extra,
+                           client=req.client)
+        check_sample(res)
+        # serialised here, in the sending thread: a JSON error is this sample's, and the writer only writes
+        return Sent(row, res, request_json=dumps(res.request), response_json=dumps(res.response))
+    except Exception as exc:  # noqa: BLE001 -- KeyboardInterrupt/SystemExit are not Exceptions and pass
+        # a backend's own error keeps its kind; anything else it raised is a bug of ours or an
+        # answer no check foresaw: one exception sample with the type and text, and the run goes on
+        kind, text = (exc.kind, exc.text) if isinstance(exc, BackendError) else ("internal", _describe(exc))
+        return Sent(row, error=(kind, text))
+
+
+def store_sent(store: Store, sent: Sent) -> Taken:
+    """Store what :func:`send` brought back as one sample row (an exception sample if it failed)."""
+    row = dict(sent.row)
+    if sent.result is None:
+        kind, text = sent.error or ("internal", "no result")
+        row.update({"error_kind": kind, "error_text": text, "counter_source": "none"})
+        return Taken(False, store.insert("samples", row), f"exception ({kind}): {text[:160]}")
+    res = sent.result
+    row.update({k: getattr(res, k) for k in _FIELDS})
+    row["request_json"] = sent.request_json
+    row["response_json"] = sent.response_json
+    sample_id = store.insert("samples", row)
+    text = (
+        f"decode {_rate(res.decode_tps)} tok/s, prefill {_rate(res.prefill_tps)} tok/s, "
+        f"prompt {res.prompt_tokens} tok, {res.generated_tokens} generated, stop={res.stop_reason}"
+    )
+    return Taken(True, sample_id, text, result=res)
+
+
+def take_sample(store: Store, backend: Backend, req: SampleRequest) -> Taken:
+    """Send one request and store it as a sample (or as an exception sample)."""
     watcher = None
     try:
         if backend.is_router():
             watcher = backend.watch_load(req.model)
     except Exception:  # noqa: BLE001 -- no watcher is a missing load time, never a lost sample
         watcher = None
-    try:
-        res = backend.chat(req.model, prompt, max_tokens=req.max_tokens, reasoning=req.reasoning, extra=req.extra,
-                           client=req.client)
-        check_sample(res)
-        request_json, response_json = dumps(res.request), dumps(res.response)
-    except Exception as exc:  # noqa: BLE001 -- KeyboardInterrupt/SystemExit are not Exceptions and pass
-        # a backend's own error keeps its kind; anything else it raised is a bug of ours or an
-        # answer no check foresaw: one exception sample with the type and text, and the run goes on
-        kind, text = (exc.kind, exc.text) if isinstance(exc, BackendError) else ("internal", _describe(exc))
-        row.update({"error_kind": kind, "error_text": text, "counter_source": "none"})
+    sent = send(backend, req)
+    if sent.result is None:
         if watcher is not None:
             watcher.stop(settle_s=0.0)
-            watcher = None
-        sample_id = store.insert("samples", row)
-        return Taken(False, sample_id, f"exception ({kind}): {text[:160]}")
-    row.update({k: getattr(res, k) for k in _FIELDS})
-    row["request_json"] = request_json
-    row["response_json"] = response_json
-    sample_id = store.insert("samples", row)
-    text = (
-        f"decode {_rate(res.decode_tps)} tok/s, prefill {_rate(res.prefill_tps)} tok/s, "
-        f"prompt {res.prompt_tokens} tok, {res.generated_tokens} generated, stop={res.stop_reason}"
-    )
-    load_id = None
+        return store_sent(store, sent)
+    taken = store_sent(store, sent)
+    res = sent.result
     if watcher is not None:
         watcher.stop(settle_s=2.0)
         if watcher.load_seconds is not None:
@@ -99,14 +133,15 @@ def take_sample(store: Store, backend: Backend, req: SampleRequest) -> Taken:
                 "loads",
                 {
                     "run_id": req.run_id, "model_id": req.model_id, "trigger": "inside_request",
-                    "sample_id": sample_id, "requested_at": watcher.requested_at,
+                    "sample_id": taken.sample_id, "requested_at": watcher.requested_at,
                     "ready_at": watcher.ready_at, "load_seconds": seconds, "status": "loaded",
                     "port": watcher.port,
                 },
             )
-            store.update("samples", sample_id, {"load_id": load_id})
-            text += f" [load inside request: {seconds:.2f} s]"
-    return Taken(True, sample_id, text, load_id)
+            store.update("samples", taken.sample_id, {"load_id": load_id})
+            taken.text += f" [load inside request: {seconds:.2f} s]"
+            taken.load_id = load_id
+    return taken
 
 
 def _rate(value: float | None) -> str:

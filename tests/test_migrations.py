@@ -30,6 +30,7 @@ APPLIED_ORDER = [
     "m009_run_liveness",
     "m012_registrations",
     "m014_said_observations",
+    "m015_load_steps",
 ]
 
 

@@ -45,6 +45,8 @@ class SampleResult:
     counter_source: str
     request: dict = field(default_factory=dict)
     response: dict = field(default_factory=dict)
+    # ms after sending at which each text-carrying chunk arrived: inter-token latency for load steps
+    chunk_ms: list[float] = field(default_factory=list)
 
 
 @dataclass

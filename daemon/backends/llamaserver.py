@@ -182,6 +182,7 @@ class LlamaServerBackend(OpenAICompatBackend):
             counter_source="timings",
             request=request_record(body, len(prompt)),
             response=final,
+            chunk_ms=s.chunk_ms,
         )
 
     def chat_raw(self, model: str, body: dict, *, timeout_s: float | None = None) -> dict:

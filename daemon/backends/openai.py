@@ -140,6 +140,10 @@ class Streamed:
     def ttft_ms(self) -> float | None:
         return (self.stamps[0] - self.t0) * 1000.0 if self.stamps else None
 
+    @property
+    def chunk_ms(self) -> list[float]:
+        return [(t - self.t0) * 1000.0 for t in self.stamps]
+
 
 def read_stream(client: httpx.Client, path: str, body: dict, *, timeout_s: float) -> Streamed:
     """Send ``body`` as a streamed chat completion and collect text, counters and arrival times."""
@@ -199,7 +203,7 @@ def stream_chat(client: httpx.Client, path: str, body: dict, *, prompt_chars: in
         ttft_ms=s.ttft_ms, wall_ms=s.wall_ms, stop_reason=s.finish_reason,
         answer_chars=len(final["answer"]), reasoning_chars=len(final["reasoning"]),
         request=request_record(body, prompt_chars),
-        response=final, **rates,
+        response=final, chunk_ms=s.chunk_ms, **rates,
     )
 
 

@@ -1,0 +1,1 @@
+"""Load and context axes of a run: concurrency steps (``[load]``) and context-depth steps (``[depth]``)."""
