@@ -1,16 +1,20 @@
-"""The campaign reader's checks: the limits of every key, and errors that name file and key.
+"""The campaign reader's limits, its error, and the ``[report]`` table read by the report side too.
 
 Limits are what a run can carry out, not taste: a number outside them either
 crashes a later step (an int beyond SQLite's 64 bits, a prompt built in
 memory from ``target_tokens``), makes a run that cannot end, or is refused
-by the server anyway. Each limit is stated here once, by name.
+by the server anyway. Each limit is stated here once, by name. The tables
+themselves are declared in ``campaign_schema``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from . import validate
+from .schema import Section, first_problem
 from .validate import Invalid
 
 MAX_CAMPAIGN_BYTES = 1 << 20  # a campaign is a page of settings; the text is frozen into every run
@@ -53,7 +57,13 @@ def class_name(value: Any) -> str:
 
 
 class Checker:
-    """Typed access to the parsed TOML; every failure names the file and the dotted key."""
+    """Typed access to a raw TOML table; every failure names the file and the dotted key.
+
+    For a table still read from the raw dict rather than declared as a model. A new table
+    declares a :class:`~.schema.Section` and calls
+    ``campaign_schema.register_section`` instead: the same checks, and
+    unknown keys refused without listing them by hand.
+    """
 
     def __init__(self, path: str):
         self.path = path
@@ -118,22 +128,41 @@ MIN_UNSTABLE_RATIO = 1.01  # 1.0 would call every cell with two different sample
 MAX_UNSTABLE_RATIO = 100.0
 MIN_UNSTABLE_INTERVAL_PCT = 0.5  # below this, sampling noise alone would mark almost every cell
 MAX_UNSTABLE_INTERVAL_PCT = 100.0
-_REPORT_KEYS = {"unstable_ratio", "unstable_interval_pct"}
+DEFAULT_MIN_EFFECT_PCT = 5.0  # the smallest change between runs a trend page calls a step
+MIN_MIN_EFFECT_PCT = 0.5  # below this, run-to-run noise would be called a step
+MAX_MIN_EFFECT_PCT = 90.0
 
 
-def report_settings(data: dict, path: str) -> dict:
-    """``[report]`` of a parsed campaign: how the article judges what it may state.
+class ReportSettings(Section):
+    """``[report]``: how the article judges what it may state.
 
     ``unstable_ratio``: a cell whose slowest and fastest decode sample differ
     by more than this factor is marked unstable and no finding is stated from it.
     ``unstable_interval_pct`` (optional, off when absent): a cell is also
     unstable when the bootstrap interval of its median reaches further than
     this many percent from the median (report/findings.py).
+    ``min_effect_pct``: the smallest change between runs that the trend pages
+    call a step (report/history/), however clear the samples are.
     """
-    c = Checker(path)
-    table = c.table(data.get("report", {}), "report")
-    c.unknown(table, _REPORT_KEYS, "report.")
-    return {"unstable_ratio": c.number(table, "unstable_ratio", "report.", DEFAULT_UNSTABLE_RATIO,
-                                       MIN_UNSTABLE_RATIO, MAX_UNSTABLE_RATIO),
-            "unstable_interval_pct": c.number(table, "unstable_interval_pct", "report.", None,
-                                              MIN_UNSTABLE_INTERVAL_PCT, MAX_UNSTABLE_INTERVAL_PCT)}
+
+    unstable_ratio: validate.Number(MIN_UNSTABLE_RATIO, MAX_UNSTABLE_RATIO) = DEFAULT_UNSTABLE_RATIO
+    unstable_interval_pct: validate.Number(MIN_UNSTABLE_INTERVAL_PCT, MAX_UNSTABLE_INTERVAL_PCT) | None = None
+    min_effect_pct: validate.Number(MIN_MIN_EFFECT_PCT, MAX_MIN_EFFECT_PCT) = DEFAULT_MIN_EFFECT_PCT
+
+
+class _ReportOnly(Section):
+    model_config = ConfigDict(extra="ignore")  # the other tables are not read here
+    report: ReportSettings = ReportSettings()
+
+
+def report_settings(data: dict, path: str) -> dict:
+    """``[report]`` of a parsed campaign as a dict (see :class:`ReportSettings`); CampaignError names the key."""
+    return check_model(_ReportOnly, data, path).report.model_dump()
+
+
+def check_model(model: type[BaseModel], data: Any, path: str) -> Any:
+    """``model`` read from parsed TOML, or the CampaignError of its first problem (file, dotted key, expected)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise CampaignError(path, *first_problem(exc, model)) from None

@@ -40,7 +40,9 @@ def first_problem(exc: ValidationError, model: type[BaseModel], *, section_word:
     (the daemon config says "unknown section").
     """
     err = exc.errors(include_url=False)[0]
-    loc = tuple(p for p in err["loc"] if p != "[key]")  # a refused table key is named by itself
+    loc = tuple(err["loc"])
+    if len(loc) >= 2 and loc[-1] == "[key]" and err.get("input") == loc[-2]:
+        loc = loc[:-1]  # a refused table key is named by itself (a key spelt "[key]" is kept)
     kind = err["type"]
     error = (err.get("ctx") or {}).get("error")
     if kind in ("value_error", "assertion_error") and error is not None:

@@ -43,3 +43,76 @@ def test_config_sections_are_typed_and_read_only():
     assert cfg.metrics.port == 9464 and cfg.collectors.nvml is True
     with pytest.raises(Exception):  # frozen: a running daemon's settings are what the file said
         cfg.quiet.poll_s = 0.0
+
+
+# -- the campaign: tables registered in one place -----------------------------------------------------
+from cardproof.daemon import campaign_schema  # noqa: E402
+from cardproof.daemon.campaign import CampaignError, parse_campaign  # noqa: E402
+from cardproof.daemon.schema import Section  # noqa: E402
+from cardproof.daemon.validate import Int  # noqa: E402
+
+BASE = '[server]\nurl = "http://127.0.0.1:9"\n[[models]]\nname = "a"\n'
+
+
+class _Soak(Section):
+    minutes: Int(1, 60) = 5
+
+
+@pytest.fixture
+def sections(monkeypatch):
+    """The table registry as it is, restored after the test."""
+    monkeypatch.setattr(campaign_schema, "SECTIONS", dict(campaign_schema.SECTIONS))
+    campaign_schema._model_cache.clear()
+    yield campaign_schema
+    campaign_schema._model_cache.clear()
+
+
+def test_a_table_is_refused_until_registered_then_read_as_its_model(sections):
+    with pytest.raises(CampaignError) as err:
+        parse_campaign(BASE + "[soak]\nminutes = 9\n", "c.toml")
+    assert err.value.key == "soak" and "unknown key" in str(err.value)
+    sections.register_section("soak", _Soak, _Soak())
+    assert parse_campaign(BASE + "[soak]\nminutes = 9\n", "c.toml").sections["soak"] == _Soak(minutes=9)
+    assert parse_campaign(BASE, "c.toml").sections["soak"] == _Soak()
+    for text, key in (("[soak]\nminutes = 61\n", "soak.minutes"), ("[soak]\nhours = 1\n", "soak.hours"),
+                      ("soak = 1\n", "soak")):
+        with pytest.raises(CampaignError) as err:
+            parse_campaign(text + BASE, "c.toml")
+        assert err.value.key == key, str(err.value)
+
+
+def test_a_built_in_table_cannot_be_registered_again(sections):
+    with pytest.raises(ValueError, match="built-in"):
+        sections.register_section("server", _Soak)
+
+
+@pytest.mark.parametrize("text,key,fragment", [
+    ('[server]\nurl = "http://127.0.0.1:9"\nmodels = [3]\n', "server.models", "unknown key"),
+    ('models = [3]\n[server]\nurl = "http://127.0.0.1:9"\n', "models[0]", "expected a table, got int 3"),
+    ('models = [{name = "a"}, {name = "a", pinned = true}]\n[server]\nurl = "http://127.0.0.1:9"\n',
+     "models[1].name", "duplicate model name 'a'"),
+    ("prompts = 3\n" + BASE, "prompts", "expected a table, got int 3"),
+    (BASE + "[prompts.x]\ntarget_tokens = \"10\"\n", "prompts.x.target_tokens", "got str '10'"),
+    (BASE + "[gates]\nload_time = 3\n", "gates.load_time", "expected a table, got int 3"),
+    (BASE + '[rules]\n"[key]" = 3\n', "rules.[key]", "non-empty string"),
+    (BASE + "[campaign]\nreasoning = [true, 1]\n", "campaign.reasoning", "true, false or a list of them"),
+    (BASE + "[campaign]\nprompt_classes = [\"short\", \"huge\"]\n", "campaign.prompt_classes[1]",
+     "unknown prompt class 'huge'"),
+    (BASE + "[embedding]\nmodel = \"e\"\n", "embedding.url", "missing (expected an http:// or https:// URL)"),
+    ('[server]\nbackend = "openai"\nnum_ctx = 1\nurl = "http://127.0.0.1:9"\n[[models]]\nname = "a"\n',
+     "server.num_ctx", "only the ollama backend takes num_ctx"),
+    ("[server]\n[[models]]\nname = \"a\"\n", "server.url", "missing (expected an http:// or https:// URL)"),
+])
+def test_campaign_problems_name_the_exact_key(text, key, fragment):
+    with pytest.raises(CampaignError) as err:
+        parse_campaign(text, "c.toml")
+    assert err.value.key == key, str(err.value)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_parsed_tables_are_read_only():
+    c = parse_campaign(BASE + "[probes]\nrun = [\"coding\"]\n", "c.toml")
+    with pytest.raises(Exception):
+        c.models[0].pinned = True
+    with pytest.raises(Exception):
+        c.probes.repeat = 100
