@@ -15,7 +15,7 @@ from collections import defaultdict
 from cardproof.daemon.campaign_check import DEFAULT_MIN_EFFECT_PCT
 
 from .. import findings, queries
-from ..gates import excluded_samples
+from ..gates import run_gate_config
 from ..stats import spread
 from .conditions import changed, model_conditions, run_conditions
 from .steps import find_steps
@@ -58,6 +58,29 @@ def _state(run: dict, decode, decode_values: list[float]) -> str:
     return "unstable" if cell["unstable"] else OK
 
 
+def _excluded_samples(db, runs: list[dict]) -> set[int]:
+    """Samples an excluding gate fired on, as ``report.gates.excluded_samples`` says per run, in one query.
+
+    The gate configuration is read once per frozen campaign, not once per
+    run, and the firings in one pass: a per-run query would scan the
+    samples once for every run.
+    """
+    config_of: dict = {}
+    excluding: dict[int, set[str]] = {}
+    for r in runs:
+        key = r["campaign_sha256"] or r["campaign_id"]  # the same frozen text gives the same gates
+        if key not in config_of:
+            config_of[key] = {g for g, c in run_gate_config(db, r["id"]).items() if c.exclude}
+        excluding[r["id"]] = config_of[key]
+    out: set[int] = set()
+    for sid, gate, rid in db.execute(
+            """select gate_results.sample_id, gate_results.gate, samples.run_id from gate_results
+               join samples on samples.id = gate_results.sample_id where gate_results.fired = 1"""):
+        if gate in excluding.get(rid, ()):
+            out.add(sid)
+    return out
+
+
 def build_series(db, campaign: str | None = None, model: str | None = None) -> list[dict]:
     """Every series (campaign × model × prompt class × reasoning) with points in time order and steps per metric.
 
@@ -71,14 +94,16 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
         return []
     texts = {r["id"]: r["toml_text"] for r in db.query("select id, toml_text from campaigns")}
     settings_by_campaign: dict[int, dict] = {}
+    by_sha: dict = {}  # a nightly campaign freezes the same text every night: read it once
     for r in runs:
         if r["campaign_id"] not in settings_by_campaign:
-            settings_by_campaign[r["campaign_id"]] = campaign_settings(texts.get(r["campaign_id"]))
+            key = r["campaign_sha256"] or r["campaign_id"]
+            if key not in by_sha:
+                by_sha[key] = campaign_settings(texts.get(r["campaign_id"]))
+            settings_by_campaign[r["campaign_id"]] = by_sha[key]
         r["_limits"] = settings_by_campaign[r["campaign_id"]]
     by_id = {r["id"]: r for r in runs}
-    excluded: set[int] = set()
-    for r in runs:
-        excluded.update(excluded_samples(db, r["id"]))
+    excluded = _excluded_samples(db, runs)
     cells: dict[int, dict] = {}
     for c in db.query(
             """select cells.id, cells.run_id, cells.prompt_class, cells.reasoning, models.name as model

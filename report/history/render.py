@@ -1,0 +1,214 @@
+"""Trend pages: one per campaign × model in both languages, with an index, under ``site/trends/``.
+
+Each page shows every metric over the runs' dates (a chart per metric, a
+line per cell), the steps found with their interval and the conditions
+that changed, and a table per cell whose every figure links to its run.
+Charts are only re-rendered where a page's figures changed (a fingerprint
+file beside them); pages of series no longer in the store go away.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from ..i18n import CATALOGUE, LANGUAGES, Lang
+from ..mdsafe import MD, esc, publishing, translator
+from . import chart
+from .series import METRICS, OK, build_series
+
+FOLDER = "trends"
+_PRINTS = ".trends.json"
+METRIC_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time"}
+_FILE_KEYS = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "ttft", "load_seconds": "load"}
+METRIC_AXES = {"decode_tps": "decode tok/s (median, min–max)", "prefill_tps": "prefill tok/s (median, min–max)",
+               "ttft_ms": "TTFT ms (median, min–max)", "load_seconds": "load time s (median, min–max)"}
+
+
+def _suffix(lang: str) -> str:
+    return "" if lang == "en" else f".{lang}"
+
+
+def _run_link(p: dict, L: Lang) -> MD:
+    build = MD(" ({} {})").format(L.gettext("build"), p["server_build"]) if p.get("server_build") else MD("")
+    return MD("[{} {}](../runs/run-{}.md){}").format(L.gettext("run"), p["run_id"], p["run_id"], build)
+
+
+def cell_name(s: dict, L: Lang) -> MD:
+    return MD("{} · {}").format(L.gettext(s["prompt_class"]),
+                                (L.gettext("reasoning on") if s["reasoning"] else L.gettext("reasoning off")))
+
+
+def step_sentence(series: dict, step: dict, L: Lang) -> MD:
+    """'decode of X (short · reasoning off) fell 12 % (9–15 %) between run 41 (build b7342) and run 42 …'."""
+    def _(msg: str) -> MD:  # our own messages (literals below): trusted Markdown in the page's language
+        return MD(L.gettext(msg))
+
+    lo, hi = sorted((abs(step["low"]), abs(step["high"])))
+    msg = ("{metric} of {model} ({cell}) rose {size} ({low}–{high}) between {before} and {after}, "
+           "and stayed there for {stayed}." if step["change"] > 0 else
+           "{metric} of {model} ({cell}) fell {size} ({low}–{high}) between {before} and {after}, "
+           "and stayed there for {stayed}.")
+    text = _(msg).format(
+        metric=L.gettext(METRIC_NAMES[step["metric"]]), model=series["model"], cell=cell_name(series, L),
+        size=L.pct(abs(step["change"]), 1), low=L.num(lo * 100, 1), high=L.pct(hi, 1),
+        before=_run_link(step["before"], L), after=_run_link(step["after"], L),
+        stayed=L.ngettext("%(num)s run", "%(num)s runs", step["stayed"]))
+    if step["changes"]:
+        text += MD(" ") + _("Changed between them:") + MD(" ") + MD("; ").join(
+            MD("{} {} → {}").format(L.gettext(n), a, b) for n, a, b in step["changes"]) + MD(".")
+    else:
+        text += MD(" ") + _("No stored condition changed between them.")
+    if step["skipped"]:
+        text += MD(" ") + _("Runs in between that cannot carry a step:") + MD(" ") + MD(", ").join(
+            MD("[{}](../runs/run-{}.md)").format(r, r) for r in step["skipped"]) + MD(".")
+    return text
+
+
+def _pages(series: list[dict]) -> dict[str, list[dict]]:
+    pages: dict[str, list[dict]] = defaultdict(list)
+    for s in series:
+        pages[s["page"]].append(s)
+    # two campaign/model names that slug alike get distinct pages
+    out, taken = {}, {}
+    for name, group in pages.items():
+        by_key: dict[tuple, list[dict]] = defaultdict(list)
+        for s in group:
+            by_key[(s["campaign"], s["model"])].append(s)
+        for i, (key, ss) in enumerate(sorted(by_key.items())):
+            page = name if i == 0 else f"{name}-{i + 1}"
+            for s in ss:
+                s["page"] = page
+            out[page] = ss
+            taken[page] = key
+    return out
+
+
+def _code_fingerprint() -> str:
+    """This package, the templates and the catalogue: a change re-renders every chart."""
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for p in sorted([*here.glob("*.py"), *here.parent.glob("templates/trend*.j2"),
+                     *here.parent.glob("locale/*/LC_MESSAGES/*.po"), here.parent / "charts.py"]):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _fingerprint(page_series: list[dict], code: str) -> str:
+    h = hashlib.sha256(code.encode())
+    for s in page_series:
+        for p in s["points"]:
+            h.update(json.dumps([s["prompt_class"], s["reasoning"], p["run_id"], p["state"], p["started_at"],
+                                 [(m, sp and (sp.median, sp.low, sp.high, sp.n)) for m, sp in p["spread"].items()],
+                                 bool(p["changes"])], default=str).encode())
+    return h.hexdigest()
+
+
+def _page_view(page_series: list[dict], L: Lang) -> dict:
+    first = page_series[0]
+    points = [p for s in page_series for p in s["points"]]
+    runs = sorted({p["run_id"] for p in points})
+    dates = sorted(p["started_at"] for p in points if p["started_at"])
+    changes: dict[int, dict] = {}
+    for s in page_series:
+        for p in s["points"]:
+            if p["changes"] and p["run_id"] not in changes:
+                changes[p["run_id"]] = {"point": p, "changes": p["changes"]}
+    return {
+        "campaign": first["campaign"], "model": first["model"], "page": first["page"],
+        "n_runs": len(runs), "first": dates[0] if dates else None, "last": dates[-1] if dates else None,
+        "min_effect": max(s["min_effect"] for s in page_series),
+        "steps": [{"text": step_sentence(s, st, L), "regression": st["regression"]}
+                  for s in page_series for st in s["steps"]],
+        "changes": [changes[r] for r in sorted(changes, key=lambda r: (changes[r]["point"]["started_at"] or "", r))],
+        "not_usable": [p for p in points if p["state"] != OK],
+        "cells": [{"name": cell_name(s, L), "anchor": f"cell-{s['prompt_class']}-{'on' if s['reasoning'] else 'off'}",
+                   "points": s["points"]} for s in page_series],
+    }
+
+
+def _env():
+    """The report's one Jinja environment (late import: the site build imports this module)."""
+    try:
+        from ..render import environment
+    except ImportError:  # before build.py was split into modules
+        from ..build import _env as environment
+    return environment()
+
+
+def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Path]:
+    """Every trend page and the trends index, both languages; returns the files written."""
+    out_dir = Path(project) / "site" / FOLDER
+    img_dir = out_dir / "img"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        old = json.loads((out_dir / _PRINTS).read_text())
+    except (OSError, ValueError):
+        old = {}
+    pages = _pages(build_series(db))
+    prints, written, index = {}, [], []
+    code = _code_fingerprint()
+    for name, page_series in sorted(pages.items()):
+        prints[name] = _fingerprint(page_series, code)
+        for lang in LANGUAGES:
+            L = Lang(lang)
+            charts_out = []
+            for metric in METRICS:
+                rows = chart.trend_rows(page_series, metric, L)
+                if not rows:
+                    continue
+                svg = img_dir / f"{name}-{_FILE_KEYS[metric]}-{lang}.svg"
+                if old.get(name) != prints[name] or not svg.exists():
+                    img_dir.mkdir(parents=True, exist_ok=True)
+                    title = f"{L.gettext(METRIC_NAMES[metric])} · {page_series[0]['model']}"
+                    from .. import charts
+
+                    charts.write_svg(svg, chart.trend_chart(rows, chart.change_rows(page_series), L, title,
+                                                            L.gettext(METRIC_AXES[metric])))
+                charts_out.append({"metric": metric, "file": f"img/{svg.name}",
+                                   "alt": L.gettext(METRIC_AXES[metric])})
+            view = _page_view(page_series, L)
+            with publishing(show_addresses=show_addresses):
+                text = _env().get_template("trend.md.j2").render(
+                    _=translator(L.gettext, CATALOGUE), L=L, page=view, charts=charts_out,
+                    metric_names=METRIC_NAMES, metrics=list(METRICS))
+            path = out_dir / f"{name}{_suffix(lang)}.md"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+            if lang == "en":
+                index.append(view)
+    for lang in LANGUAGES:
+        L = Lang(lang)
+        views = [_page_view(pages[v["page"]], L) for v in index]
+        with publishing(show_addresses=show_addresses):
+            text = _env().get_template("trend_index.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L,
+                                                                    pages=views)
+        path = out_dir / f"index{_suffix(lang)}.md"
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    _remove_stale(out_dir, set(pages))
+    (out_dir / _PRINTS).write_text(json.dumps(prints, indent=1, sort_keys=True))
+    return written
+
+
+def _remove_stale(out_dir: Path, names: set[str]) -> None:
+    for f in out_dir.glob("trend-*.md"):
+        if f.name.split(".")[0] not in names:
+            f.unlink()
+    for f in (out_dir / "img").glob("trend-*.svg") if (out_dir / "img").is_dir() else []:
+        if not any(f.stem.startswith(n + "-") and f.stem[len(n) + 1:].rsplit("-", 1)[0] in _FILE_KEYS.values() for n in names):
+            f.unlink()
+
+
+def runs_of_steps(series: list[dict]) -> dict[int, list[dict]]:
+    """Run id -> the steps it starts (the run after the step): what its article's lead may say."""
+    out: dict[int, list[dict]] = defaultdict(list)
+    for s in series:
+        for st in s["steps"]:
+            out[st["after"]["run_id"]].append({"series": s, "step": st})
+    return dict(out)
+
+
+__all__ = ["write_trends", "step_sentence", "runs_of_steps", "esc"]

@@ -1,0 +1,75 @@
+"""Trend pages written from generated databases (real SQLite, real templates and charts)."""
+
+from __future__ import annotations
+
+from cardproof.daemon.store import open_store
+from cardproof.report.history.render import write_trends
+from history_data import make_db
+
+
+def _write(db_path, project):
+    store = open_store(db_path, mode="ro")
+    try:
+        return write_trends(store.db, project)
+    finally:
+        store.close()
+
+
+def test_a_step_is_told_in_both_languages_with_both_runs_linked(tmp_path):
+    runs = [{"level": 100.0, "build": "b7342"}] * 5 + [{"level": 88.0, "build": "b7401"}] * 5
+    ids = make_db(tmp_path / "h.db", runs)
+    written = _write(tmp_path / "h.db", tmp_path / "p")
+    trends = tmp_path / "p" / "site" / "trends"
+    assert {p.name for p in written} == {"trend-nightly-tiny-a.md", "trend-nightly-tiny-a.de.md", "index.md",
+                                         "index.de.md"}
+    en = (trends / "trend-nightly-tiny-a.md").read_text()
+    de = (trends / "trend-nightly-tiny-a.de.md").read_text()
+    before, after = f"[run {ids[4]}](../runs/run-{ids[4]}.md) (build b7342)", f"[run {ids[5]}](../runs/run-{ids[5]}.md)"
+    assert "decode of tiny-a (short · reasoning off) fell 1" in en and before in en and after in en
+    assert "and stayed there for 5 runs" in en and "server build b7342 → b7401" in en
+    assert "Decode von tiny-a (kurz · Reasoning aus) sank zwischen" in de
+    assert f"[Lauf {ids[4]}](../runs/run-{ids[4]}.md) (Build b7342)" in de and "über 5 Läufe" in de
+    # every point of the table links its run and its cell's evidence
+    for rid in ids:
+        assert f"| [{rid}](../runs/run-{rid}.md) |" in en and f"](../runs/run-{rid}-evidence.md#cell-" in en
+    for metric in ("decode", "prefill", "ttft", "load"):
+        for lang in ("en", "de"):
+            assert (trends / "img" / f"trend-nightly-tiny-a-{metric}-{lang}.svg").read_text().startswith("<svg")
+    index = (trends / "index.de.md").read_text()
+    assert "[tiny-a](trend-nightly-tiny-a.md)" in index and "Gefundene Stufen" in index
+
+
+def test_no_step_is_said_as_such_and_a_condition_change_is_listed(tmp_path):
+    runs = [{"level": 70.0, "build": "b1"}] * 4 + [{"level": 70.0, "build": "b2"}] * 4
+    ids = make_db(tmp_path / "c.db", runs)
+    _write(tmp_path / "c.db", tmp_path / "p")
+    en = (tmp_path / "p" / "site" / "trends" / "trend-nightly-tiny-a.md").read_text()
+    assert "No step: where the figures moved" in en
+    assert f"| [{ids[4]}](../runs/run-{ids[4]}.md) |" in en and "server build: `b1` → `b2`" in en
+
+
+def test_foreign_names_are_escaped_and_stale_pages_go(tmp_path):
+    hostile = "m|x<script>alert(1)</script>*_[a](b)"
+    make_db(tmp_path / "x.db", [{"level": 10.0}] * 3, model=hostile, name="c<img src=x>")
+    _write(tmp_path / "x.db", tmp_path / "p")
+    trends = tmp_path / "p" / "site" / "trends"
+    pages = sorted(trends.glob("trend-*.md"))
+    assert len(pages) == 2
+    for page in pages:
+        text = page.read_text().split("---", 2)[2]  # the body; the title is YAML, HTML-escaped
+        assert "<script>" not in text and "<img" not in text and "[a](b)" not in text
+    # the store no longer has that campaign: its pages and charts go at the next build
+    make_db(tmp_path / "y.db", [{"level": 10.0}] * 3)
+    _write(tmp_path / "y.db", tmp_path / "p")
+    assert sorted(p.name for p in trends.glob("trend-*.md")) == ["trend-nightly-tiny-a.de.md",
+                                                                 "trend-nightly-tiny-a.md"]
+    assert all(p.name.startswith("trend-nightly-tiny-a-") for p in (trends / "img").glob("*.svg"))
+
+
+def test_unchanged_figures_do_not_render_the_charts_again(tmp_path):
+    make_db(tmp_path / "u.db", [{"level": 10.0}] * 3)
+    _write(tmp_path / "u.db", tmp_path / "p")
+    svg = tmp_path / "p" / "site" / "trends" / "img" / "trend-nightly-tiny-a-decode-en.svg"
+    svg.write_text("<svg>kept</svg>")
+    _write(tmp_path / "u.db", tmp_path / "p")
+    assert svg.read_text() == "<svg>kept</svg>"
