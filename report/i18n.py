@@ -11,8 +11,9 @@ Adding a string (read this before adding one):
      report/locale/cardproof.pot .`` lists every string the code uses.
   3. tests/test_i18n_catalogue.py fails for a string the code uses that has no
      German (or only a fuzzy one).
-A module left in ``report/messages/`` (``MESSAGES = {english: german}``) is
-still merged while its strings move to the ``.po``; new strings go to the ``.po``.
+Every string of the report lives in the ``.po``; ``report/messages/`` holds no
+dictionary any more (tests/test_i18n_observations.py keeps it so), a module
+there would still be merged but contradicts nothing only by luck.
 
 German for text that comes from data lives with the data (gate modules'
 ``description_de``, ``defect_de``/``effect_de`` in daemon/probes/defects.toml) and
