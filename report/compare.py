@@ -2,7 +2,12 @@
 
 Deviations are judged against the runs' own spread, not a fixed percentage
 (as asv does): a model "moved" only where the shift is larger than the
-min–max range either run measured for that cell.
+min–max range either run measured for that cell, *and* the samples support
+it by the trend pages' rule (report/history/steps.py: a bootstrap interval
+of the ratio of medians that excludes "no change", a change of at least the
+campaign's ``min_effect_pct``). With fewer than ``MIN_SAMPLES_FOR_CHANGE``
+valid samples on either side no change is called at all: two samples
+against two cannot tell a shift from their own noise.
 """
 
 from __future__ import annotations
@@ -12,6 +17,29 @@ import statistics
 import sqlite_utils
 
 from . import queries
+from .history.series import campaign_settings
+from .history.steps import judge
+
+#: valid samples each cell needs before a change between two runs is called
+MIN_SAMPLES_FOR_CHANGE = 3
+
+
+def _positive(cell: dict) -> list[float]:
+    return [float(s["decode_tps"]) for s in cell["valid"]
+            if isinstance(s.get("decode_tps"), (int, float)) and s["decode_tps"] > 0]
+
+
+def judge_cells(a: dict, b: dict, min_effect: float) -> dict:
+    """What n allows for one cell pair: ``too_few`` samples, or the change's ``interval`` where the samples support one.
+
+    ``interval`` is (low, high) of b/a - 1, or None where the samples do not
+    support a change of at least ``min_effect``.
+    """
+    va, vb = _positive(a), _positive(b)
+    if min(len(va), len(vb)) < MIN_SAMPLES_FOR_CHANGE:
+        return {"too_few": True, "interval": None}
+    verdict = judge([va], [vb], min_effect, f"compare|{a['id']}|{b['id']}")
+    return {"too_few": False, "interval": (verdict[1] - 1, verdict[2] - 1) if verdict else None}
 
 
 def _cells(view: dict) -> dict[tuple, dict]:
@@ -27,6 +55,7 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict 
     va = views.get(run_a) or queries.run_view(db, run_a)
     vb = views.get(run_b) or queries.run_view(db, run_b)
     ca, cb = _cells(va), _cells(vb)
+    min_effect = campaign_settings(vb["run"].get("campaign_text"))["min_effect"]
     rows, only_a, only_b = [], [], []
     for key in sorted(set(ca) | set(cb), key=lambda k: (k[0], k[2], k[1])):
         a, b = ca.get(key), cb.get(key)
@@ -41,10 +70,14 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict 
         da, db_ = a["decode"], b["decode"]
         dev = db_.median / da.median - 1
         spread = max((da.high - da.low) / da.median, (db_.high - db_.low) / db_.median)
+        judged = judge_cells(a, b, min_effect)
         rows.append({
             "model": key[0], "prompt_class": key[1], "reasoning": key[2],
             "a": da.median, "b": db_.median, "a_n": da.n, "b_n": db_.n,
-            "deviation": dev, "spread": spread, "beyond_spread": abs(dev) > spread,
+            "deviation": dev, "spread": spread,
+            # beyond both runs' min–max, and a change the samples support: what n allows
+            "beyond_spread": abs(dev) > spread and judged["interval"] is not None,
+            "too_few": judged["too_few"], "interval": judged["interval"], "min_effect": min_effect,
             "cell_a": a["id"], "cell_b": b["id"],
         })
     devs = [r["deviation"] for r in rows]

@@ -42,6 +42,10 @@ def register(cli: click.Group) -> None:
             click.echo(f"median deviation {cmp['median_deviation']:+.1%}, range {cmp['low']:+.1%} to {cmp['high']:+.1%}")
         for r in cmp["rows"]:
             mark = "  beyond spread" if r["beyond_spread"] else ""
+            if r.get("too_few"):  # what n allows (report/compare.py)
+                mark = f"  n={r['a_n']} against {r['b_n']}: too few samples to call a change"
+            elif r.get("interval"):
+                mark += f" ({r['interval'][0]:+.1%} to {r['interval'][1]:+.1%})"
             click.echo(f"  {r['model']:<24} {r['prompt_class']:<7} {'R' if r['reasoning'] else ' '} "
                        f"{r['a']:>10.1f} -> {r['b']:>10.1f}  {r['deviation']:+7.1%} (spread ±{r['spread']:.1%}){mark}")
         for name, va, vb in cmp["conditions"]:
