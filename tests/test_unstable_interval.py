@@ -73,7 +73,8 @@ def test_unstable_interval_pct_is_validated(value):
 
 def test_report_limits_read_the_frozen_campaign():
     text = _text("http://127.0.0.1:1", "\n[report]\nunstable_interval_pct = 12.5\n")
-    assert findings.report_limits(text) == {"unstable_ratio": 1.5, "unstable_interval_pct": 12.5}
+    assert findings.report_limits(text) == {"unstable_ratio": 1.5, "unstable_interval_pct": 12.5,
+                                              "min_effect_pct": 5.0}
     assert findings.report_limits(_text("http://127.0.0.1:1"))["unstable_interval_pct"] is None
     # a damaged frozen text builds with the defaults
     assert findings.report_limits("[report\n") == {"unstable_ratio": 1.5, "unstable_interval_pct": None}
