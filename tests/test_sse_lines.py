@@ -1,7 +1,8 @@
-"""The event-stream reader breaks lines only at CR, LF or CRLF, wherever the network cuts the bytes.
+"""The stream readers break lines only at CR, LF or CRLF, wherever the network cuts the bytes.
 
-Pure functions over bytes: split_lines (any chunking) and sse_events (the
-SSE field rules). The end-to-end cases (a server writing one byte at a time,
+Over bytes in memory: split_lines (Ollama's NDJSON, any chunking) and
+sse_payloads (httpx-sse's event reader inside a size budget) on an
+httpx.Response built from the chunks. The end-to-end cases (a server writing one byte at a time,
 answers holding U+2028, U+2029, U+0085) are in test_malformed_answers.py.
 """
 
@@ -15,9 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cardproof.daemon.backends.base import BackendError
-from cardproof.daemon.backends.http import split_lines, sse_events
+from cardproof.daemon.backends.http import split_lines, sse_payloads
 
 SEPARATORS = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"  # str.splitlines() breaks at each of these
+
+
+def _stream(chunks: list[bytes], ctype: str = "text/event-stream") -> httpx.Response:
+    return httpx.Response(200, headers={"content-type": ctype}, content=iter(chunks))
 
 
 def _cut(data: bytes, points: list[int]) -> list[bytes]:
@@ -41,9 +46,9 @@ def test_a_line_separator_inside_a_json_string_keeps_the_chunk_whole():
     # httpx's own splitter cuts this line (the reason this reader exists)
     assert len(list(httpx.Response(200, content=data).iter_lines())) > 2
     for size in (1, 2, 3, 7, len(data)):
-        events = list(sse_events(split_lines(_cut(data, list(range(size, len(data), size))))))
-        assert events == [("message", payload)]
-        assert json.loads(events[0][1])["choices"][0]["delta"]["content"] == "a" + SEPARATORS + "b"
+        events = list(sse_payloads(_stream(_cut(data, list(range(size, len(data), size))))))
+        assert events == [payload]
+        assert json.loads(events[0])["choices"][0]["delta"]["content"] == "a" + SEPARATORS + "b"
 
 
 def test_a_crlf_cut_between_its_two_bytes_is_one_line_break():
@@ -56,10 +61,36 @@ def test_a_multibyte_character_cut_across_chunks_stays_whole_and_bad_bytes_are_r
     assert list(split_lines([b"a\xff\xfeb\n"])) == ["a\ufffd\ufffdb"]
 
 
-def test_sse_fields_comments_event_names_and_an_unterminated_last_event():
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("size", [1, 2, 5, 1000])
+def test_sse_fields_comments_multi_line_data_and_an_unterminated_last_event(eol, size):
     lines = [": keep-alive", "event: error", "data:{\"a\":", "data: 1}", "", "data: 2", "id: 7", "retry: 5",
-             "data", "", "data: [DONE]"]
-    assert list(sse_events(lines)) == [("error", '{"a":\n1}'), ("message", "2\n"), ("message", "[DONE]")]
+             "data", "", "", "data: [DONE]"]
+    data = eol.join(lines).encode()
+    got = list(sse_payloads(_stream(_cut(data, list(range(size, len(data), size))))))
+    # multi-line data joined by LF; the empty line after an event with an id carries no event
+    assert got == ['{"a":\n1}', "2\n", "[DONE]"]
+
+
+def test_an_event_that_never_ends_is_refused_before_it_fills_memory():
+    endless = (b"data: x\n" for _ in range(10_000))  # lines, but never the empty line that ends an event
+    with pytest.raises(BackendError, match="stream event longer than 1000 characters"):
+        list(sse_payloads(_stream(endless), max_chars=1000))
+    with pytest.raises(BackendError, match="stream event longer than 1000 characters"):
+        list(sse_payloads(_stream(b"data: " + b"x" * 300 for _ in range(10)), max_chars=1000))
+
+
+def test_events_within_the_budget_pass_however_the_event_end_is_cut():
+    event = b"data: " + b"x" * 90 + b"\r\n\r\n"
+    data = event * 50  # 5,000 characters in all, 98 per event
+    for size in (1, 3, 7, 97):
+        got = list(sse_payloads(_stream(_cut(data, list(range(size, len(data), size)))), max_chars=100))
+        assert got == ["x" * 90] * 50
+
+
+def test_a_stream_of_another_content_type_is_a_protocol_error():
+    with pytest.raises(BackendError, match="not an event stream.*text/html"):
+        list(sse_payloads(_stream([b"data: 1\n\n"], ctype="text/html")))
 
 
 def test_a_line_that_never_ends_is_refused_before_it_fills_memory():

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 import httpx
+from httpx_sse import EventSource, SSEError
 from prometheus_client.parser import text_string_to_metric_families
 
 from .base import BackendError
@@ -81,7 +82,10 @@ MAX_LINE_CHARS = 16 << 20
 
 
 def split_lines(chunks: Iterable[bytes], *, max_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
-    """The lines of a byte stream, broken only at CR, LF or CRLF.
+    """The lines of a byte stream, broken only at CR, LF or CRLF (Ollama's newline-delimited JSON).
+
+    Kept by hand: httpx-sse splits lines this way only inside its event
+    reader, and no maintained NDJSON reader for httpx streams exists here.
 
     ``httpx.Response.iter_lines`` (via ``str.splitlines``) also breaks at
     U+2028, U+2029, U+0085 and other characters a server may leave unescaped
@@ -117,29 +121,55 @@ def split_lines(chunks: Iterable[bytes], *, max_chars: int = MAX_LINE_CHARS) -> 
         yield last
 
 
-def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """``(event type, data)`` per server-sent event; data lines of one event joined by LF.
+#: Longest event (all its lines) kept in memory: a server that never ends one cannot fill it.
+MAX_EVENT_CHARS = MAX_LINE_CHARS
+#: Two line breaks in a row (CR, LF or CRLF each): the empty line that ends an event.
+_EVENT_END = re.compile(r"\n[\r\n]|\r\r|\r\n[\r\n]")
 
-    An event ends at an empty line; one left open when the stream ends is
-    still delivered (servers that omit the last empty line lose nothing).
+
+class _BoundedText:
+    """The response as httpx-sse's EventSource reads it (headers, ``iter_text``), within a budget.
+
+    httpx-sse holds a line, and an event's lines, until they end: a server
+    that never sends a line break or an empty line would fill memory, so the
+    text it is fed is counted since the last event end and refused past
+    ``max_chars``. At the end of the stream an empty line is added: an event
+    left open then is still delivered (the library would drop it), so a
+    server that omits the last empty line loses nothing.
     """
-    data: list[str] = []
-    event = ""
-    for line in lines:
-        if not line:
-            if data:
-                yield event or "message", "\n".join(data)
-            data, event = [], ""
-        elif line.startswith("data:"):  # the common case first
-            data.append(line[6:] if line[5:6] == " " else line[5:])
-        elif line[0] != ":":  # ":..." is a comment (keep-alive)
-            field, _, value = line.partition(":")
-            if field == "data":  # "data" without a colon: an empty data line
-                data.append(value)
-            elif field == "event":
-                event = value[1:] if value[:1] == " " else value
-    if data:
-        yield event or "message", "\n".join(data)
+
+    def __init__(self, response: httpx.Response, max_chars: int):
+        self.response, self.headers, self.max_chars = response, response.headers, max_chars
+
+    def iter_text(self) -> Iterator[str]:
+        pending = 0  # characters since the last empty line
+        tail = ""  # the end of the previous piece: an event end may be cut across two
+        for text in self.response.iter_text():
+            window = tail + text
+            ends = [m.end() for m in _EVENT_END.finditer(window)]
+            pending = len(window) - ends[-1] if ends else pending + len(text)
+            if pending > self.max_chars:
+                raise BackendError("protocol", f"stream event longer than {self.max_chars} characters")
+            tail = window[-3:]
+            yield text
+        yield "\n\n"
+
+
+def sse_payloads(response: httpx.Response, *, max_chars: int = MAX_EVENT_CHARS) -> Iterator[str]:
+    """The data of each server-sent event, read by httpx-sse (data lines of one event joined by LF).
+
+    Lines break only at CR, LF or CRLF (not at U+2028 and the other
+    separators ``str.splitlines`` knows). An event without data (httpx-sse
+    also yields one for an empty line after an ``id:``) carries no chunk and
+    is skipped. A content type other than ``text/event-stream`` is a
+    protocol error naming it.
+    """
+    try:
+        for event in EventSource(_BoundedText(response, max_chars)).iter_sse():
+            if event.data:
+                yield event.data
+    except SSEError as exc:
+        raise BackendError("protocol", f"not an event stream: {exc}") from exc
 
 
 def sse_chunks(response: httpx.Response) -> Iterator[dict]:
@@ -155,7 +185,7 @@ def sse_chunks(response: httpx.Response) -> Iterator[dict]:
     if ctype == "application/json":
         payloads: Iterable[str] = [response.read().decode("utf-8", "replace")]
     else:
-        payloads = (data for _, data in sse_events(split_lines(response.iter_bytes())))
+        payloads = sse_payloads(response)
     for payload in payloads:
         objects, done = _event_objects(payload.strip())
         for chunk in objects:
