@@ -1,0 +1,158 @@
+"""The pieces of a run article that Python prepares for the template.
+
+The main table's cell figures, the caveat boxes in the page's language, the
+exception groups, the charts of one run and the author's notes. Everything
+returned is Markdown escaped part by part (``MD``) or plain data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import charts
+from .findings import reasoning_pairs
+from .i18n import CATALOGUE, Lang
+from .mdsafe import MD, translator
+
+
+def cell_value(L: Lang, cell: dict | None) -> MD:
+    """A main-table cell as Markdown: the median linked to its evidence (MD: every part escaped).
+
+    Each cell carries the anchor ``fig-cell-<id>`` its evidence links back to.
+    """
+    if cell is None:
+        return MD("—")
+    return MD('<span id="fig-cell-{}"></span>').format(cell["id"]) + _cell_figure(L, cell)
+
+
+def _cell_figure(L: Lang, cell: dict) -> MD:
+    link = MD("[{}](#cell-{})")
+    d = cell["decode"]
+    if d is None:
+        if cell["excluded"] and not cell["errors"]:
+            gates = sorted({str(g) for x in cell["excluded"] for g in x["excluded_by"]})
+            return link.format(L.gettext("excluded"), cell["id"]) + MD(" ({})").format(MD(", ").join(gates))
+        if not cell["errors"]:
+            return MD("—")
+        kinds = {s["error_kind"] for s in cell["errors"]}
+        # "crash" only where the server went away; a refused request is an error
+        word = "crash" if "connection" in kinds else ("timeout" if kinds == {"timeout"} else "error")
+        return link.format(L.gettext(word), cell["id"])
+    # the median on the first line, its spread on a second, smaller one (rounded once, as in the chart data)
+    out = link.format(L.num(d.median), cell["id"]) + MD("<br><small>{}–{} · n={}</small>").format(
+        L.num(d.low), L.num(d.high), d.n)
+    if cell.get("unstable"):
+        out += MD(" <small>**{}**</small>").format(L.gettext("unstable"))
+    return out
+
+
+def render_caveat(c, L: Lang) -> dict:
+    """Title and text of a caveat in ``L``'s language, numbers formatted for it.
+
+    The message comes from the catalogue (trusted); every parameter is
+    escaped on its way in (``MD.format``), a prompt class translated first.
+    """
+    _ = translator(L.gettext, CATALOGUE)
+    params = {}
+    for key, value in c.params.items():
+        if isinstance(value, tuple) and value[0] == "pct":
+            params[key] = L.pct(value[1], 0)
+        elif isinstance(value, tuple) and value[0] == "int":
+            params[key] = L.num(value[1], 0)
+        elif isinstance(value, tuple) and value[0] == "num2":
+            params[key] = L.num(value[1], 2)
+        elif isinstance(value, tuple) and value[0] == "cells":
+            # model · class (· reasoning on), escaped part by part
+            params[key] = MD("; ").join(
+                MD("{} · {}{}").format(model, _(cls), MD(" · ") + _("reasoning on") if r else MD(""))
+                for model, cls, r in value[1])
+        elif key == "cls":
+            params[key] = _(value)
+        else:
+            params[key] = value
+    return {
+        "kind": c.kind,
+        "title": _(c.title),
+        "text": _(c.text).format(**params),
+        "cells": c.cells,
+    }
+
+
+def merged_caveats(caveats: list, L: Lang) -> list[dict]:
+    """One box per caveat rule: every affected model/class is an item of it, with its evidence links.
+
+    A rule that fired once keeps its own title and text; several findings of
+    one rule become a list under the rule's title, never repeated boxes.
+    """
+    boxes: dict[str, dict] = {}
+    for c in caveats:
+        r = render_caveat(c, L)
+        box = boxes.setdefault(c.rule, {"rule": c.rule, "kind": r["kind"], "title": r["title"], "items": []})
+        box["items"].append(r)
+    return list(boxes.values())
+
+
+def exception_groups(view: dict) -> list[dict]:
+    """One entry per cell with exceptions: how many failed, and the first one's kind and text."""
+    groups = []
+    for c in view["cells"]:
+        if not c["errors"]:
+            continue
+        first = c["errors"][0]
+        groups.append(
+            {
+                "cell_id": c["id"],
+                "model": c["model"],
+                "prompt_class": c["prompt_class"],
+                "reasoning": c["reasoning"],
+                "failed": len(c["errors"]),
+                "total": len(c["samples"]),
+                "kind": first["error_kind"],
+                "text": (first["error_text"] or "")[:200],
+            }
+        )
+    return groups
+
+
+def run_charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
+    """Write this run's SVG charts for ``L`` and return what the template needs."""
+    out = {"decode": [], "reasoning": None}
+    rid = view["run"]["id"]
+    by_mode = {reasoning: charts.decode_rows(view, L, reasoning) for reasoning in view["reasoning_modes"]}
+    shared = charts.decode_domain(*by_mode.values())  # off and on on one scale
+    for reasoning, rows in by_mode.items():
+        if not rows:
+            continue
+        name = f"run-{rid}-decode-{'on' if reasoning else 'off'}-{L.code}.svg"
+        title = L.gettext("Decode tok/s, reasoning on") if reasoning else L.gettext("Decode tok/s, reasoning off")
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, charts.decode_chart(rows, L, title=title, domain=shared))
+        out["decode"].append({"reasoning": reasoning, "file": f"img/{name}", "rows": rows})
+    out["memory"] = None
+    rows = charts.memory_rows(view.get("memory") or {}, L)
+    if rows:
+        name = f"run-{rid}-memory-{L.code}.svg"
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, charts.memory_chart(rows, L))
+        out["memory"] = {"file": f"img/{name}", "rows": rows}
+    out["reasoning_left_out"] = reasoning_pairs(view)[1]
+    rows = charts.reasoning_rows(view, L)
+    if rows:
+        name = f"run-{rid}-reasoning-{L.code}.svg"
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, charts.reasoning_chart(rows, L, title=L.gettext("Decode change with reasoning on")))
+        out["reasoning"] = {"file": f"img/{name}", "rows": rows}
+    return out
+
+
+def author_notes(project: Path | None, run_id: int, lang: str) -> dict:
+    """Hand-written Markdown placed around the generated parts (author's notes)."""
+    out = {"intro": "", "outro": ""}
+    if project is None:
+        return out
+    for part in out:
+        p = Path(project) / "notes" / f"run-{run_id}.{part}.{lang}.md"
+        if p.exists():
+            # the author's own Markdown: as trusted as the templates
+            out[part] = MD(p.read_text(encoding="utf-8").strip())
+    return out

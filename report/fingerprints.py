@@ -1,0 +1,116 @@
+"""Incremental builds: a fingerprint of everything a page is made from.
+
+The manifest beside the articles (``site/.cardproof-build.json``) maps each
+page key (``run-12``, ``run-12-vs-11``) to the fingerprint it was rendered
+from; a page whose fingerprint is unchanged and whose files exist is not
+rendered again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from importlib import metadata, resources
+from pathlib import Path
+
+MANIFEST = ".cardproof-build.json"
+
+# Rows a run article is made from, by the column that names the run.
+_RUN_TABLES = ("samples", "loads", "cells", "canaries", "memory_samples", "log_lines", "probe_results",
+               "rule_results")
+# What the articles are made with besides the data.
+_CODE_SUFFIXES = (".py", ".j2", ".po", ".pot", ".toml")
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Templates, catalogues, code and the package version: a change to any re-renders everything.
+
+    Covers the report package (templates, message catalogues, Python), the
+    capture-side modules the report reads texts and rules from (gate
+    descriptions, probe defects, campaign checks) and the installed version.
+    Paths are hashed relative to their package, so two files of one name in
+    different folders do not collide.
+    """
+    h = hashlib.sha256()
+    try:
+        h.update(metadata.version("cardproof").encode())
+    except metadata.PackageNotFoundError:  # run from a source tree without installing
+        h.update(b"unversioned")
+    for package in ("cardproof.report", "cardproof.daemon"):
+        root = Path(str(resources.files(package)))
+        for p in sorted(root.rglob("*")):
+            if p.suffix in _CODE_SUFFIXES and p.is_file() and "__pycache__" not in p.parts:
+                h.update(f"{package}/{p.relative_to(root).as_posix()}\0".encode())
+                h.update(p.read_bytes())
+                h.update(b"\0")
+    return h.hexdigest()
+
+
+def run_fingerprints(db, runs: list[dict], project: Path, code: str) -> dict[int, str]:
+    """Per run id, a cheap summary of everything its article is made from.
+
+    One grouped query per table for all runs at once (count and highest id
+    per run), not one query per run and table.
+    """
+    tables = set(db.table_names())
+    stats: dict[int, list] = {r["id"]: [] for r in runs}
+
+    def add(sql: str) -> None:
+        for row in db.execute(sql).fetchall():
+            if row[0] in stats:
+                stats[row[0]].append(row[1:])
+
+    for table in _RUN_TABLES:
+        if table in tables:
+            add(f"select run_id, count(*), max(id) from {table} group by run_id")
+        for rid in stats:
+            stats[rid].append(table)  # keeps a table without rows apart from the next one
+    add("select samples.run_id, count(*), max(gate_results.id), sum(fired) from gate_results "
+        "join samples on samples.id = gate_results.sample_id group by samples.run_id")
+    if "facts" in tables:
+        add("select loads.run_id, count(*), max(facts.id) from facts join loads on loads.id = facts.load_id "
+            "group by loads.run_id")
+    notes = _notes_by_run(project)
+    out = {}
+    for r in runs:
+        h = hashlib.sha256(code.encode())
+        h.update(json.dumps(r, sort_keys=True, default=str).encode())
+        h.update(repr(stats[r["id"]]).encode())
+        for note in notes.get(r["id"], []):
+            h.update(note.name.encode())
+            h.update(note.read_bytes())
+        out[r["id"]] = h.hexdigest()
+    return out
+
+
+def _notes_by_run(project: Path) -> dict[int, list[Path]]:
+    """The author's notes (``notes/run-N.*``) by run id, read from one folder listing."""
+    folder = Path(project) / "notes"
+    out: dict[int, list[Path]] = {}
+    if not folder.is_dir():
+        return out
+    for p in sorted(folder.glob("run-*.*")):
+        head = p.name.split(".", 1)[0].removeprefix("run-")
+        if head.isdigit():
+            out.setdefault(int(head), []).append(p)
+    return out
+
+
+def combine(*parts: str) -> str:
+    """One fingerprint from several."""
+    return hashlib.sha256("".join(parts).encode()).hexdigest()
+
+
+def read_manifest(path: Path) -> dict:
+    """The fingerprints of the last build; empty (everything rebuilt) when missing or unreadable."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_manifest(path: Path, keys: dict) -> None:
+    Path(path).write_text(json.dumps(keys, indent=1, sort_keys=True))

@@ -1,0 +1,121 @@
+"""Pages from templates: one Jinja environment, one function per kind of page.
+
+Each ``render_*`` returns the Markdown of one page in one language; none of
+them reads the database (the views come in ready, see ``report/views.py``).
+Every printed value is escaped for Markdown and HTML unless it is ``MD``
+(report/mdsafe.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import jinja2
+
+from . import charts
+from .article_parts import author_notes, cell_value, exception_groups, merged_caveats, render_caveat, run_charts
+from .caveats import caveats_for
+from .home import latest_per_campaign
+from .i18n import CATALOGUE, Lang
+from .mdsafe import MD, esc, markdown_environment, publishing, translator
+from .reconcile import reconciliations
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """One environment for the process: it caches compiled templates."""
+    # every printed value is escaped for Markdown+HTML unless it is MD (report/mdsafe.py)
+    env = markdown_environment(
+        jinja2.PackageLoader("cardproof.report", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        # Markdown attribute lists use "{#id}", so Jinja comments get other brackets.
+        comment_start_string="{%#",
+        comment_end_string="#%}",
+    )
+    env.globals["ngettext"] = _template_ngettext
+    return env
+
+
+@jinja2.pass_context
+def _template_ngettext(ctx, singular: str, plural: str, n, **params) -> MD:
+    """``ngettext`` in templates, in the page's language (``L``): ``%(num)s`` is ``n``, other params escaped."""
+    L = ctx["L"]
+    text = L.ngettext(singular, plural, n, **{k: esc(v) for k, v in params.items()})
+    return MD(text) if singular in CATALOGUE else esc(text)
+
+
+def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path | None = None, *,
+               show_addresses: bool = False) -> str:
+    L = Lang(lang)
+    tpl = environment().get_template("run.md.j2")
+    with publishing(show_addresses=show_addresses):
+        return link_evidence(tpl.render(
+            notes=author_notes(project, view["run"]["id"], lang),
+            lang=lang,
+            charts=run_charts(view, L, img_dir),
+            caveats=merged_caveats(caveats_for(view), L),
+            reconciled=[render_caveat(c, L) for c in reconciliations(view)],
+            _=translator(L.gettext, CATALOGUE),
+            L=L,
+            cellvalue=lambda c: cell_value(L, c),
+            exception_groups=exception_groups(view),
+            **view,
+        ), view["run"]["id"])
+
+
+# Anchors that live on a run's evidence page: a link to one from the article goes there.
+_EVIDENCE_LINK = re.compile(r"(?<!\\)\]\(#((?:cell|sample|line|lines|load)-[A-Za-z0-9_-]+|probe-\d+|probe-exchanges|log-evidence|observed|lines-unattributed)\)")
+
+
+def link_evidence(markdown: str, run_id: int) -> MD:
+    """The article's links into its evidence, pointed at the evidence page.
+
+    Only our own Markdown can contain ``](#``: foreign text has its brackets
+    escaped, so the rewrite never touches what a server or a log wrote.
+    """
+    return MD(_EVIDENCE_LINK.sub(lambda m: f"](run-{run_id}-evidence.md#{m.group(1)})", markdown))
+
+
+def render_evidence(view: dict, lang: str, *, show_addresses: bool = False) -> str:
+    """The evidence page of one run: samples (median marked), canary samples, log lines by load."""
+    L = Lang(lang)
+    with publishing(show_addresses=show_addresses):
+        return environment().get_template("run_evidence.md.j2").render(
+            lang=lang, _=translator(L.gettext, CATALOGUE), L=L, **view)
+
+
+def render_index(runs: list[dict], lang: str, comparisons: list[dict] | None = None,
+                 models: list[dict] | None = None, llama_bench: dict | None = None, *,
+                 show_addresses: bool = False) -> str:
+    L = Lang(lang)
+    with publishing(show_addresses=show_addresses):
+        return environment().get_template("runs_index.md.j2").render(
+            _=translator(L.gettext, CATALOGUE), L=L, runs=runs, comparisons=comparisons or [], models=models or [],
+            llama_bench=llama_bench or {"available": False})
+
+
+def render_home(runs: list[dict], lang: str, comparisons: list[dict], *, show_addresses: bool = False) -> str:
+    """The generated part of the home page (report/home.py)."""
+    L = Lang(lang)
+    with publishing(show_addresses=show_addresses):
+        return environment().get_template("home.md.j2").render(
+            _=translator(L.gettext, CATALOGUE), L=L, runs=runs, latest=latest_per_campaign(runs),
+            comparisons=comparisons)
+
+
+def render_compare(cmp: dict, lang: str, img_dir: Path | None = None, *, show_addresses: bool = False) -> str:
+    L = Lang(lang)
+    chart = None
+    with publishing(show_addresses=show_addresses):
+        if cmp["rows"]:
+            name = f"compare-{cmp['b']['id']}-vs-{cmp['a']['id']}-{lang}.svg"
+            if img_dir is not None:
+                charts.write_svg(img_dir / name, charts.deviation_chart(cmp["rows"], L))
+            chart = f"img/{name}"
+        return environment().get_template("compare.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L, cmp=cmp,
+                                                           chart=chart)

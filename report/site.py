@@ -1,0 +1,59 @@
+"""The MkDocs project around the articles: its scaffold and the site build."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+
+class ReportError(Exception):
+    """The site could not be built; the message says which step and why."""
+
+
+def scaffold(project: Path) -> None:
+    """Give ``project`` an mkdocs.yml and hand-written pages if it has none."""
+    project.mkdir(parents=True, exist_ok=True)
+    src = resources.files("cardproof.report") / "scaffold"
+    if not (project / "mkdocs.yml").exists():
+        (project / "mkdocs.yml").write_text((src / "mkdocs.yml").read_text())
+    site = project / "site"
+    site.mkdir(exist_ok=True)
+    for name in ("index.md", "index.de.md"):
+        if not (site / name).exists():
+            (site / name).write_text((src / name).read_text())
+    # Ours, not the author's: always the current copies (mkdocs.yml names them).
+    for name in ("iframe-worker.js", "cardproof.css"):
+        dst = site / "assets" / "cardproof" / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        text = (src / name).read_text()
+        if not dst.exists() or dst.read_text() != text:
+            dst.write_text(text)
+
+
+def mkdocs_build(project: Path) -> Path:
+    """``mkdocs build --strict``; raises ReportError with mkdocs' own complaint."""
+    project = Path(project).resolve()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(project / "mkdocs.yml")],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if "WARNING" in ln or "ERROR" in ln]
+        detail = "; ".join(lines[:5]) or (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ReportError(f"mkdocs build --strict failed: {detail}")
+    out = project / "build" / "site"
+    # static-i18n gives Material per-page alternate links, and Material's
+    # language selector fetches sitemap.xml relative to them; without a copy
+    # beside each page every switch logs a 404 in the reader's console.
+    sitemap = out / "sitemap.xml"
+    if sitemap.exists():
+        for folder in {page.parent for page in out.rglob("*.html")}:
+            dst = folder / "sitemap.xml"
+            if not dst.exists():
+                shutil.copy(sitemap, dst)
+    return out
