@@ -29,7 +29,8 @@ from .redact import public_url
 from .rules.outcome import evaluate_rules
 from .run_loads import load_for_cell, refused_samples, register_models, router_child_pid
 from .run_record import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, RunOutcome, RunState,
-                         capture_logs_once, finish_run, register_campaign, start_run)
+                         capture_logs_once, finish_run, measuring_commits, register_campaign, start_run,
+                         sync_point)
 from .sampling import SampleRequest, take_sample
 from .store import Store, StoreError, dumps, utcnow
 
@@ -150,7 +151,8 @@ def _run(ctx: RunContext, cells: list[PlannedCell]) -> RunOutcome:
         ctx.mem = MemoryCapture(store, ctx.run_id, source=ctx.memory_source).start()
         echo(ctx.mem.status_line())
         try:
-            _run_cells(ctx, cells)
+            with measuring_commits(store):
+                _run_cells(ctx, cells)
         finally:
             ctx.mem.stop()
     except (KeyboardInterrupt, _Interrupted) as exc:
@@ -284,3 +286,4 @@ def _measure_cell(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: _Walk)
         ctx.echo(f"{label}: {taken.text}")
     cellchecks.snapshot(ctx.store, backend, cell_id, cell.model, "after", **checks)
     ctx.mem.end_cell(cell_id, walk.load_id)
+    sync_point(ctx.store)

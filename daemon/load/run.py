@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..run_record import sync_point
 from .depth import run_depth_step
 from .stats import step_figures
 from .steps import server_shape
@@ -34,6 +35,7 @@ def run_axes(ctx: "RunContext", model: str, load_id: int | None) -> None:
             shape = server_shape(ctx.backend, model)  # asked per step: a server that died says so
             step = run_stream_step(ctx.store, ctx.backend, streams=streams, settings=load, prompt_tokens=tokens,
                                    shape=shape, counted=counted, **common)
+            sync_point(ctx.store)
             f = step_figures(ctx.store.db.conn, step)
             queueing = {None: "", 0: "", 1: f", queueing ({streams} streams > {shape.total_slots} slots)"}[
                 step["queueing"]]
@@ -44,6 +46,7 @@ def run_axes(ctx: "RunContext", model: str, load_id: int | None) -> None:
             shape = server_shape(ctx.backend, model)
             step = run_depth_step(ctx.store, ctx.backend, depth_tokens=depth_tokens, settings=campaign.depth,
                                   shape=shape, counted=counted, **common)
+            sync_point(ctx.store)
             if step["refused_reason"]:
                 ctx.echo(f"depth {model} {depth_tokens} tokens: refused: {step['refused_reason']}")
                 continue
