@@ -33,6 +33,14 @@ def trend_rows(page_series: list[dict], metric: str, L: Lang) -> list[dict]:
     return rows
 
 
+def bench_rows(points: list[dict], L: Lang) -> list[dict]:
+    """llama-bench points (report/history/llama_bench.py) as lines of their own, labelled with their test."""
+    kind = charts._label(L.gettext("llama-bench (in-process)"))
+    return [{"date": p["date"], "median": p["spread"].median, "low": p["spread"].low, "high": p["spread"].high,
+             "n": p["spread"].n, "run": None, "cell": charts._label(f"llama-bench {p['test']}"), "usable": True,
+             "state": kind} for p in points]
+
+
 def change_rows(page_series: list[dict]) -> list[dict]:
     """Dates at which a stored condition changed (once per run, whichever cell noticed it)."""
     seen = {}

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..i18n import CATALOGUE, LANGUAGES, Lang
 from ..mdsafe import MD, esc, publishing, translator
 from . import chart
+from .llama_bench import bench_series
 from .series import METRICS, OK, build_series
 
 FOLDER = "trends"
@@ -124,6 +125,7 @@ def _page_view(page_series: list[dict], L: Lang) -> dict:
                   for s in page_series for st in s["steps"]],
         "changes": [changes[r] for r in sorted(changes, key=lambda r: (changes[r]["point"]["started_at"] or "", r))],
         "not_usable": [p for p in points if p["state"] != OK],
+        "bench": [],
         "cells": [{"name": cell_name(s, L), "anchor": f"cell-{s['prompt_class']}-{'on' if s['reasoning'] else 'off'}",
                    "points": s["points"]} for s in page_series],
     }
@@ -147,16 +149,19 @@ def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Pat
         old = json.loads((out_dir / _PRINTS).read_text())
     except (OSError, ValueError):
         old = {}
-    pages = _pages(build_series(db))
+    series = build_series(db)
+    pages = _pages(series)
+    bench = bench_series(db, sorted({s["model"] for s in series}))
     prints, written, index = {}, [], []
     code = _code_fingerprint()
     for name, page_series in sorted(pages.items()):
-        prints[name] = _fingerprint(page_series, code)
+        page_bench = bench.get(page_series[0]["model"], {})
+        prints[name] = _fingerprint(page_series, code + json.dumps(page_bench, sort_keys=True, default=str))
         for lang in LANGUAGES:
             L = Lang(lang)
             charts_out = []
             for metric in METRICS:
-                rows = chart.trend_rows(page_series, metric, L)
+                rows = chart.trend_rows(page_series, metric, L) + chart.bench_rows(page_bench.get(metric, []), L)
                 if not rows:
                     continue
                 svg = img_dir / f"{name}-{_FILE_KEYS[metric]}-{lang}.svg"
@@ -170,6 +175,8 @@ def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Pat
                 charts_out.append({"metric": metric, "file": f"img/{svg.name}",
                                    "alt": L.gettext(METRIC_AXES[metric])})
             view = _page_view(page_series, L)
+            view["bench"] = sorted((p for points in page_bench.values() for p in points),
+                                   key=lambda p: (str(p["test"]), str(p["date"] or ""), p["id"]))
             with publishing(show_addresses=show_addresses):
                 text = _env().get_template("trend.md.j2").render(
                     _=translator(L.gettext, CATALOGUE), L=L, page=view, charts=charts_out,
