@@ -18,6 +18,7 @@ from .compare import compare_runs, previous_run, ratio_range
 from .contradictions.authored import AuthoredError
 from .fingerprints import MANIFEST, code_fingerprint, combine, read_manifest, run_fingerprints, write_manifest
 from .home import write_home
+from .exports import write_exports
 from .i18n import LANGUAGES
 from .llama_bench import llama_bench_view
 from .tolerance import shielded

@@ -1,0 +1,218 @@
+"""What a reader downloads beside the articles: each run's samples (CSV, JSON) and the database.
+
+A reader re-derives every figure of an article from these files: a run's
+samples with their cell (model, prompt class, reasoning), their counters and
+rates, the gates that fired on them and those that excluded them from the
+medians. The database is the whole store, made publishable the way pages
+are: credentials removed and client addresses masked in every text value
+(``report.privacy.public_text``), campaign texts redacted
+(``daemon.redact.redact_campaign_text``), and the file rewritten (VACUUM) so
+no replaced text survives in its free pages.
+
+Files: ``site/runs/run-N-samples.csv|json`` and ``site/downloads/cardproof.db``;
+the evidence page of each run gets a *Downloads* section linking them
+(:func:`link_downloads`, in each page's language).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import sqlite3
+from pathlib import Path
+
+from cardproof.daemon.redact import redact_campaign_text
+
+from .gates import excluded_samples
+from .i18n import LANGUAGES, Lang
+from .privacy import public_text
+
+DATABASE_NAME = "cardproof.db"
+#: tables whose text is a campaign file: redacted as one (keys named like secrets, URLs' userinfo)
+_CAMPAIGN_TEXT = {("campaigns", "toml_text"), ("registrations", "toml_text")}
+#: a spreadsheet runs a cell that starts with one of these as a formula
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_DOWNLOADS_MARK = '<span id="downloads"></span>'
+
+SAMPLE_COLUMNS = (
+    "sample_id", "run_id", "cell_id", "model", "prompt_class", "reasoning", "repetition", "nonce", "started_at",
+    "prompt_tokens", "generated_tokens", "prompt_ms", "predicted_ms", "prefill_tps", "decode_tps", "ttft_ms",
+    "wall_ms", "stop_reason", "answer_chars", "reasoning_chars", "draft_tokens", "draft_accepted",
+    "cached_tokens", "counter_source", "error_kind", "error_text", "gates_fired", "excluded_by",
+)
+
+
+def run_samples(db, run_id: int, *, show_addresses: bool = False) -> list[dict]:
+    """The measured samples of one run as published: one flat row each, texts made publishable."""
+    excluded = excluded_samples(db, run_id)
+    fired: dict[int, list[str]] = {}
+    for r in db.execute(
+            "select sample_id, gate from gate_results join samples on samples.id = sample_id "
+            "where samples.run_id = ? and fired = 1 order by gate_results.id", [run_id]).fetchall():
+        fired.setdefault(r[0], []).append(r[1])
+    cur = db.execute(
+        """select samples.*, models.name as model, cells.prompt_class, cells.reasoning
+           from samples join cells on cells.id = samples.cell_id join models on models.id = cells.model_id
+           where samples.run_id = ? and coalesce(samples.kind, 'measure') = 'measure' order by samples.id""",
+        [run_id])
+    names = [d[0] for d in cur.description]
+    out = []
+    for values in cur.fetchall():
+        s = dict(zip(names, values))
+        row = {k: s.get(k) for k in SAMPLE_COLUMNS}
+        row["sample_id"] = s["id"]
+        row["reasoning"] = None if s["reasoning"] is None else bool(s["reasoning"])
+        row["gates_fired"] = fired.get(s["id"], [])
+        row["excluded_by"] = excluded.get(s["id"], [])
+        for k, v in row.items():
+            if isinstance(v, str):
+                row[k] = public_text(v, show_addresses=show_addresses)
+            elif isinstance(v, bytes):  # a merged database may hold anything: shown as text
+                row[k] = public_text(v.decode("utf-8", "replace"), show_addresses=show_addresses)
+        out.append(row)
+    return out
+
+
+def samples_csv(rows: list[dict]) -> str:
+    """``rows`` as CSV: lists joined with ``;``, a text that a spreadsheet would run as a formula quoted."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(SAMPLE_COLUMNS)
+    for r in rows:
+        w.writerow([_csv_cell(r.get(k)) for k in SAMPLE_COLUMNS])
+    return buf.getvalue()
+
+
+def _csv_cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        value = ";".join(map(str, value))
+    if isinstance(value, str):
+        value = value.replace("\r\n", "\n")
+        if value.startswith(_FORMULA_START):
+            return "'" + value
+    return value
+
+
+def samples_json(rows: list[dict], run_id: int) -> str:
+    """``rows`` as one JSON document (non-finite numbers as their text: JSON has none)."""
+    def clean(v):
+        return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+    doc = {"run_id": run_id, "columns": list(SAMPLE_COLUMNS),
+           "samples": [{k: clean(r.get(k)) for k in SAMPLE_COLUMNS} for r in rows]}
+    return json.dumps(doc, ensure_ascii=False, indent=1, allow_nan=False)
+
+
+def public_database(src: Path, dst: Path, *, show_addresses: bool = False) -> None:
+    """A copy of the store at ``src`` fit to publish, written to ``dst`` (replaced)."""
+    tmp = dst.with_name(dst.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    target = sqlite3.connect(tmp)
+    try:
+        source.backup(target)
+        target.execute("pragma secure_delete = on")
+        tables = [r[0] for r in target.execute(
+            "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")]
+        for table in tables:
+            _publishable_table(target, table, show_addresses)
+        target.commit()
+        target.execute("vacuum")  # rewrite the file: replaced text must not linger in free pages
+    finally:
+        source.close()
+        target.close()
+    tmp.replace(dst)
+
+
+def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: bool) -> None:
+    quoted = '"' + table.replace('"', '""') + '"'
+    cols = [r[1] for r in conn.execute(f"pragma table_info({quoted})")]
+    if not cols:
+        return
+    select = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+    changes = []
+    for row in conn.execute(f"select rowid, {select} from {quoted}"):
+        new = {}
+        for col, value in zip(cols, row[1:]):
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+                new[col] = None  # marks the column for rewriting below
+            if not isinstance(value, str):
+                continue
+            text = redact_campaign_text(value) if (table, col) in _CAMPAIGN_TEXT else value
+            text = public_text(text, show_addresses=show_addresses)
+            if text != value or col in new:
+                new[col] = text
+        if new:
+            changes.append((row[0], new))
+    for rowid, new in changes:
+        sets = ", ".join('"' + c.replace('"', '""') + '" = ?' for c in new)
+        conn.execute(f"update {quoted} set {sets} where rowid = ?", [*new.values(), rowid])
+
+
+def write_exports(db_path: Path, docs_dir: Path, *, show_addresses: bool = False) -> list[Path]:
+    """Each run's samples as CSV and JSON beside its articles, the publishable database under
+    ``downloads/``, and a *Downloads* section on each evidence page. Returns the files written."""
+    runs_dir = docs_dir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        import sqlite_utils
+
+        db = sqlite_utils.Database(conn)
+        run_ids = [r[0] for r in db.execute("select id from runs order by id").fetchall()]
+        for run_id in run_ids:
+            rows = run_samples(db, run_id, show_addresses=show_addresses)
+            for suffix, text in (("csv", samples_csv(rows)), ("json", samples_json(rows, run_id))):
+                path = runs_dir / f"run-{run_id}-samples.{suffix}"
+                if not path.exists() or path.read_text() != text:
+                    path.write_text(text)
+                written.append(path)
+    finally:
+        conn.close()
+    keep = {f"run-{i}-samples" for i in run_ids}
+    for f in list(runs_dir.glob("run-*-samples.csv")) + list(runs_dir.glob("run-*-samples.json")):
+        if f.stem not in keep:  # a run no longer in the database
+            f.unlink()
+    downloads = docs_dir / "downloads"
+    downloads.mkdir(exist_ok=True)
+    public_database(Path(db_path), downloads / DATABASE_NAME, show_addresses=show_addresses)
+    written.append(downloads / DATABASE_NAME)
+    for run_id in run_ids:
+        for lang in LANGUAGES:
+            page = runs_dir / (f"run-{run_id}-evidence.md" if lang == "en" else f"run-{run_id}-evidence.{lang}.md")
+            if page.exists():
+                link_downloads(page, run_id, Lang(lang))
+    return written
+
+
+def downloads_section(run_id: int, L: Lang) -> str:
+    """The evidence page's *Downloads* section in ``L``'s language (ids and numbers only: nothing foreign)."""
+    _ = L.gettext
+    return (f"\n\n## {_('Downloads')} {{#downloads}}\n\n{_DOWNLOADS_MARK}"
+            + _("The rows of this page to re-derive every figure: the samples of run {run} as [CSV]({csv}) "
+                "and [JSON]({json}), and [the whole database]({db}) (SQLite; addresses masked and credentials "
+                "removed as on these pages).").format(run=run_id, csv=f"run-{run_id}-samples.csv",
+                                                        json=f"run-{run_id}-samples.json",
+                                                        db=f"../downloads/{DATABASE_NAME}")
+            + "\n")
+
+
+_SECTION = re.compile(r"\n\n## [^\n]*\{#downloads\}\n\n" + re.escape(_DOWNLOADS_MARK) + r"[^\n]*\n", re.S)
+
+
+def link_downloads(page: Path, run_id: int, L: Lang) -> None:
+    """Give the evidence page its *Downloads* section, once (a page kept from an earlier build has it)."""
+    text = page.read_text()
+    section = downloads_section(run_id, L)
+    if section in text:
+        return
+    page.write_text(_SECTION.sub("", text).rstrip("\n") + section)
