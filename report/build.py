@@ -144,6 +144,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                                                                     show_addresses=show_addresses))
     from .observed import write_log_articles  # server logs imported with no run (issue 15)
     written += write_log_articles(db, project, show_addresses=show_addresses)
+    from .history.render import write_trends  # each model across runs, with its steps (issue 20)
+    written += write_trends(db, project, show_addresses=show_addresses)
     _remove_stale(out_dir, cmp_dir, keys)
     return written, keys, manifest_path
 
