@@ -11,7 +11,6 @@ import sqlite3
 import statistics
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -86,28 +85,30 @@ def test_every_request_of_the_sweep_is_a_sample_with_counters(sweep_db):
     assert planned == measured == 1 + 2 + 4 + 8 + 16
 
 
-def waited_for_a_slot(conn, run_id: int, streams: int) -> int:
-    """Of the first request of every stream, how many got their first token only after another ended while it waited.
+def mean_concurrency(conn, run_id: int, streams: int) -> tuple[float, float]:
+    """Requests in flight and requests in service, each averaged over the step's wall time.
 
-    With free slots every first request is prefilled at once and starts
-    answering while the others still generate; a request beyond the slots
-    can start only when one ends, whatever the machine's load.
+    In flight: sent and not yet ended (the end-to-end time). In service: the
+    end-to-end time less the queue time (TTFT less the server's prefill). By
+    time averages rather than instants, so a busy machine's late reads move
+    an instant but hardly the mean; a server with four slots cannot serve
+    more than four at a time on average.
     """
     rows = conn.execute(
-        "select s.started_at, s.ttft_ms, s.wall_ms from samples s join load_steps st on st.cell_id = s.cell_id "
-        "where st.run_id = ? and st.streams = ? order by s.started_at limit ?", [run_id, streams, streams]).fetchall()
-    at = [(datetime.fromisoformat(a).timestamp() * 1000, ttft, wall) for a, ttft, wall in rows]
-    ends = [a + wall for a, _, wall in at]
-    # an end before this request was sent is a stream that started late, not a queue
-    return sum(1 for i, (a, ttft, _) in enumerate(at) if any(a < e <= a + ttft for j, e in enumerate(ends) if j != i))
+        "select s.wall_ms, ls.queue_ms, st.wall_s from samples s join load_samples ls on ls.sample_id = s.id "
+        "join load_steps st on st.id = ls.step_id where st.run_id = ? and st.streams = ?", [run_id, streams]).fetchall()
+    step_ms = rows[0][2] * 1000.0
+    return sum(w for w, _, _ in rows) / step_ms, sum(w - q for w, q, _ in rows) / step_ms
 
 
 def test_queueing_step_shows_the_queue_in_ttft(sweep_db):
     """At 8 streams on 4 slots, some requests wait for a slot: TTFT minus the server's prefill is that wait."""
     db, run_id = sweep_db
     conn = sqlite3.connect(db)
-    assert waited_for_a_slot(conn, run_id, 8) >= 8 - SLOTS
-    assert waited_for_a_slot(conn, run_id, 4) == 0
+    flight, service = mean_concurrency(conn, run_id, 8)
+    # measured on 2 busy cores: 4 slots served 2.5-3.9 on average with 5.6-7.9 in flight; 8 slots served 6.8-7.2
+    assert flight > 1.1 * SLOTS  # the eight streams did send at once ...
+    assert service <= 1.1 * SLOTS  # ... and the server served four: the rest waited, and queue_ms is that wait
     queue = [q for (q,) in conn.execute(
         "select ls.queue_ms from load_samples ls join load_steps st on st.id = ls.step_id "
         "where st.streams = 8 and st.run_id = ?", [run_id])]
