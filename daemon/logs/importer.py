@@ -191,6 +191,7 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     accesses: list = []
     more = False
     batches = reader.batches()
+    window = getattr(reader, "io_window", None)
     for batch in batches:
         for ts, unit, pid, cursor, offset, raw, raw_bytes in batch:
             if known is not None and cursor in known:
@@ -225,7 +226,11 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
             n += 1
         w.next_line, w.next_fact = lid, fid
         if len(lines) >= _FLUSH_ROWS:
+            if window is not None:
+                window.set()  # SQLite runs without Python's lock: the reader may split ahead meanwhile
             w.flush()
+            if window is not None:
+                window.clear()
             lines, facts = w.lines, w.facts
         if progress and n >= next_report:
             rate = n / max(time.perf_counter() - started, 1e-9)

@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import json
 import json.scanner
-import operator
 import shutil
 import struct
 import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 from ..validate import PATH_CHARS, shown
+from .export import export_entries
 from .lines import RealtimeFormatter, decode
+from .pipe import PipeAhead
 from .reader import LogSourceError, Reader
 
-_CHUNK_BYTES = 4 << 20
 _JOURNAL_FIELDS = "MESSAGE,_PID,_SYSTEMD_UNIT,SYSLOG_IDENTIFIER"
-_SPLIT_EQ = operator.methodcaller("split", b"=", 1)
 # the C scanner itself: json.loads adds three Python layers per line
 _scan_json = json.scanner.make_scanner(json.JSONDecoder())
 JOURNAL_MAGIC = b"LPKSHHRH"
@@ -144,6 +144,8 @@ class JournalReader(Reader):
         self.journal_file = Path(journal_file) if journal_file else None
         self.unit = unit
         self.entries_read = 0  # every entry journalctl handed over, with or without a message
+        # set by the importer while it waits on SQLite: the reading thread may split ahead then (pipe.py)
+        self.io_window = threading.Event()
         # read now, before an import touches the store: a file that is not a journal is refused first
         self.header = journal_file_header(self.journal_file) if self.journal_file else None
 
@@ -197,14 +199,11 @@ class JournalReader(Reader):
         found = expect is None
         first = True
         finished = False
+        # journalctl writes, and its output is split, beside this thread's parsing and storing
+        ahead = PipeAhead(proc.stdout, parse, self.io_window)
         try:
-            t0, c0 = time.perf_counter(), time.process_time()
-            pending = b""
-            while True:
-                chunk = proc.stdout.read1(_CHUNK_BYTES)
-                if not chunk:
-                    break
-                batch, pending = parse(pending + chunk)
+            t0 = time.perf_counter()
+            for batch in ahead:
                 self.entries_read += len(batch)
                 if first and batch and expect is not None:
                     first = False
@@ -215,16 +214,18 @@ class JournalReader(Reader):
                 if batch:
                     first = False
                     self.position["cursor"] = batch[-1][3]
-                    self._clock(t0, c0)
+                    self.read_seconds += time.perf_counter() - t0  # waiting for the reading thread
                     yield batch
-                    t0, c0 = time.perf_counter(), time.process_time()
-            self._clock(t0, c0)
-            if pending.strip():
+                    t0 = time.perf_counter()
+            self.read_seconds += time.perf_counter() - t0
+            if ahead.rest.strip():
                 self.warnings["incomplete_entry"] += 1
             finished = True
         finally:
             if not finished or not found:
                 proc.kill()
+            ahead.close()  # before stdout closes: the thread must not read a closed (or reused) descriptor
+            self.read_cpu_seconds += ahead.cpu_seconds  # the reading thread's CPU: reading and splitting
             proc.wait()
             err = proc.stderr.read().decode("utf-8", "replace").strip()
             proc.stdout.close()
@@ -244,75 +245,7 @@ class JournalReader(Reader):
         return out, pending
 
     def _export_entries(self, buf: bytes):
-        """Complete entries of journalctl's export format; the unfinished rest is returned.
-
-        Fast path: an entry of text fields only is split in C. An entry with
-        a binary field (a name line without ``=``, then its length) fails
-        that split and is read field by field.
-        """
-        out = []
-        fmt, warnings = self._fmt, self.warnings
-        n = len(buf)
-        pos = 0
-        while True:
-            end = buf.find(b"\n\n", pos)
-            if end < 0:
-                return out, buf[pos:]
-            try:
-                fields = dict(map(_SPLIT_EQ, buf[pos:end].split(b"\n")))
-            except ValueError:
-                entry, pos = self._export_entry_slow(buf, pos, n)
-                if entry is None:
-                    return out, buf[pos:]
-                fields = entry
-            else:
-                pos = end + 2
-            rec = _export_record(fields, fmt, warnings)
-            if rec is not None:
-                out.append(rec)
-
-    @staticmethod
-    def _export_entry_slow(buf: bytes, pos: int, n: int):
-        """One entry read field by field from ``pos``: ``(fields, next_pos)`` or ``(None, pos)`` if incomplete."""
-        start = pos
-        cur: dict = {}
-        while True:
-            nl = buf.find(b"\n", pos)
-            if nl < 0:
-                return None, start
-            if nl == pos:  # an empty line ends the entry
-                return cur, nl + 1
-            eq = buf.find(b"=", pos, nl)
-            if eq >= 0:
-                cur[buf[pos:eq]] = buf[eq + 1:nl]
-                pos = nl + 1
-            else:  # binary-safe field: name, newline, little-endian 64-bit size, data, newline
-                if nl + 9 > n:
-                    return None, start
-                end = nl + 9 + int.from_bytes(buf[nl + 1:nl + 9], "little")
-                if end >= n:
-                    return None, start
-                cur[buf[pos:nl]] = buf[nl + 9:end]
-                pos = end + 1
-
-
-def _export_record(fields: dict, fmt: RealtimeFormatter, warnings: Counter):
-    msg = fields.get(b"MESSAGE")
-    if msg is None:
-        warnings["no_message"] += 1
-        return None
-    try:
-        raw, raw_bytes = msg.decode("utf-8"), None
-    except UnicodeDecodeError:
-        raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
-        warnings["non_utf8"] += 1
-    pid = fields.get(b"_PID")
-    unit = fields.get(b"_SYSTEMD_UNIT") or fields.get(b"SYSLOG_IDENTIFIER")
-    cursor = fields.get(b"__CURSOR")
-    return (fmt(fields.get(b"__REALTIME_TIMESTAMP")), unit.decode("utf-8", "replace") if unit else None,
-            int(pid) if pid and pid.isdigit() else None, cursor.decode("ascii", "replace") if cursor else None,
-            None, raw, raw_bytes)
-
+        return export_entries(buf, self._fmt, self.warnings)
 
 def json_line_record(line: bytes, fmt: RealtimeFormatter, warnings: Counter):
     """One line of ``journalctl -o json`` as a record; None (counted) when it is not one."""

@@ -1,0 +1,138 @@
+"""journalctl's export format (``-o export``) split into the importer's records.
+
+Each entry is its fields, one per line, and an empty line. A text field is
+``NAME=value``; a field whose value is not clean text (colours, newlines,
+invalid UTF-8) is its name alone on a line, then the value's length as 64
+bits little-endian, the value and a newline. journalctl writes ``__CURSOR``
+first and ``__REALTIME_TIMESTAMP`` second.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from .lines import RealtimeFormatter
+
+# a line without "=" (a binary field's name, or bytes inside its data): that entry is read field by field
+_NO_EQUALS = re.compile(rb"\n[^=\n]+\n")
+
+
+def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
+    """Complete entries of journalctl's export format; the unfinished rest is returned.
+
+    A text field is ``NAME=value`` on one line; only the five fields a
+    record needs are looked up (``rfind``: a field given twice keeps its
+    last value), so an entry's twenty other fields cost nothing. An entry
+    with a line without ``=`` -- a binary field's name, then its length --
+    is read field by field.
+    """
+    out = []
+    append = out.append
+    n = len(buf)
+    find, rfind = buf.find, buf.rfind
+    odd = [m.start() for m in _NO_EQUALS.finditer(buf)]  # where a line without "=" begins (or binary data)
+    oi, n_odd = 0, len(odd)
+    next_odd = odd[0] if n_odd else n
+    pos = 0
+    while True:
+        end = find(b"\n\n", pos)
+        if end < 0:
+            return out, buf[pos:]
+        if next_odd < end:  # a binary field in this entry: field by field
+            entry, pos = _entry_slow(buf, pos, n)
+            if entry is None:
+                return out, buf[pos:]
+            while oi < n_odd and odd[oi] < pos:
+                oi += 1
+            next_odd = odd[oi] if oi < n_odd else n
+            rec = _record(entry, fmt, warnings)
+            if rec is not None:
+                append(rec)
+            continue
+        m = rfind(b"\nMESSAGE=", pos, end)
+        if m < 0:
+            warnings["no_message"] += 1
+            pos = end + 2
+            continue
+        e = find(b"\n", m + 9, end)
+        msg = buf[m + 9:end if e < 0 else e]
+        try:
+            raw, raw_bytes = msg.decode("utf-8"), None
+        except UnicodeDecodeError:
+            raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
+            warnings["non_utf8"] += 1
+        pid = None
+        f = rfind(b"\n_PID=", pos, end)
+        if f >= 0:
+            e = find(b"\n", f + 6, end)
+            value = buf[f + 6:end if e < 0 else e]
+            pid = int(value) if value.isdigit() else None
+        unit = None
+        f = rfind(b"\n_SYSTEMD_UNIT=", pos, end)
+        if f >= 0:
+            e = find(b"\n", f + 15, end)
+            unit = buf[f + 15:end if e < 0 else e]
+        if not unit:
+            f = rfind(b"\nSYSLOG_IDENTIFIER=", pos, end)
+            if f >= 0:
+                e = find(b"\n", f + 19, end)
+                unit = buf[f + 19:end if e < 0 else e]
+        ts = None
+        f = rfind(b"\n__REALTIME_TIMESTAMP=", pos, end)
+        if f >= 0:
+            e = find(b"\n", f + 22, end)
+            ts = buf[f + 22:end if e < 0 else e]
+        cursor = None
+        f = rfind(b"\n__CURSOR=", pos, end)
+        if f >= 0:
+            f += 1
+        elif buf.startswith(b"__CURSOR=", pos):  # the first field, as journalctl writes it
+            f = pos
+        if f >= 0:
+            e = find(b"\n", f + 9, end)
+            cursor = buf[f + 9:end if e < 0 else e].decode("ascii", "replace")
+        append((fmt(ts), unit.decode("utf-8", "replace") if unit else None, pid, cursor, None, raw, raw_bytes))
+        pos = end + 2
+
+
+def _entry_slow(buf: bytes, pos: int, n: int):
+    """One entry read field by field from ``pos``: ``(fields, next_pos)`` or ``(None, pos)`` if incomplete."""
+    start = pos
+    cur: dict = {}
+    while True:
+        nl = buf.find(b"\n", pos)
+        if nl < 0:
+            return None, start
+        if nl == pos:  # an empty line ends the entry
+            return cur, nl + 1
+        eq = buf.find(b"=", pos, nl)
+        if eq >= 0:
+            cur[buf[pos:eq]] = buf[eq + 1:nl]
+            pos = nl + 1
+        else:  # binary-safe field: name, newline, little-endian 64-bit size, data, newline
+            if nl + 9 > n:
+                return None, start
+            end = nl + 9 + int.from_bytes(buf[nl + 1:nl + 9], "little")
+            if end >= n:
+                return None, start
+            cur[buf[pos:nl]] = buf[nl + 9:end]
+            pos = end + 1
+
+
+def _record(fields: dict, fmt: RealtimeFormatter, warnings: Counter):
+    msg = fields.get(b"MESSAGE")
+    if msg is None:
+        warnings["no_message"] += 1
+        return None
+    try:
+        raw, raw_bytes = msg.decode("utf-8"), None
+    except UnicodeDecodeError:
+        raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
+        warnings["non_utf8"] += 1
+    pid = fields.get(b"_PID")
+    unit = fields.get(b"_SYSTEMD_UNIT") or fields.get(b"SYSLOG_IDENTIFIER")
+    cursor = fields.get(b"__CURSOR")
+    return (fmt(fields.get(b"__REALTIME_TIMESTAMP")), unit.decode("utf-8", "replace") if unit else None,
+            int(pid) if pid and pid.isdigit() else None, cursor.decode("ascii", "replace") if cursor else None,
+            None, raw, raw_bytes)

@@ -1,0 +1,119 @@
+"""Read and split a child process's output on a thread of its own, ahead of the import.
+
+Two costs of a journal import can run beside the importing thread on a
+machine with a second core:
+
+* journalctl itself. Its pipe holds 64 KiB; read only by the importing
+  thread, journalctl stops whenever that much is unread. Here a thread keeps
+  the pipe (grown to 1 MiB) drained.
+* splitting journalctl's output into records. That is Python work and holds
+  Python's lock, so it cannot run beside the importer's own Python work --
+  but the importer spends much of its time inside SQLite, which releases the
+  lock while it inserts. The importer marks those stretches (``window``);
+  during them this thread splits as far ahead as it may, and outside them it
+  keeps only a couple of batches ready, so it does not compete for the lock.
+
+What is read ahead waits in a bounded queue: a child far ahead of the import
+stops again once the queue is full, instead of filling memory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import queue
+import threading
+import time
+
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux; Python < 3.10 lacks the name
+_PIPE_BYTES = 1 << 20  # the unprivileged maximum of /proc/sys/fs/pipe-max-size by default
+_READY = 2  # batches kept ready while the importer runs Python code
+_AHEAD = 16  # batches split ahead at most (about 16 MiB of input) while it waits on SQLite
+_EOF = object()
+
+
+def _grow_pipe(fd: int) -> None:
+    """Let the child write further ahead between two reads; where the system refuses, 64 KiB still work."""
+    try:
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_BYTES)
+    except OSError:
+        pass
+
+
+class PipeAhead:
+    """``parse(bytes) -> (items, rest)`` applied to ``stream`` on a daemon thread; iterate, then ``close()``.
+
+    Iterating yields each non-empty ``items`` in order; after the last,
+    ``rest`` holds the unparsed tail (an unfinished entry) and ``error`` an
+    OSError the read ended with. ``window`` is an Event the consumer sets
+    while it waits outside Python (see the module docstring).
+    """
+
+    def __init__(self, stream, parse, window: threading.Event | None = None):
+        self.fd = stream.fileno()
+        _grow_pipe(self.fd)
+        self.parse = parse
+        self.window = window
+        self.queue: queue.Queue = queue.Queue(maxsize=_AHEAD)
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.rest = b""
+        self.cpu_seconds = 0.0
+        self.thread = threading.Thread(target=self._pump, name="pipe-ahead", daemon=True)
+        self.thread.start()
+
+    def _put(self, item) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _pace(self) -> None:
+        """Outside the consumer's windows, wait while enough is ready: the lock is the consumer's then."""
+        window = self.window
+        while (window is not None and not window.is_set() and self.queue.qsize() >= _READY
+               and not self.stop.is_set()):
+            window.wait(0.05)
+
+    def _pump(self) -> None:
+        pending = b""
+        c0 = time.thread_time()
+        try:
+            while not self.stop.is_set():
+                self._pace()
+                data = os.read(self.fd, _PIPE_BYTES)
+                if not data:
+                    break
+                items, pending = self.parse(pending + data)
+                if items and not self._put(items):
+                    return
+            self.rest = pending
+        except BaseException as exc:  # a read error, or a bug in parse: the consumer raises it
+            self.error = exc
+        finally:
+            self.cpu_seconds = time.thread_time() - c0  # this thread's own CPU: reading and splitting
+            self._put(_EOF)
+
+    def __iter__(self):
+        while True:
+            items = self.queue.get()
+            if items is _EOF:
+                if self.error is not None and not self.stop.is_set():
+                    raise self.error
+                return
+            yield items
+
+    def close(self) -> None:
+        """Stop reading (the caller has killed or reaped the child) and let the thread end."""
+        self.stop.set()
+        if self.window is not None:
+            self.window.set()  # wake a paced thread
+        deadline = time.monotonic() + 10  # a read of a child that is still alive and silent: leave it
+        while self.thread.is_alive() and time.monotonic() < deadline:
+            try:  # unblock a put waiting for room
+                self.queue.get(timeout=0.05)
+            except queue.Empty:
+                pass
