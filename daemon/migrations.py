@@ -529,3 +529,24 @@ def m015_load_steps(db: sqlite_utils.Database) -> None:
         if_not_exists=True,
     )
     db["load_samples"].create_index(["step_id"], if_not_exists=True)
+
+
+@migrations(name="m016_publications")
+def m016_publications(db: sqlite_utils.Database) -> None:
+    # issue 14 item 7: what `cardproof publish` put out -- each run's headline, table figures,
+    # verdicts and caveats as shown in each language, with the time and the author's note -- so a
+    # later build can show what changed since as Addenda instead of silently rewriting it
+    db["publications"].create(
+        {"id": int, "published_at": str, "note": str, "cardproof_version": str}, pk="id", if_not_exists=True)
+    db["published_figures"].create(
+        {
+            "id": int, "publication_id": int, "run_id": int,
+            "key": str,  # what the figure is: decode:<model>|<class>|<reasoning>, verdict:<rule>|<model>, ...
+            "value": str,  # canonical value compared between publications (rounded as shown)
+            "shown_json": str,  # label and value as each language showed them; sample ids behind a median
+        },
+        pk="id",
+        foreign_keys=[("publication_id", "publications", "id"), ("run_id", "runs", "id")],
+        if_not_exists=True,
+    )
+    db["published_figures"].create_index(["run_id", "publication_id"], if_not_exists=True)

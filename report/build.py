@@ -18,6 +18,7 @@ from .compare import compare_runs, previous_run, ratio_range
 from .contradictions.authored import AuthoredError
 from .fingerprints import MANIFEST, code_fingerprint, combine, read_manifest, run_fingerprints, write_manifest
 from .home import write_home
+from .addenda import write_addenda
 from .exports import write_exports
 from .i18n import LANGUAGES
 from .llama_bench import llama_bench_view
@@ -172,5 +173,6 @@ def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_address
         raise ReportError(str(exc)) from exc
     # issue 14 item 6: each run's samples (CSV, JSON) and the publishable database beside the evidence
     written += write_exports(db_path, project / "site", show_addresses=show_addresses)
+    written += write_addenda(db_path, project / "site")  # issue 14 item 7: what changed since publication
     out = mkdocs_build(project) if run_mkdocs else None
     return {"articles": written, "site_dir": out}

@@ -31,6 +31,7 @@ APPLIED_ORDER = [
     "m012_registrations",
     "m014_said_observations",
     "m015_load_steps",
+    "m016_publications",
 ]
 
 

@@ -1,0 +1,48 @@
+"""``cardproof publish``: build the site and record what it published, so later changes show as Addenda."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cardproof import __version__
+from cardproof.paths import resolve_db
+
+from .common import db_option, fail, open_path, project_option
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("publish")
+    @db_option
+    @project_option
+    @click.option("--note", default=None,
+                  help="Why the figures changed since the last publication (shown in each changed figure's addendum).")
+    @click.option("--show-client-addresses", is_flag=True,
+                  help="Publish client IP addresses from access logs unmasked (masked by default).")
+    def publish(db: Path | None, project: Path, note: str | None, show_client_addresses: bool) -> None:
+        """Record every finished run's headline, table figures, verdicts and caveats, then build the site.
+
+        A later build whose figures differ from what was published shows an
+        Addenda section in the article: what was published, what replaced it,
+        when, and why (this note, or the samples that changed).
+        """
+        from cardproof.daemon.store import StoreError
+        from cardproof.report.addenda import record_publication
+        from cardproof.report.build import ReportError, build
+
+        if note is not None and not note.strip():
+            fail("--note: empty; give the reason for the change, or leave --note out", 2)
+        path = resolve_db(db)
+        store = open_path(path, create=False)
+        try:
+            pub = record_publication(store.db, note=note, version=__version__)
+            n = store.db.execute("select count(*) from published_figures where publication_id = ?",
+                                 [pub]).fetchone()[0]
+        finally:
+            store.close()
+        try:
+            result = build(path, project, show_addresses=show_client_addresses)
+        except (StoreError, ReportError) as exc:
+            fail(f"publication {pub} recorded, but the site was not built: {exc}")
+        click.echo(f"publication {pub}: {n} figures recorded; site built: {result['site_dir'] / 'index.html'}")

@@ -1,0 +1,242 @@
+"""Corrections stay visible: what a publication put out, and an *Addenda* section where it changed since.
+
+``cardproof publish`` records, for every finished run, the figures its article
+states (:func:`figures`): the headline ratio per prompt class, each cell's
+decode and prefill median (rounded as the table shows them, with the sample
+ids behind them), each model's load time, each rule's verdict and each caveat,
+as each language showed them. Every build compares the run's publications in
+order, and the last one with what the database says now; a figure that
+changed gets an entry in the article's *Addenda*: what was published, what
+replaced it, when, and why -- the author's note given to the publication that
+changed it, or, for a median, the samples that left or joined it.
+
+Labels and values are stored as shown in each language, so an addendum quotes
+exactly what readers saw; a figure no longer stated is said to be withdrawn.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+import sqlite_utils
+
+from . import queries
+from .i18n import LANGUAGES, Lang
+
+_ADDENDA_MARK = '<span id="addenda"></span>'
+_SECTION = re.compile(r"\n\n## [^\n]*\{#addenda\}\n\n" + re.escape(_ADDENDA_MARK) + r".*\Z", re.S)
+
+
+def _both(make) -> dict[str, str]:
+    return {lang: make(Lang(lang)) for lang in LANGUAGES}
+
+
+def _cell_label(L: Lang, kind: str, model: str, cls: str, reasoning: bool) -> str:
+    _ = L.gettext
+    what = _("decode median") if kind == "decode" else _("prefill median")
+    return f"{model} · {_(cls)} · {_('reasoning on') if reasoning else _('reasoning off')}: {what}"
+
+
+def figures(db: sqlite_utils.Database, run_id: int) -> dict[str, dict]:
+    """The figures the run's article states, by key: ``value`` (compared), ``label``/``shown`` per language."""
+    view = queries.run_view(db, run_id)
+    out: dict[str, dict] = {}
+    for c in view["cells"]:
+        reasoning = bool(c["reasoning"])
+        for kind, digits in (("decode", 1), ("prefill", 0)):
+            sp = c[kind]
+            value = None if sp is None else round(sp.median, digits)
+            out[f"{kind}:{c['model']}|{c['prompt_class']}|{int(reasoning)}"] = {
+                "value": "—" if value is None else f"{value:.{digits}f}",
+                "label": _both(lambda L: _cell_label(L, kind, c["model"], c["prompt_class"], reasoning)),
+                "shown": _both(lambda L: "—" if value is None else f"{L.num(value, digits)} {L.gettext('tok/s')} "
+                                                                  f"(n={sp.n})"),
+                "samples": sorted(s["id"] for s in c["valid"]),
+            }
+    for m in view["models"]:
+        load = None if m["load"] is None else round(m["load"].median, 2)
+        out[f"load:{m['name']}"] = {
+            "value": "—" if load is None else f"{load:.2f}",
+            "label": _both(lambda L: f"{m['name']}: {L.gettext('load time')}"),
+            "shown": _both(lambda L: "—" if load is None else f"{L.num(load, 2)} s"),
+        }
+    h = view["headline"]
+    for row in (h or {}).get("rows", []):
+        if not row.get("other") or row.get("ratio") is None:
+            continue
+        ratio = round(row["ratio"], 2)
+        best, other = row["best"]["name"], row["other"]["name"]
+        out[f"headline:{row['cls']}"] = {
+            "value": f"{best}/{other} {ratio:.2f}",
+            "label": _both(lambda L: f"{L.gettext('Headline')}, {L.gettext(row['cls'])}"),
+            "shown": _both(lambda L: f"{best} ×{L.num(ratio, 2)} {L.gettext('against')} {other}"),
+        }
+    if "rule_results" in db.table_names():
+        for r in db.query("""select rule_results.rule_name, rule_results.outcome, models.name as model
+                             from rule_results join models on models.id = rule_results.model_id
+                             where run_id = ? order by rule_results.id""", [run_id]):
+            out[f"verdict:{r['rule_name']}|{r['model']}"] = {
+                "value": str(r["outcome"]),
+                "label": _both(lambda L: f"{L.gettext('Rule')} {r['rule_name']}, {r['model']}"),
+                "shown": _both(lambda L: L.gettext(str(r["outcome"]))),
+            }
+    out.update(_caveats(view))
+    return out
+
+
+def _caveats(view: dict) -> dict[str, dict]:
+    """Each caveat rule's boxes as shown; a rule that cannot judge this view is left out, not fatal."""
+    from .article_parts import merged_caveats
+    from .caveats import caveats_for
+
+    try:
+        found = caveats_for(view)
+        boxes = {lang: merged_caveats(found, Lang(lang)) for lang in LANGUAGES}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return {}
+    out = {}
+    for i, box in enumerate(boxes["en"]):
+        texts = {lang: " ".join(str(item["text"]) for item in boxes[lang][i]["items"]) for lang in LANGUAGES}
+        out[f"caveat:{box['rule']}"] = {
+            "value": texts["en"],
+            "label": {lang: f"{Lang(lang).gettext('Caveat')}: {boxes[lang][i]['title']}" for lang in LANGUAGES},
+            "shown": texts,
+        }
+    return out
+
+
+def record_publication(db: sqlite_utils.Database, *, note: str | None = None, version: str = "") -> int:
+    """A publication of every finished run's figures, now; returns its id."""
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    runs = [r["id"] for r in db.query("select id from runs where status = 'completed' order by id")]
+    rows = []
+    for run_id in runs:
+        for key, f in figures(db, run_id).items():
+            rows.append({"run_id": run_id, "key": key, "value": f["value"],
+                         "shown_json": json.dumps({k: f[k] for k in ("label", "shown", "samples") if k in f},
+                                                  ensure_ascii=False)})
+    with db.conn:
+        pub = db["publications"].insert({"published_at": at, "note": (note or "").strip() or None,
+                                         "cardproof_version": version}).last_pk
+        db["published_figures"].insert_all([r | {"publication_id": pub} for r in rows])
+    return pub
+
+
+def _published(db: sqlite_utils.Database, run_id: int) -> list[dict]:
+    """The run's publications in order: ``at``, ``note``, ``figures`` (key -> stored figure)."""
+    if "published_figures" not in db.table_names():
+        return []
+    pubs: dict[int, dict] = {}
+    for r in db.query("""select publications.id, publications.published_at, publications.note, key, value, shown_json
+                         from published_figures join publications on publications.id = publication_id
+                         where run_id = ? order by publications.id, published_figures.id""", [run_id]):
+        pub = pubs.setdefault(r["id"], {"at": r["published_at"], "note": r["note"], "figures": {}})
+        try:
+            shown = json.loads(r["shown_json"] or "{}")
+        except ValueError:
+            shown = {}
+        pub["figures"][r["key"]] = {"value": r["value"], **(shown if isinstance(shown, dict) else {})}
+    return list(pubs.values())
+
+
+def addenda(db: sqlite_utils.Database, run_id: int) -> list[dict]:
+    """Every published figure of the run that a later publication, or the database now, states otherwise."""
+    states = _published(db, run_id)
+    if not states:
+        return []
+    now = figures(db, run_id)
+    if any(states[-1]["figures"].get(k, {}).get("value") != f["value"] for k, f in now.items()
+           if k in states[-1]["figures"]) or set(states[-1]["figures"]) - set(now):
+        states.append({"at": None, "note": None, "figures": now})  # not yet published: this build
+    out = []
+    for before, after in zip(states, states[1:]):
+        for key, was in before["figures"].items():
+            new = after["figures"].get(key)
+            if new is not None and new["value"] == was["value"]:
+                continue
+            out.append({"key": key, "was": was, "now": new, "published_at": before["at"],
+                        "changed_at": after["at"], "note": after["note"], "samples": _sample_change(was, new)})
+    return out
+
+
+def _sample_change(was: dict, new: dict | None) -> dict | None:
+    """For a median: the sample ids that left it and those that joined it."""
+    if new is None or "samples" not in was or "samples" not in new:
+        return None
+    old_ids, new_ids = set(was["samples"]), set(new["samples"])
+    if old_ids == new_ids:
+        return None
+    return {"left": sorted(old_ids - new_ids), "joined": sorted(new_ids - old_ids)}
+
+
+def addenda_section(entries: list[dict], L: Lang) -> str:
+    """The *Addenda* section of an article in ``L``'s language; empty when nothing published changed.
+
+    Labels and values are our own (ids, names the pages print escaped elsewhere are escaped here too);
+    the author's note is the author's own Markdown, as trusted as notes/ files.
+    """
+    from .mdsafe import esc
+
+    if not entries:
+        return ""
+    _ = L.gettext
+    lines = [f"\n\n## {_('Addenda')} {{#addenda}}\n\n{_ADDENDA_MARK}"
+             + _("Figures published earlier that the data now states otherwise; the published value stays "
+                 "here.") + "\n"]
+    for e in entries:
+        label = esc((e["was"].get("label") or {}).get(L.code) or e["key"])
+        was = esc((e["was"].get("shown") or {}).get(L.code) or e["was"]["value"])
+        if e["now"] is None:
+            now = _("withdrawn: no longer stated")
+        else:
+            now = str(esc((e["now"].get("shown") or {}).get(L.code) or e["now"]["value"]))
+        when = L.datetime(e["changed_at"]) if e["changed_at"] else _("this build, not yet published")
+        if e["note"]:
+            why = str(esc(e["note"]))
+        elif e["samples"]:
+            parts = []
+            if e["samples"]["left"]:
+                parts.append(_("samples left out since: {ids}").format(
+                    ids=", ".join(f"[{i}](run-{{run}}-evidence.md#sample-{i})" for i in e["samples"]["left"])))
+            if e["samples"]["joined"]:
+                parts.append(_("samples counted since: {ids}").format(
+                    ids=", ".join(f"[{i}](run-{{run}}-evidence.md#sample-{i})" for i in e["samples"]["joined"])))
+            why = "; ".join(parts)
+        else:
+            why = _("recomputed from the database")
+        lines.append("- " + _("**{label}**: published {published} as {was}; since {when}: {now} — {why}").format(
+            label=label, published=L.datetime(e["published_at"]), was=was, when=when, now=now, why=why))
+    return "\n".join(lines) + "\n"
+
+
+def link_addenda(page: Path, run_id: int, entries: list[dict], L: Lang) -> None:
+    """Replace the article's *Addenda* section with ``entries`` (none: the section goes)."""
+    text = page.read_text()
+    section = addenda_section(entries, L).replace("run-{run}-evidence", f"run-{run_id}-evidence")
+    new = _SECTION.sub("", text).rstrip("\n") + ("\n" + section if section else "\n")
+    if new != text:
+        page.write_text(new)
+
+
+def write_addenda(db_path: Path, docs_dir: Path) -> list[Path]:
+    """Give every run article its *Addenda* (both languages); returns the pages changed or checked."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    pages = []
+    try:
+        db = sqlite_utils.Database(conn)
+        if "published_figures" not in db.table_names():
+            return []
+        for (run_id,) in db.execute("select distinct run_id from published_figures order by run_id").fetchall():
+            entries = addenda(db, run_id)
+            for lang in LANGUAGES:
+                page = docs_dir / "runs" / (f"run-{run_id}.md" if lang == "en" else f"run-{run_id}.{lang}.md")
+                if page.exists():
+                    link_addenda(page, run_id, entries, Lang(lang))
+                    pages.append(page)
+    finally:
+        conn.close()
+    return pages
