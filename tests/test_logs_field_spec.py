@@ -63,3 +63,21 @@ def test_mtp_draft_model_and_per_line_acceptance(tmp_path):
     # the cumulative statistics line (122 / 192 after the second request) is no request of its own
     assert load["observed"]["count"] == 2
     assert load["observed"]["draft_acceptance"] == round((65 + 57) / (100 + 92), 5)
+
+
+def test_loads_names_the_draft_model_and_the_observed_acceptance(tmp_path):
+    """`cardproof loads` says which draft model a load ran with and how much of its drafts the server accepted."""
+    from click.testing import CliRunner
+
+    from cardproof.cli import cli
+
+    db = tmp_path / "t.db"
+    res = CliRunner().invoke(cli, ["logs", "import", str(REAL / "dockerbuildfiles-gemma4-mtp-draft.log"), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["loads", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    (line,) = [ln for ln in res.output.splitlines() if "gemma-4-12b-it-UD-Q4_K_XL.gguf" in ln]
+    assert "spec draft-mtp (draft mtp-gemma-4-12b-it.gguf)" in line
+    # 65 + 57 accepted of 100 + 92 drafted, in the observed part: the server's counters, not measured
+    observed = line[line.index("observed"):]
+    assert "draft acceptance 63.5% (122/192)" in observed

@@ -56,15 +56,21 @@ def load_line(ld: dict) -> str:
     if "slots" in f:
         parts.append(f"{f['slots']} slots")
     if "spec_type" in f:
-        parts.append(f"spec {f['spec_type']}")
+        draft = f.get("draft_model")
+        name = str(draft).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] if draft else None
+        parts.append(f"spec {f['spec_type']}" + (f" (draft {name})" if name else ""))
     if "kv_cache_type_k" in f:
         parts.append(f"kv {f['kv_cache_type_k']}/{f.get('kv_cache_type_v', '?')}")
     if "cuda_error" in f:
         parts.append(f"CUDA errors {len(f['cuda_error'])}")
     obs = ld.get("observed") or {}
     if obs.get("count"):
-        parts.append(f"observed {obs['count']} requests (server's counters, not measured): "
-                     f"decode {_rate(obs['decode_tps'])}, prefill {_rate(obs['prefill_tps'])}")
+        text = (f"observed {obs['count']} requests (server's counters, not measured): "
+                f"decode {_rate(obs['decode_tps'])}, prefill {_rate(obs['prefill_tps'])}")
+        if obs.get("draft_generated"):
+            text += (f", draft acceptance {obs['draft_acceptance'] * 100:.1f}% "
+                     f"({obs['draft_accepted']}/{obs['draft_generated']})")
+        parts.append(text)
     state = "open" if ld.get("open") else (ld.get("end_reason") or "")
     return (f"{ld['id']:>5}  {str(ld['model']):<24} {ld['origin']:<6} {where:<11} {state:<14.14} "
             f"{ld['lines']:>7} lines  {len(f):>2} facts  {'; '.join(parts)}")

@@ -209,12 +209,15 @@ def observed_summary(rows: list[dict]) -> dict:
     own = sum(1 for r in rows if r.get("own"))
     rows = [r for r in rows if not r.get("own")]
     accepted = [r for r in rows if r["draft_generated"]]
+    drafted = sum(r["draft_generated"] for r in accepted)
     return {
         "count": len(rows),
         "own": own,
         "decode_tps": spread([r["decode_tps"] for r in rows if r["decode_tps"] is not None]),
         "prefill_tps": spread([r["prefill_tps"] for r in rows if r["prefill_tps"] is not None]),
-        "draft_acceptance": (round(sum(r["draft_accepted"] for r in accepted)
-                                   / sum(r["draft_generated"] for r in accepted), 5) if accepted else None),
+        "draft_acceptance": (round(sum(r["draft_accepted"] for r in accepted) / drafted, 5) if accepted else None),
+        # the counts behind the rate: tokens the draft proposed and the target kept, over these requests
+        "draft_accepted": sum(r["draft_accepted"] for r in accepted) if accepted else None,
+        "draft_generated": drafted if accepted else None,
         "line_ids": [r["line_id"] for r in rows],
     }
