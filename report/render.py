@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 
 from . import charts
+from .axes import axes_charts
 from .article_parts import author_notes, cell_value, exception_groups, merged_caveats, render_caveat, run_charts
 from .caveats import caveats_for
 from .home import latest_per_campaign
@@ -58,6 +59,7 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
             notes=author_notes(project, view["run"]["id"], lang),
             lang=lang,
             charts=run_charts(view, L, img_dir),
+            axes_charts=axes_charts(view.get("axes"), view["run"]["id"], L, img_dir),
             caveats=merged_caveats(caveats_for(view), L),
             reconciled=[render_caveat(c, L) for c in reconciliations(view)],
             _=translator(L.gettext, CATALOGUE),

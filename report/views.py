@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from .axes import axes_view
 from .compare import compare_runs
 from .contradictions import contradictions_for
 from .evidence import run_evidence
@@ -44,6 +45,7 @@ class ArticleView:
     decision: dict
     clients: list[dict]
     provenance: list[dict]
+    axes: dict  # the Load and Context sections (report/axes.py)
 
     @property
     def run_id(self) -> int:
@@ -85,6 +87,7 @@ def article_view(db, base: dict, *, previous_id: int | None, ratio: dict | None,
     so_far["decision"] = decision_view(db, rid, view=so_far, memory=so_far["memory"])
     so_far["clients"] = requests_by_client(db, rid, show_addresses=show_addresses)
     so_far["provenance"] = [p for p in counter_provenance(db, rid) if p["source"] != "none"]
+    so_far["axes"] = axes_view(db, rid, base["run"].get("campaign_text"))
     return ArticleView(base=base, **{f.name: so_far[f.name] for f in fields(ArticleView) if f.name != "base"})
 
 

@@ -1,0 +1,196 @@
+"""The article's Load and Context sections: step figures, service level, knee, charts.
+
+Figures come from ``load_steps`` and their samples through
+``cardproof.daemon.load.stats`` -- the same code the console line uses --
+so a percentile in the article is always a computation over stored rows.
+The service level is the one frozen with the campaign (``[load.slo]``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import tomllib
+from pathlib import Path
+
+import altair as alt
+
+from cardproof.daemon.campaign_check import CampaignError, Checker
+from cardproof.daemon.load.campaign import Slo, load_settings
+from cardproof.daemon.load.stats import StepFigures, run_steps
+
+from . import charts
+from .i18n import Lang
+
+#: a step that raises aggregate throughput by less than this over the best before it adds nothing: the knee
+KNEE_GAIN = 1.10
+
+
+def frozen_slo(campaign_text: str | None, run_id: int) -> Slo | None:
+    """``[load.slo]`` of the campaign frozen with the run; unreadable: None, named on stderr."""
+    if not campaign_text:
+        return None
+    try:
+        data = tomllib.loads(campaign_text)
+        load = load_settings(Checker(f"run {run_id} campaign"), data, {k: 1 for k in _classes(data)}, 1)
+    except (tomllib.TOMLDecodeError, CampaignError, RecursionError) as exc:
+        print(f"run {run_id}: [load] of the frozen campaign not read, no service level shown: {exc}",
+              file=sys.stderr)
+        return None
+    return load.slo if load else None
+
+
+def _classes(data: dict) -> set[str]:
+    """Every name a [load] prompt_class may take, so only the [load.slo] part is judged here."""
+    load = data.get("load")
+    cls = load.get("prompt_class") if isinstance(load, dict) else None
+    return {"short", "medium", "long"} | ({cls} if isinstance(cls, str) else set())
+
+
+def meets(f: StepFigures, slo: Slo) -> tuple[bool, list[str]]:
+    """Whether a step meets the service level, and what failed (message ids with values)."""
+    failed = []
+    if f.errors:
+        failed.append(("errors", f.errors))
+    if slo.per_user_decode_tps is not None and (f.decode_tps.p50 is None or f.decode_tps.p50 < slo.per_user_decode_tps):
+        failed.append(("per_user", f.decode_tps.p50))
+    if slo.ttft_p90_ms is not None and (f.ttft_ms.p90 is None or f.ttft_ms.p90 > slo.ttft_p90_ms):
+        failed.append(("ttft_p90", f.ttft_ms.p90))
+    return not failed, failed
+
+
+def knee(figures: list[StepFigures]) -> StepFigures | None:
+    """The first step after which no later step raises aggregate output tok/s by ``KNEE_GAIN`` or more.
+
+    None with fewer than two answered steps (nothing rises or falls) or when
+    the last step still gains (the knee lies beyond the sweep).
+    """
+    steps = [f for f in figures if f.output_tps]
+    if len(steps) < 2:
+        return None
+    for i, f in enumerate(steps[:-1]):
+        if max(g.output_tps for g in steps[i + 1:]) < KNEE_GAIN * f.output_tps:
+            return f
+    return None
+
+
+def _row(f: StepFigures, slo: Slo | None) -> dict:
+    ok, failed = meets(f, slo) if slo else (None, [])
+    return {"f": f, "streams": f.step["streams"], "queueing": f.step["queueing"], "slots": f.step["total_slots"],
+            "meets": ok, "failed": failed, "cell": f.step["cell_id"]}
+
+
+def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
+    """Per model: its load steps (with service level and knee) and its depth steps."""
+    conn = db.conn if hasattr(db, "conn") else db
+    try:
+        steps = run_steps(conn, run_id)
+    except sqlite3.OperationalError:  # a database from before m015: no steps to show
+        steps = []
+    slo = frozen_slo(campaign_text, run_id) if any(f.step["axis"] == "load" for f in steps) else None
+    out: dict = {"load": [], "depth": [], "slo": slo}
+    for axis in ("load", "depth"):
+        by_model: dict[str, list[StepFigures]] = {}
+        for f in steps:
+            if f.step["axis"] == axis:
+                by_model.setdefault(f.step.get("model") or "?", []).append(f)
+        for model, figures in by_model.items():
+            if axis == "depth":
+                out["depth"].append({"model": model, "rows": figures})
+                continue
+            rows = [_row(f, slo) for f in figures]
+            met = [r for r in rows if r["meets"]]
+            best = max(met, key=lambda r: r["streams"]) if met else None
+            beyond = next((r for r in rows if best and r["streams"] > best["streams"] and not r["meets"]), None)
+            k = knee(figures)
+            out["load"].append({"model": model, "rows": rows, "best": best, "beyond": beyond,
+                                "knee": k.step["streams"] if k else None,
+                                "max_streams_at_slo": best["streams"] if best else (0 if slo else None)})
+    return out
+
+
+# -- charts ------------------------------------------------------------------
+
+def _load_rows(entry: dict, L: Lang) -> list[dict]:
+    rows = []
+    for r in entry["rows"]:
+        f = r["f"]
+        for what, value in ((L.gettext("aggregate output tok/s"), f.output_tps),
+                            (L.gettext("per-request decode tok/s (median)"), f.decode_tps.p50)):
+            if value is not None:
+                rows.append({"streams": r["streams"], "what": charts._label(what), "value": value, "panel": "tps"})
+        for what, value in ((L.gettext("TTFT p50 ms"), f.ttft_ms.p50), (L.gettext("TTFT p90 ms"), f.ttft_ms.p90)):
+            if value is not None:
+                rows.append({"streams": r["streams"], "what": charts._label(what), "value": value, "panel": "ttft"})
+    return rows
+
+
+def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str):
+    """Throughput (aggregate and per request) and TTFT against streams; the SLO and the knee as rules."""
+    rows = _load_rows(entry, L)
+    x = alt.X("streams:Q", title=L.gettext("concurrent streams"), scale=alt.Scale(type="log", base=2),
+              axis=alt.Axis(values=[r["streams"] for r in entry["rows"]], format="d"))
+    base = alt.Chart(alt.Data(values=rows))
+    tps = base.transform_filter("datum.panel == 'tps'").mark_line(point=True).encode(
+        x=x, y=alt.Y("value:Q", title=L.gettext("tok/s")), color=alt.Color("what:N", title=None, sort=None))
+    ttft = base.transform_filter("datum.panel == 'ttft'").mark_line(point=True).encode(
+        x=x, y=alt.Y("value:Q", title=L.gettext("ms")), color=alt.Color("what:N", title=None, sort=None))
+    marks_tps, marks_ttft = [tps], [ttft]
+    if entry["knee"] is not None:
+        knee_rule = alt.Chart(alt.Data(values=[{"streams": entry["knee"], "label": L.gettext("knee")}])).mark_rule(
+            strokeDash=[4, 3], color="grey").encode(x="streams:Q")
+        marks_tps.append(knee_rule)
+    if slo and slo.per_user_decode_tps is not None:
+        marks_tps.append(alt.Chart(alt.Data(values=[{"v": slo.per_user_decode_tps}])).mark_rule(color="firebrick")
+                         .encode(y="v:Q"))
+    if slo and slo.ttft_p90_ms is not None:
+        marks_ttft.append(alt.Chart(alt.Data(values=[{"v": slo.ttft_p90_ms}])).mark_rule(color="firebrick")
+                          .encode(y="v:Q"))
+    top = alt.layer(*marks_tps).properties(width=charts._WIDTH, height=160)
+    bottom = alt.layer(*marks_ttft).properties(width=charts._WIDTH, height=140)
+    return charts._svg(alt.vconcat(top, bottom).resolve_scale(color="independent")
+                       .properties(title=charts._label(title)), L)
+
+
+def depth_rows(entry: dict, L: Lang) -> list[dict]:
+    rows = []
+    for f in entry["rows"]:
+        if f.prompt_tokens.p50 is None:
+            continue
+        for what, value in ((L.gettext("decode tok/s"), f.decode_tps.p50), (L.gettext("prefill tok/s"), f.prefill_tps.p50)):
+            if value is not None:
+                rows.append({"tokens": f.prompt_tokens.p50, "what": charts._label(what), "value": value})
+    return rows
+
+
+def depth_chart(rows: list[dict], L: Lang, title: str):
+    """Decode and prefill tok/s (medians) against the prompt's real length in tokens."""
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=alt.X("tokens:Q", title=L.gettext("prompt tokens (the server's count)")),
+        y=alt.Y("value:Q", title=L.gettext("tok/s (median)")),
+        color=alt.Color("what:N", title=None, sort=None),
+    ).properties(width=charts._WIDTH, height=180, title=charts._label(title))
+    return charts._svg(chart, L)
+
+
+def axes_charts(axes: dict | None, run_id: int, L: Lang, img_dir: Path | None) -> dict:
+    """Write the Load and Context charts of a run for ``L``; the file names by model position."""
+    out: dict = {"load": {}, "depth": {}}
+    if not axes:
+        return out
+    for i, entry in enumerate(axes["load"]):
+        if not any(r["f"].output_tps for r in entry["rows"]):
+            continue
+        name = f"run-{run_id}-load-{i}-{L.code}.svg"
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, load_chart(entry, axes["slo"], L, f"{entry['model']} · " + L.gettext("Load: concurrent streams")))
+        out["load"][entry["model"]] = f"img/{name}"
+    for i, entry in enumerate(axes["depth"]):
+        name = f"run-{run_id}-context-{i}-{L.code}.svg"
+        rows = depth_rows(entry, L)
+        if not rows:
+            continue
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, depth_chart(rows, L, f"{entry['model']} · " + L.gettext("Context depth")))
+        out["depth"][entry["model"]] = f"img/{name}"
+    return out

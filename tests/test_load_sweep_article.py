@@ -1,0 +1,111 @@
+"""The Load and Context sections of the article, from a real sweep against the real llama-server.
+
+Real parts: the ``--parallel 4`` llama-server of ``test_load_sweep``, the
+run stored in SQLite, ``cardproof report build`` with ``mkdocs build --strict``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from cardproof.cli import cli
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from cardproof.report.axes import axes_view, knee
+from cardproof.report.i18n import Lang
+from conftest import campaign_text
+from test_load_sweep import parallel_server  # noqa: F401 -- the shared --parallel 4 server fixture
+
+SLO = "[load.slo]\nper_user_decode_tps = 1\nttft_p90_ms = 60000\n"
+
+
+@pytest.fixture(scope="module")
+def axes_db(parallel_server, tmp_path_factory):  # noqa: F811
+    db = tmp_path_factory.mktemp("axes") / "axes.db"
+    text = (campaign_text(parallel_server.url, reps=2, max_tokens=16)
+            + "\n[load]\nstreams = [1, 2, 4, 8]\nrequests_per_stream = 2\nmax_tokens = 32\n" + SLO
+            + "[depth]\ntokens = [0, 400, 5000]\nrepetitions = 2\nmax_tokens = 8\n")
+    store = open_store(db)
+    out = run_campaign(store, parse_campaign(text), echo=lambda s: None)
+    store.close()
+    assert out.status == "completed"
+    return db, out.run_id, text
+
+
+def _direct(conn, run_id):
+    """Per streams: (median decode tok/s, p90 TTFT) from the stored rows, computed here."""
+    out = {}
+    for streams, cell in conn.execute("select streams, cell_id from load_steps where run_id = ? and axis = 'load'",
+                                      [run_id]):
+        ttft = [r[0] for r in conn.execute("select ttft_ms from samples where cell_id = ?", [cell])]
+        decode = [r[0] for r in conn.execute("select decode_tps from samples where cell_id = ?", [cell])]
+        out[streams] = (statistics.median(decode), statistics.quantiles(ttft, n=100, method="inclusive")[89])
+    return out
+
+
+def test_service_level_names_the_largest_step_that_meets_it(axes_db):
+    db, run_id, text = axes_db
+    conn = sqlite3.connect(db)
+    direct = _direct(conn, run_id)
+    # a TTFT bound between two measured steps' p90: the answer is known from the rows alone
+    p90s = sorted(p90 for _, p90 in direct.values())
+    bound = (p90s[1] + p90s[2]) / 2
+    frozen = text.replace("ttft_p90_ms = 60000", f"ttft_p90_ms = {bound}")
+    view = axes_view(conn, run_id, frozen)
+    (entry,) = view["load"]
+    expected = max(s for s, (_, p90) in direct.items() if p90 <= bound)
+    assert entry["max_streams_at_slo"] == expected
+    assert [r["meets"] for r in entry["rows"]] == [direct[r["streams"]][1] <= bound for r in entry["rows"]]
+    beyond = entry["beyond"]
+    if beyond is not None:  # the first step past the best one that misses: its failing figure is named
+        assert beyond["streams"] > expected and ("ttft_p90", pytest.approx(direct[beyond["streams"]][1])) in \
+            [(k, v) for k, v in beyond["failed"]]
+    # a bound no step meets
+    none = axes_view(conn, run_id, text.replace("per_user_decode_tps = 1", "per_user_decode_tps = 1e6"))
+    assert none["load"][0]["best"] is None and none["load"][0]["max_streams_at_slo"] == 0
+
+
+def test_knee_is_where_aggregate_throughput_stops_rising():
+    class F:
+        def __init__(self, streams, tps):
+            self.step, self.output_tps = {"streams": streams}, tps
+
+    assert knee([F(1, 100), F(2, 190), F(4, 200), F(8, 205)]).step["streams"] == 2  # 4 and 8 add < 10 %
+    assert knee([F(1, 100), F(2, 190), F(4, 380), F(8, 700)]) is None  # still rising at the last step
+    assert knee([F(1, 100), F(2, 95)]).step["streams"] == 1
+    assert knee([F(1, 100)]) is None
+
+
+def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_path):
+    db, run_id, _ = axes_db
+    project = tmp_path / "proj"
+    result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project)])
+    assert result.exit_code == 0, result.output
+    conn = sqlite3.connect(db)
+    agg = {s: g / w for s, g, w in conn.execute(
+        "select st.streams, sum(s.generated_tokens), st.wall_s from load_steps st join samples s on s.cell_id = st.cell_id "
+        "where st.axis = 'load' group by st.id")}
+    prompt_n = statistics.median(r[0] for r in conn.execute(
+        "select s.prompt_tokens from load_steps st join samples s on s.cell_id = st.cell_id where st.depth_tokens = 400"))
+    for lang, suffix, heading, context, queueing, refused in (
+            ("en", "", "## Load: concurrent streams", "## Context depth", "queueing", "refused"),
+            ("de", ".de", "## Last: gleichzeitige Streams", "## Kontexttiefe", "Warteschlange", "abgelehnt")):
+        L = Lang(lang)
+        md = (project / "site" / "runs" / f"run-{run_id}{suffix}.md").read_text()
+        assert heading in md and context in md
+        load = md[md.index(heading):md.index(context)]
+        for streams, tps in agg.items():
+            assert f"| {streams}" in load and L.num(tps) in load
+        assert f"| 8<br><small>{queueing}</small> | 4 |" in load
+        assert f"run-{run_id}-load-0-{lang}.svg" in load
+        ctx = md[md.index(context):]
+        assert f"| 400 | {L.num(prompt_n, 0)} | 2/2 |" in ctx
+        assert f"| 5000 | — | 0 | {refused}: depth 5,000 tokens" in ctx
+        for chart, title in (("load", heading[3:]), ("context", context[3:])):
+            svg = (project / "build" / "site" / "runs" / "img" / f"run-{run_id}-{chart}-0-{lang}.svg").read_text()
+            assert f"tiny-a · {title}" in svg  # the chart in the page's language
