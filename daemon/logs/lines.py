@@ -19,7 +19,19 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # journalctl's default text output: "Jun 06 11:17:05 host ollama[243665]: ...", also in other
 # locales ("6月 26 04:34:00 host ollama[1073]: ") and from processes without a PID ("host kernel: ")
 # (journalctl leaves the host out when an entry has no _HOSTNAME)
-_SYSLOG_PREFIX = re.compile(r"(?:[A-Z][a-z]{2}|\d{1,2}月) [ \d]?\d \d\d:\d\d:\d\d (?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+# (-o short-precise adds microseconds to the clock)
+_SYSLOG_PREFIX = re.compile(r"(?:[A-Z][a-z]{2}|\d{1,2}月) [ \d]?\d \d\d:\d\d:\d\d(?:\.\d{1,9})? "
+                            r"(?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+# journalctl -o short-full: "Sun 2025-11-30 11:53:20 CET host llama-server[1234]: " (the zone as abbreviated)
+_FULL_SYSLOG_PREFIX = re.compile(r"[A-Z][a-z]{2} (\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,9}))? ([A-Za-z][\w+-]{0,9}) "
+                                 r"(?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+# journalctl -o short-monotonic / short-delta: "[  123.456789] host ident[pid]: ", "[  123.456790 <    0.000001 >] "
+# (seconds since boot: no wall clock to keep)
+_MONOTONIC_PREFIX = re.compile(r"\[ *\d+\.\d{6}(?: <[ \d.]+>)? *\] (?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+# journalctl -o short-unix: "1764500000.123456 host ident[pid]: " (seconds since the epoch, UTC)
+_UNIX_PREFIX = re.compile(r"(\d{9,11})\.(\d{6}) (?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+# zone abbreviations that name UTC itself; any other ("CET", "IST") is ambiguous: the clock is kept without a zone
+_UTC_NAMES = frozenset(("UTC", "GMT", "Z", "UCT"))
 # journalctl -o short-iso / short-iso-precise: "2025-11-30T12:00:01+0100 host llama-server[812]: "
 # (the [pid] is required here: without it "system info: ..." after a stamp would read as host+ident)
 _ISO_SYSLOG_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)? "
@@ -68,7 +80,12 @@ def clean_stamped(raw: str) -> tuple[int | None, int | None, str, str | None, st
         end = text.find("] ", 1, 8)
         if end > 4 and text[1:end].isdigit() and int(text[1:end]) <= 65535:
             return int(text[1:end]), None, text[end + 2:], None, None
-        return None, None, text, None, None
+        m = _MONOTONIC_PREFIX.match(text) if text[1:2] in _MONO_SECOND else None
+        if m is None:
+            return None, None, text, None, None
+        text = text[m.end():]
+        port, text = _port_split(text) if text[:1] == "[" else (None, text)
+        return port, (int(m[2]) if m[2] else None), text, None, m[1]
     if "\x00" in text:
         text = text.replace("\x00", "")
     pid = stamp = stream = rest = None
@@ -85,10 +102,20 @@ def clean_stamped(raw: str) -> tuple[int | None, int | None, str, str | None, st
             m = _SYSLOG_PREFIX.match(text)
             if m:
                 pid, stream, rest = (int(m[2]) if m[2] else None), m[1], text[m.end():]
+        elif text[9:12].find(".") >= 0:  # short-unix: "1764500000.123456 "
+            m = _UNIX_PREFIX.match(text)
+            if m:
+                pid, stream, rest = (int(m[4]) if m[4] else None), m[3], text[m.end():]
+                stamp = _unix_stamp(int(m[1]), m[2])
     elif first.isupper() and ": " in text:
         m = _SYSLOG_PREFIX.match(text)
         if m:
             pid, stream, rest = (int(m[2]) if m[2] else None), m[1], text[m.end():]
+        elif text[3:4] == " " and text[8:9] == "-":  # short-full: "Sun 2025-11-30 11:53:20 CET "
+            m = _FULL_SYSLOG_PREFIX.match(text)
+            if m:
+                pid, stream, rest = (int(m[6]) if m[6] else None), m[5], text[m.end():]
+                stamp = STAMPS(m[1], m[2], m[3], "Z" if m[4] in _UTC_NAMES else None)
     if rest is None and text.find(" | ", 0, 80) >= 0:  # find: no copy of the line
         m = _COMPOSE_PREFIX.match(text)
         if m:
@@ -103,6 +130,18 @@ def clean_stamped(raw: str) -> tuple[int | None, int | None, str, str | None, st
         port, text = _port_split(text)
         return port, pid, text, stamp, stream
     return None, pid, text, stamp, stream
+
+
+_MONO_SECOND = frozenset(" 0123456789")
+
+
+def _unix_stamp(seconds: int, micro: str) -> str | None:
+    """short-unix's epoch seconds as the store's ISO form (UTC)."""
+    try:
+        t = datetime.fromtimestamp(seconds, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return STAMPS(t.strftime("%Y-%m-%d"), t.strftime("%H:%M:%S"), micro, "Z")
 
 
 def _port_split(text: str) -> tuple[int | None, str]:
