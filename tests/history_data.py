@@ -27,9 +27,10 @@ name = "{model}"
 
 
 def make_db(path: Path, runs: list[dict], *, name: str = "nightly", model: str = "tiny-a", reps: int = 5,
-            extra: str = "", seed: int = 1) -> list[int]:
+            extra: str = "", seed: int = 1, classes: tuple[str, ...] = ("short",)) -> list[int]:
     """One run per entry of ``runs``: ``level`` (decode tok/s), ``noise`` (± fraction, uniform), ``build``,
-    optional ``status``, ``digest``, ``kv`` (KV cache type K fact), ``values`` (explicit samples).
+    optional ``status``, ``digest``, ``kv`` (KV cache type K fact), ``values`` (explicit samples),
+    ``load`` (load seconds). Every prompt class in ``classes`` gets a cell with its own samples.
 
     Returns the run ids in order; one day apart.
     """
@@ -63,19 +64,20 @@ def make_db(path: Path, runs: list[dict], *, name: str = "nightly", model: str =
                 line = db["log_lines"].insert({"source_id": src, "run_id": rid, "raw": "kv", "load_id": load}).last_pk
                 db["facts"].insert({"load_id": load, "line_id": line, "name": "kv_cache_type_k",
                                     "value_text": spec["kv"]})
-            cell = db["cells"].insert({"run_id": rid, "model_id": mid, "position": 0, "prompt_class": "short",
-                                       "reasoning": 0, "max_tokens": 16, "repetitions": reps, "pinned": 0,
-                                       "kind": "measure"}).last_pk
-            noise = spec.get("noise", 0.03)
-            values = spec.get("values") or [spec["level"] * rng.uniform(1 - noise, 1 + noise) for _ in range(reps)]
-            for rep, v in enumerate(values, 1):
-                db["samples"].insert({"run_id": rid, "cell_id": cell, "repetition": rep, "started_at": start,
-                                      "prompt_tokens": 40, "generated_tokens": 16, "decode_tps": v,
-                                      "prefill_tps": 500 * rng.uniform(0.97, 1.03), "ttft_ms": 80.0,
-                                      "counter_source": "timings", "kind": "measure"})
-            # a canary sample far off the level: must never enter a series
-            db["samples"].insert({"run_id": rid, "cell_id": cell, "repetition": 99, "decode_tps": 1.0,
-                                  "kind": "canary"})
+            for pos, cls in enumerate(classes):
+                cell = db["cells"].insert({"run_id": rid, "model_id": mid, "position": pos, "prompt_class": cls,
+                                           "reasoning": 0, "max_tokens": 16, "repetitions": reps, "pinned": 0,
+                                           "kind": "measure"}).last_pk
+                noise = spec.get("noise", 0.03)
+                values = spec.get("values") or [spec["level"] * rng.uniform(1 - noise, 1 + noise) for _ in range(reps)]
+                for rep, v in enumerate(values, 1):
+                    db["samples"].insert({"run_id": rid, "cell_id": cell, "repetition": rep, "started_at": start,
+                                          "prompt_tokens": 40, "generated_tokens": 16, "decode_tps": v,
+                                          "prefill_tps": 500 * rng.uniform(0.97, 1.03), "ttft_ms": 80.0,
+                                          "counter_source": "timings", "kind": "measure"})
+                # a canary sample far off the level: must never enter a series
+                db["samples"].insert({"run_id": rid, "cell_id": cell, "repetition": 99, "decode_tps": 1.0,
+                                      "kind": "canary"})
         ids.append(rid)
     store.close()
     return ids

@@ -132,3 +132,15 @@ def test_a_minimum_effect_out_of_range_is_refused_with_its_key(value):
     text = CAMPAIGN.format(name="n", reps=3, model="m", extra=f"[report]\nmin_effect_pct = {value}\n")
     with pytest.raises(CampaignError, match=r"n\.toml: key 'report\.min_effect_pct'"):
         parse_campaign(text, "n.toml")
+
+
+def test_a_load_time_step_is_told_once_per_model_not_once_per_cell(tmp_path):
+    runs = [{"level": 50.0, "load": 2.0, "build": "b1"}] * 6 + [{"level": 50.0, "load": 3.0, "build": "b2"}] * 6
+    ids = make_db(tmp_path / "l.db", runs, classes=("short", "medium"))
+    series = _series(tmp_path / "l.db")
+    assert len(series) == 2
+    steps = [(s["prompt_class"], st["metric"], st["before"]["run_id"], st["after"]["run_id"])
+             for s in series for st in s["steps"]]
+    assert steps == [("medium", "load_seconds", ids[5], ids[6])]
+    [load_step] = [st for s in series for st in s["steps"]]
+    assert load_step["low"] <= 0.5 <= load_step["high"] and load_step["regression"]  # slower to load

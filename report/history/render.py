@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..i18n import CATALOGUE, LANGUAGES, Lang
-from ..mdsafe import MD, esc, publishing, translator
+from ..mdsafe import MD, publishing, translator
 from . import chart
 from .llama_bench import bench_series
 from .series import METRICS, OK, build_series
@@ -73,7 +73,7 @@ def _pages(series: list[dict]) -> dict[str, list[dict]]:
     for s in series:
         pages[s["page"]].append(s)
     # two campaign/model names that slug alike get distinct pages
-    out, taken = {}, {}
+    out = {}
     for name, group in pages.items():
         by_key: dict[tuple, list[dict]] = defaultdict(list)
         for s in group:
@@ -83,7 +83,6 @@ def _pages(series: list[dict]) -> dict[str, list[dict]]:
             for s in ss:
                 s["page"] = page
             out[page] = ss
-            taken[page] = key
     return out
 
 
@@ -217,5 +216,3 @@ def runs_of_steps(series: list[dict]) -> dict[int, list[dict]]:
             out[st["after"]["run_id"]].append({"series": s, "step": st})
     return dict(out)
 
-
-__all__ = ["write_trends", "step_sentence", "runs_of_steps", "esc"]

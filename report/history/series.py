@@ -153,17 +153,23 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
         for prev, p in zip([None, *points], points):
             p["changes"] = changed(prev["conditions"], p["conditions"]) if prev else []
         min_effect = settings_by_campaign[points[-1]["_campaign_id"]]["min_effect"]
-        series = {"campaign": camp, "model": mname, "prompt_class": cls, "reasoning": reasoning,
-                  "page": f"trend-{slug(camp)}-{slug(mname)}", "min_effect": min_effect, "points": points}
-        series["steps"] = _steps(series)
-        out.append(series)
-    return sorted(out, key=lambda s: (s["campaign"], s["model"], s["reasoning"], s["prompt_class"]))
+        out.append({"campaign": camp, "model": mname, "prompt_class": cls, "reasoning": reasoning,
+                    "page": f"trend-{slug(camp)}-{slug(mname)}", "min_effect": min_effect, "points": points})
+    out.sort(key=lambda s: (s["campaign"], s["model"], s["reasoning"], s["prompt_class"]))
+    seen_models = set()
+    for s in out:
+        # a load time belongs to the model, not the cell: its steps are told once, with the model's first cell
+        first = (s["campaign"], s["model"]) not in seen_models
+        seen_models.add((s["campaign"], s["model"]))
+        s["steps"] = _steps(s, [m for m in METRICS if first or m != "load_seconds"])
+    return out
 
 
-def _steps(series: dict) -> list[dict]:
+def _steps(series: dict, metrics: list[str]) -> list[dict]:
     points = series["points"]
     steps = []
-    for metric, (_, higher_better) in METRICS.items():
+    for metric in metrics:
+        higher_better = METRICS[metric][1]
         usable = [i for i, p in enumerate(points) if p["state"] == OK and p["values"].get(metric)]
         seed = f"{series['campaign']}|{series['model']}|{series['prompt_class']}|{series['reasoning']}|{metric}"
         for st in find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed):
