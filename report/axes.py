@@ -99,10 +99,12 @@ def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
                 out["depth"].append({"model": model, "rows": figures})
                 continue
             rows = [_row(f, slo) for f in figures]
-            met = [r for r in rows if r["meets"]]
+            # a step whose stream count was damaged (read as NULL) is listed, but states no level and no knee
+            met = [r for r in rows if r["meets"] and isinstance(r["streams"], int)]
             best = max(met, key=lambda r: r["streams"]) if met else None
-            beyond = next((r for r in rows if best and r["streams"] > best["streams"] and not r["meets"]), None)
-            k = knee(figures)
+            beyond = next((r for r in rows if best and isinstance(r["streams"], int) and r["streams"] > best["streams"]
+                           and not r["meets"]), None)
+            k = knee([f for f in figures if isinstance(f.step["streams"], int)])
             out["load"].append({"model": model, "rows": rows, "best": best, "beyond": beyond,
                                 "knee": k.step["streams"] if k else None,
                                 "max_streams_at_slo": best["streams"] if best else (0 if slo else None)})
@@ -115,6 +117,8 @@ def _load_rows(entry: dict, L: Lang) -> list[dict]:
     rows = []
     for r in entry["rows"]:
         f = r["f"]
+        if not isinstance(r["streams"], int):
+            continue
         for what, value in ((L.gettext("aggregate output tok/s"), f.output_tps),
                             (L.gettext("per-request decode tok/s (median)"), f.decode_tps.p50)):
             if value is not None:
@@ -129,7 +133,7 @@ def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str):
     """Throughput (aggregate and per request) and TTFT against streams; the SLO and the knee as rules."""
     rows = _load_rows(entry, L)
     x = alt.X("streams:Q", title=L.gettext("concurrent streams"), scale=alt.Scale(type="log", base=2),
-              axis=alt.Axis(values=[r["streams"] for r in entry["rows"]], format="d"))
+              axis=alt.Axis(values=sorted({r["streams"] for r in rows}), format="d"))
     base = alt.Chart(alt.Data(values=rows))
     tps = base.transform_filter("datum.panel == 'tps'").mark_line(point=True).encode(
         x=x, y=alt.Y("value:Q", title=L.gettext("tok/s")), color=alt.Color("what:N", title=None, sort=None))
@@ -179,7 +183,7 @@ def axes_charts(axes: dict | None, run_id: int, L: Lang, img_dir: Path | None) -
     if not axes:
         return out
     for i, entry in enumerate(axes["load"]):
-        if not any(r["f"].output_tps for r in entry["rows"]):
+        if not _load_rows(entry, L):
             continue
         name = f"run-{run_id}-load-{i}-{L.code}.svg"
         if img_dir is not None:
