@@ -78,9 +78,25 @@ def test_a_step_smaller_than_the_campaigns_minimum_effect_is_not_claimed(tmp_pat
 def test_two_runs_with_overlapping_samples_claim_nothing():
     """Two runs whose samples overlap: the medians differ by 10 % but the samples do not support a step."""
     assert find_steps([[90.0, 100.0, 110.0, 95.0, 105.0], [99.0, 110.0, 121.0, 104.5, 115.5]], 0.05) == []
-    # the same medians with tight samples: a step
-    [step] = find_steps([[99.0, 100.0, 101.0], [109.0, 110.0, 111.0]], 0.05)
-    assert step.low <= 1.1 <= step.high
+    # the same medians with tight samples: one run each side cannot tell a step from run-to-run noise,
+    # two runs each side that agree can
+    assert find_steps([[99.0, 100.0, 101.0], [109.0, 110.0, 111.0]], 0.05) == []
+    [step] = find_steps([[99.0, 100.0, 101.0], [99.5, 100.5, 100.0], [109.0, 110.0, 111.0], [110.5, 109.5, 110.0]],
+                        0.05)
+    assert (step.before, step.after) == (1, 2) and step.low <= 1.1 <= step.high
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_run_to_run_noise_with_tight_samples_gives_no_step(seed):
+    """Each run's samples agree within 1 %, but the runs wander 2 % from day to day: no step is claimed,
+    least of all on the one run at either end that happens to read low."""
+    import random
+
+    rng = random.Random(seed)
+    points = [[level * rng.uniform(0.995, 1.005) for _ in range(5)]
+              for level in (100 * rng.gauss(1, 0.02) for _ in range(30))]
+    points[-1] = [v * 0.94 for v in points[-1]]  # the latest run alone reads 6 % low
+    assert find_steps(points, 0.05, str(seed)) == []
 
 
 def test_two_steps_up_and_back_are_both_found():

@@ -9,6 +9,14 @@ the interval excludes "no change" and the estimate is at least the
 campaign's minimum effect; anything less is noise, and the segment is left
 whole. Points that may not carry a step (interrupted runs, unstable cells)
 never reach this module.
+
+Two guards against run-to-run noise, which the samples of one run cannot
+show: a step needs ``MIN_RUNS_PER_SIDE`` runs on each side (one run that
+reads low is an outlier until the next run confirms it: "and stayed
+there"), and it must exceed the segment's own run-to-run noise (a robust
+estimate from consecutive run medians, ``NOISE_Z`` standard errors), since
+the search tries every split and the best of many noisy splits looks like
+a step.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ WINDOW_RUNS = 6
 BOOTSTRAP_ROUNDS = 500
 #: two-sided interval reported and used to judge a step
 INTERVAL = 0.95
+MIN_RUNS_PER_SIDE = 2
+NOISE_Z = 3.5
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,18 @@ def judge(before: list[list[float]], after: list[list[float]], min_effect: float
     return ratio, low, high
 
 
+def run_noise(logs: list[float]) -> float:
+    """Standard deviation of log run medians from one run to the next, robust to a step among them.
+
+    The median absolute difference of consecutive values (scaled to a
+    standard deviation): a level change moves one difference, not the median.
+    """
+    if len(logs) < 3:
+        return 0.0
+    diffs = sorted(abs(b - a) for a, b in zip(logs, logs[1:]))
+    return 1.4826 * statistics.median(diffs) / math.sqrt(2)
+
+
 def find_steps(points: list[list[float]], min_effect: float, seed: str = "") -> list[Step]:
     """Steps in a series of ok points, each a list of its samples (positive values), in time order.
 
@@ -120,8 +142,13 @@ def find_steps(points: list[list[float]], min_effect: float, seed: str = "") -> 
             continue
         before = [p for p in usable[max(lo, s - WINDOW_RUNS):s] if p]
         after = [p for p in usable[s:min(hi, s + WINDOW_RUNS)] if p]
+        if min(len(before), len(after)) < MIN_RUNS_PER_SIDE:
+            continue
         verdict = judge(before, after, min_effect, f"{seed}|{s}")
         if verdict is None:
+            continue
+        noise = run_noise(logs[lo:hi]) * math.sqrt(1 / len(before) + 1 / len(after))
+        if abs(math.log(verdict[0])) < NOISE_Z * noise:
             continue
         splits[s] = verdict
         todo += [(lo, s), (s, hi)]
