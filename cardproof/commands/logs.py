@@ -16,6 +16,8 @@ _WARNINGS = {
     "truncated": "lines longer than 1 MiB (stored cut to 1 MiB)",
     "bad_json": "lines that are not journal JSON (skipped)",
     "no_message": "journal entries without a MESSAGE (skipped)",
+    "journal_blob_data": "lines are journalctl's '[N blob data]' placeholders, not the server's text "
+                         "(stored as they are; export the journal with `journalctl -a` or `-o export` to read them)",
 }
 
 

@@ -22,6 +22,7 @@ __all__ = ["FileReader", "JournalReader", "LogSourceError", "detect_format", "fi
 
 JOURNAL_MAGIC = b"LPKSHHRH"
 _CHUNK_BYTES = 4 << 20
+_BLOB_LINE_END = b" blob data]\n"
 _HEAD_BYTES = 256
 
 
@@ -110,6 +111,11 @@ class FileReader(Reader):
                 if not chunk:
                     break
                 data = carry + chunk
+                # journalctl's short output without -a shows a message that is not clean text as a placeholder
+                # ("[100B blob data]"): the server's words are not in this log. A line is counted once it ends.
+                blobs = data.count(_BLOB_LINE_END)
+                if blobs:
+                    self.warnings["journal_blob_data"] += blobs
                 parts = data.split(b"\n")
                 carry = parts.pop()
                 if len(carry) > MAX_LINE_BYTES:  # a newline-free blob: cut it into stored pieces
@@ -121,6 +127,8 @@ class FileReader(Reader):
                     self.position["offset"] = offset
                 yield batch
             if carry and final:
+                if carry.endswith(_BLOB_LINE_END[:-1]):
+                    self.warnings["journal_blob_data"] += 1
                 batch, offset = self._records([carry], offset, last=True)
                 if is_current:
                     self.position["offset"] = offset
