@@ -160,3 +160,11 @@ def test_a_load_time_step_is_told_once_per_model_not_once_per_cell(tmp_path):
     assert steps == [("medium", "load_seconds", ids[5], ids[6])]
     [load_step] = [st for s in series for st in s["steps"]]
     assert load_step["low"] <= 0.5 <= load_step["high"] and load_step["regression"]  # slower to load
+
+
+def test_impossible_figures_are_left_out_of_a_series(tmp_path):
+    """A counter of 0, a negative or an infinite rate (a server's bad answer stored as is) is no figure."""
+    ids = make_db(tmp_path / "z.db", [{"level": 1, "values": [10.0, 0.0, -5.0, float("inf"), 11.0]}] * 3)
+    [series] = _series(tmp_path / "z.db")
+    assert [p["values"]["decode_tps"] for p in series["points"]] == [[10.0, 11.0]] * 3
+    assert [p["run_id"] for p in series["points"]] == ids

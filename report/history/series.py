@@ -8,6 +8,7 @@ measure samples are read, and only measured loads give load times.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections import defaultdict
@@ -39,6 +40,11 @@ def campaign_settings(toml_text: str | None) -> dict:
     """
     limits = findings.report_limits(toml_text)
     return limits | {"min_effect": limits.get("min_effect_pct", DEFAULT_MIN_EFFECT_PCT) / 100}
+
+
+def _figure(v) -> bool:
+    """A value a series may hold: a finite positive number (a damaged row reads as NULL, report/tolerance.py)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def slug(text: str) -> str:
@@ -120,8 +126,7 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
             continue
         for metric, (column, _) in METRICS.items():
             v = s[column] if column else None
-            # a damaged row reads as NULL (report/tolerance.py); text or a non-positive rate is no figure
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            if _figure(v):
                 c["values"][metric].append(float(v))
     loads: dict[tuple[int, str], list[float]] = defaultdict(list)
     for ld in db.query(
@@ -130,7 +135,7 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
                from loads join models on models.id = loads.model_id
                left join samples on samples.id = loads.sample_id where loads.merged_into is null"""):
         v = ld["load_seconds"]
-        if ld["run_id"] in by_id and queries.is_measured_load(ld) and isinstance(v, (int, float)) and v > 0:
+        if ld["run_id"] in by_id and queries.is_measured_load(ld) and _figure(v):
             loads[(ld["run_id"], ld["model"])].append(float(v))
     facts = model_conditions(db)
 
