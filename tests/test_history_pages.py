@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from cardproof.daemon.store import open_store
 from cardproof.report.history.render import write_trends
 from history_data import make_db
@@ -73,3 +75,25 @@ def test_unchanged_figures_do_not_render_the_charts_again(tmp_path):
     svg.write_text("<svg>kept</svg>")
     _write(tmp_path / "u.db", tmp_path / "p")
     assert svg.read_text() == "<svg>kept</svg>"
+
+
+def test_a_hostile_server_build_is_escaped_in_the_step_and_the_tables(tmp_path):
+    bad = "b1|<script>alert(1)</script>[x](javascript:y)"
+    runs = [{"level": 100.0, "build": bad}] * 4 + [{"level": 80.0, "build": "b2`"}] * 4
+    make_db(tmp_path / "h.db", runs)
+    _write(tmp_path / "h.db", tmp_path / "p")
+    for name in ("trend-nightly-tiny-a.md", "trend-nightly-tiny-a.de.md", "index.md"):
+        text = (tmp_path / "p" / "site" / "trends" / name).read_text()
+        assert "fell" in text or "sank" in text
+        prose = re.sub(r"(`+).*?\1", "", text)  # code spans are inert by construction (report/mdsafe.py)
+        assert "<script>" not in text and not re.search(r"(?<!\\)\]\(javascript:", prose)
+        # no table row gained a column from the build's "|": each row has its own table's header's columns
+        lines = text.splitlines()
+        columns = None
+        for i, line in enumerate(lines):
+            if line.startswith("|---"):
+                columns = lines[i - 1].count(" | ")
+            elif line.startswith("| [") and columns is not None:
+                assert line.count(" | ") == columns, line
+            elif not line.startswith("|"):
+                columns = None
