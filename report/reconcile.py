@@ -72,11 +72,14 @@ def reconciliations(view: dict) -> list[Caveat]:
         if r.get("selfreport_mib") is None or r.get("card_mib") is not None:
             continue
         host = 0.0
+        # this load's own buffers: another load of the model (a canary's reload) holds its own copies
         for ld in by_model.get(r.get("model"), []):
-            for name in _BUFFERS:
-                v = ld["facts"].get(name)
-                if isinstance(v, dict):
-                    host += sum(x for d, x in v.items() if _num(x) and "CPU" in str(d).upper())
+            if ld["id"] != r.get("load_id"):
+                continue
+            for name, v in ld["facts"].items():
+                if name in _BUFFERS or (name.startswith("draft_") and name.endswith("_buffer_mib")):
+                    if isinstance(v, dict):
+                        host += sum(x for d, x in v.items() if _num(x) and "CPU" in str(d).upper())
         if host > 0 and (r["selfreport_mib"] or 0) < host:
             out.append(Caveat(
                 "reconcile", "info", "Memory: the cards against host memory",
