@@ -44,8 +44,8 @@ class PipeAhead:
     """``parse(bytes) -> (items, rest)`` applied to ``stream`` on a daemon thread; iterate, then ``close()``.
 
     Iterating yields each non-empty ``items`` in order; after the last,
-    ``rest`` holds the unparsed tail (an unfinished entry) and ``error`` an
-    OSError the read ended with. ``window`` is an Event the consumer sets
+    ``rest`` holds the unparsed tail (an unfinished entry); a read error or
+    an exception in ``parse`` is raised to the consumer. ``window`` is an Event the consumer sets
     while it waits outside Python (see the module docstring).
     """
 
@@ -117,3 +117,5 @@ class PipeAhead:
                 self.queue.get(timeout=0.05)
             except queue.Empty:
                 pass
+        if self.window is not None and not self.thread.is_alive():
+            self.window.clear()  # the reader's next run (a re-read after a lost cursor) starts paced again
