@@ -97,3 +97,13 @@ def test_a_hostile_server_build_is_escaped_in_the_step_and_the_tables(tmp_path):
                 assert line.count(" | ") == columns, line
             elif not line.startswith("|"):
                 columns = None
+
+
+def test_a_load_time_step_is_told_of_the_model_in_both_languages(tmp_path):
+    runs = [{"level": 50.0, "load": 2.0}] * 5 + [{"level": 50.0, "load": 3.0}] * 5
+    ids = make_db(tmp_path / "l.db", runs)
+    _write(tmp_path / "l.db", tmp_path / "p")
+    en = (tmp_path / "p" / "site" / "trends" / "trend-nightly-tiny-a.md").read_text()
+    de = (tmp_path / "p" / "site" / "trends" / "trend-nightly-tiny-a.de.md").read_text()
+    assert re.search(r"load time of tiny-a rose (49|50)\.\d\u00a0%", en) and f"[run {ids[5]}](../runs/run-{ids[5]}.md)" in en
+    assert "Ladezeit von tiny-a stieg zwischen" in de

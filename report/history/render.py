@@ -48,10 +48,16 @@ def step_sentence(series: dict, step: dict, L: Lang) -> MD:
         return MD(L.gettext(msg))
 
     lo, hi = sorted((abs(step["low"]), abs(step["high"])))
-    msg = ("{metric} of {model} ({cell}) rose {size} ({low}–{high}) between {before} and {after}, "
-           "and stayed there for {stayed}." if step["change"] > 0 else
-           "{metric} of {model} ({cell}) fell {size} ({low}–{high}) between {before} and {after}, "
-           "and stayed there for {stayed}.")
+    if step["metric"] == "load_seconds":  # a load belongs to the model, not to one of its cells
+        msg = ("{metric} of {model} rose {size} ({low}–{high}) between {before} and {after}, "
+               "and stayed there for {stayed}." if step["change"] > 0 else
+               "{metric} of {model} fell {size} ({low}–{high}) between {before} and {after}, "
+               "and stayed there for {stayed}.")
+    else:
+        msg = ("{metric} of {model} ({cell}) rose {size} ({low}–{high}) between {before} and {after}, "
+               "and stayed there for {stayed}." if step["change"] > 0 else
+               "{metric} of {model} ({cell}) fell {size} ({low}–{high}) between {before} and {after}, "
+               "and stayed there for {stayed}.")
     text = _(msg).format(
         metric=L.gettext(METRIC_NAMES[step["metric"]]), model=series["model"], cell=cell_name(series, L),
         size=L.pct(abs(step["change"]), 1), low=L.num(lo * 100, 1), high=L.pct(hi, 1),
