@@ -8,22 +8,23 @@ This module decides what to render and writes the files.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from cardproof.daemon.store import open_store
 
 from . import charts, queries
-from .compare import compare_runs, previous_run, ratio_range
+from .compare import compare_runs
 from .contradictions.authored import AuthoredError
 from .fingerprints import MANIFEST, code_fingerprint, combine, read_manifest, run_fingerprints, write_manifest
 from .home import write_home
 from .addenda import write_addenda
 from .exports import write_exports
+from .feed import date_articles, feed_environment
 from .i18n import LANGUAGES
 from .llama_bench import llama_bench_view
 from .tolerance import shielded
-from .views import article_view, model_figures, models_across
+from .summaries import ComparisonSummary, RunSummary, model_figures, previous_runs, ratio_range
+from .views import article_view, models_across
 
 # Other modules and tests import these from here.
 from .article_parts import cell_value as _cellvalue, merged_caveats, render_caveat, run_charts as _charts  # noqa: F401
@@ -43,27 +44,51 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
 
     Incremental: a run whose data, notes and comparison partner are unchanged
     since the last build (per the manifest beside the articles) is not
-    rendered again. Index pages are always rewritten.
+    rendered again, nor is its run view built; the cross-run pages read its
+    summary from the manifest. A page whose Markdown comes out unchanged is
+    not written (its file time stays, so the site build can skip it).
     """
     store = open_store(db_path, mode="ro")  # the report only reads
     try:
         # damaged rows: named on stderr and read as NULL, the build goes on
         with shielded(store), charts.deferred():
-            written, keys, manifest_path = _write_articles(store.db, project, progress, show_addresses)
+            written, manifest, manifest_path = _write_articles(store.db, project, progress, show_addresses)
         # only once every chart exists may the manifest call these articles fresh
-        write_manifest(manifest_path, keys)
+        write_manifest(manifest_path, manifest)
         return written
     finally:
         store.close()
 
 
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` unless the file already holds it; True when written."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def _page_producers():
+    """Pages beyond the runs and their comparisons, each ``produce(db, project, show_addresses=...) -> [Path]``.
+
+    One place to add a kind of page; each producer decides itself what it
+    rewrites.
+    """
+    from .history.render import write_trends  # each model across runs, with its steps (issue 20)
+    from .observed import write_log_articles  # server logs imported with no run (issue 15)
+
+    return [write_log_articles, write_trends]
+
+
 def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[list[Path], dict, Path]:
     """Render what changed; returns the files written, the new manifest and where it goes."""
     all_runs = queries.runs(db)
+    n_models = dict(db.execute("select run_id, count(distinct model_id) from cells group by run_id").fetchall())
     for r in all_runs:
-        r["n_models"] = db.execute(
-            "select count(distinct model_id) from cells where run_id = ?", [r["id"]]
-        ).fetchone()[0]
+        r["n_models"] = n_models.get(r["id"], 0)
     out_dir = project / "site" / "runs"
     cmp_dir = project / "site" / "compare"
     for d in (out_dir, cmp_dir):
@@ -72,17 +97,16 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     old = read_manifest(manifest_path)
     code = code_fingerprint() + ("+addresses" if show_addresses else "")
     prints = run_fingerprints(db, all_runs, project, code)
-    prev = {r["id"]: previous_run(db, r) for r in all_runs}
-    # a run article also shows its comparison and the campaign-wide ratio range
-    campaign_prints: dict[str, list[str]] = {}
-    for r in all_runs:
-        campaign_prints.setdefault(r["campaign_name"], []).append(prints[r["id"]])
-    campaign_print = {name: combine(*ps) for name, ps in campaign_prints.items()}
+    prev = previous_runs(all_runs)
+    # A run article shows its own data, its comparison with the previous run and the campaign's
+    # ratio range up to itself: its key covers the previous run and every earlier run of the campaign.
     keys = {}
-    for r in all_runs:
+    upto: dict[str, list[str]] = {}
+    for r in sorted(all_runs, key=lambda r: (r["started_at"] or "", r["id"])):
+        upto.setdefault(r["campaign_name"], []).append(prints[r["id"]])
         p_id = prev[r["id"]]
         keys[f"run-{r['id']}"] = combine(prints[r["id"]], prints.get(p_id, "") if p_id else "",
-                                         campaign_print[r["campaign_name"]])
+                                         combine(*upto[r["campaign_name"]]))
         if p_id:
             keys[f"run-{r['id']}-vs-{p_id}"] = combine(prints[r["id"]], prints[p_id])
     views: dict[int, dict] = {}
@@ -92,8 +116,20 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
             views[rid] = queries.run_view(db, rid)
         return views[rid]
 
+    old_runs = old["runs"]
+    summaries: dict[int, RunSummary] = {}
+    for r in all_runs:
+        cached = old_runs.get(str(r["id"]))
+        if cached and cached.get("fingerprint") == prints[r["id"]]:
+            try:
+                summaries[r["id"]] = RunSummary.from_json(cached)
+                continue
+            except (KeyError, TypeError, ValueError):
+                pass  # an older or damaged manifest: built again below
+        summaries[r["id"]] = RunSummary.of(view_of(r["id"]), prints[r["id"]])
+
     def fresh(key: str, files: list[Path]) -> bool:
-        return old.get(key) == keys[key] and all(f.exists() for f in files)
+        return old["pages"].get(key) == keys[key] and all(f.exists() for f in files)
 
     written = []
     total = len(all_runs)
@@ -107,48 +143,55 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
         h = base["headline"]
         ratio = None
         if h and h.get("other") and r["status"] == "completed":  # an unfinished run gets no headline
-            rr = ratio_range(db, r["campaign_name"], h["best"]["name"], h["other"]["name"], h["cls"], views)
+            rr = ratio_range(all_runs, summaries, r, h["best"]["name"], h["other"]["name"], h["cls"])
             ratio = rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
+        if prev[r["id"]]:
+            view_of(prev[r["id"]])  # the comparison reads both runs' samples
         view = article_view(db, base, previous_id=prev[r["id"]], ratio=ratio, views=views, project=project,
                             show_addresses=show_addresses).context()
         for lang, path, ev_path in zip(LANGUAGES, files, ev_files):
-            path.write_text(render_run(view, lang, out_dir / "img", project, show_addresses=show_addresses))
-            ev_path.write_text(render_evidence(view, lang, show_addresses=show_addresses))
-            written += [path, ev_path]
+            if _write_if_changed(path, render_run(view, lang, out_dir / "img", project,
+                                                  show_addresses=show_addresses)):
+                written.append(path)
+            if _write_if_changed(ev_path, render_evidence(view, lang, show_addresses=show_addresses)):
+                written.append(ev_path)
         if progress:
             progress(f"[{i}/{total}] run {r['id']} rendered")
     comparisons = []
+    old_cmps = old["comparisons"]
     for r in all_runs:
         p_id = prev[r["id"]]
         if p_id is None:
             continue
         key = f"run-{r['id']}-vs-{p_id}"
         files = [_lang_file(cmp_dir, key, lang) for lang in LANGUAGES]
-        cmp = None
-        if not fresh(key, files):
-            cmp = compare_runs(db, p_id, r["id"], views)
-            for lang, path in zip(LANGUAGES, files):
-                path.write_text(render_compare(cmp, lang, cmp_dir / "img", show_addresses=show_addresses))
+        if fresh(key, files) and key in old_cmps:
+            comparisons.append(ComparisonSummary.from_json(old_cmps[key], key))
+            continue
+        cmp = compare_runs(db, p_id, r["id"], views)
+        for lang, path in zip(LANGUAGES, files):
+            if _write_if_changed(path, render_compare(cmp, lang, cmp_dir / "img", show_addresses=show_addresses)):
                 written.append(path)
-        comparisons.append(cmp or compare_runs(db, p_id, r["id"], views))
+        comparisons.append(ComparisonSummary.of(cmp, key))
     # unfinished runs stay out of every cross-run figure; their own articles still show what they stored
     models = models_across([r for r in all_runs if r["status"] == "completed"],
-                           lambda rid: model_figures(view_of(rid)))
+                           lambda rid: model_figures(summaries[rid]))
     for r in all_runs:  # the index states each finished run's headline by the article's rule
-        r["headline"] = view_of(r["id"])["headline"] if r["status"] == "completed" else None
+        r["headline"] = summaries[r["id"]].headline if r["status"] == "completed" else None
     bench = llama_bench_view(db)
     for lang in LANGUAGES:
         p = _lang_file(out_dir, "index", lang)
-        p.write_text(render_index(all_runs, lang, comparisons, models, bench, show_addresses=show_addresses))
-        written.append(p)
+        if _write_if_changed(p, render_index(all_runs, lang, comparisons, models, bench,
+                                             show_addresses=show_addresses)):
+            written.append(p)
     written += write_home(project / "site", lambda lang: render_home(all_runs, lang, comparisons,
                                                                     show_addresses=show_addresses))
-    from .observed import write_log_articles  # server logs imported with no run (issue 15)
-    written += write_log_articles(db, project, show_addresses=show_addresses)
-    from .history.render import write_trends  # each model across runs, with its steps (issue 20)
-    written += write_trends(db, project, show_addresses=show_addresses)
+    for produce in _page_producers():
+        written += produce(db, project, show_addresses=show_addresses)
     _remove_stale(out_dir, cmp_dir, keys)
-    return written, keys, manifest_path
+    manifest = {"pages": keys, "runs": {str(rid): s.to_json() for rid, s in summaries.items()},
+                "comparisons": {c.key: c.to_json() for c in comparisons}}
+    return written, manifest, manifest_path
 
 
 def _remove_stale(out_dir: Path, cmp_dir: Path, keys: dict) -> None:
@@ -164,7 +207,8 @@ def _remove_stale(out_dir: Path, cmp_dir: Path, keys: dict) -> None:
                 f.unlink()
 
 
-def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_addresses: bool = False) -> dict:
+def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_addresses: bool = False,
+          site_url: str | None = None) -> dict:
     """Scaffold if needed, write articles, build. Returns paths for the CLI to print."""
     scaffold(project)
     try:
@@ -174,5 +218,7 @@ def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_address
     # issue 14 item 6: each run's samples (CSV, JSON) and the publishable database beside the evidence
     written += write_exports(db_path, project / "site", show_addresses=show_addresses)
     written += write_addenda(db_path, project / "site")  # issue 14 item 7: what changed since publication
-    out = mkdocs_build(project) if run_mkdocs else None
+    date_articles(db_path, project / "site")  # the feed's item dates
+    with feed_environment(site_url):  # a feed only where the public address is known
+        out = mkdocs_build(project) if run_mkdocs else None
     return {"articles": written, "site_dir": out}

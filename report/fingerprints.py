@@ -2,8 +2,9 @@
 
 The manifest beside the articles (``site/.cardproof-build.json``) maps each
 page key (``run-12``, ``run-12-vs-11``) to the fingerprint it was rendered
-from; a page whose fingerprint is unchanged and whose files exist is not
-rendered again.
+from (``pages``); a page whose fingerprint is unchanged and whose files exist
+is not rendered again. It also keeps each run's and comparison's summary
+(``runs``, ``comparisons``, see report/summaries.py) for the cross-run pages.
 """
 
 from __future__ import annotations
@@ -104,12 +105,17 @@ def combine(*parts: str) -> str:
 
 
 def read_manifest(path: Path) -> dict:
-    """The fingerprints of the last build; empty (everything rebuilt) when missing or unreadable."""
+    """The last build's ``pages`` (key -> fingerprint), ``runs`` and ``comparisons`` (summaries).
+
+    A missing, unreadable or older manifest reads as empty parts: everything is built again.
+    """
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    return {part: data[part] if isinstance(data.get(part), dict) else {}
+            for part in ("pages", "runs", "comparisons")}
 
 
 def write_manifest(path: Path, keys: dict) -> None:

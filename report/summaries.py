@@ -1,0 +1,173 @@
+"""What the cross-run pages need from each run, kept between builds.
+
+The runs index, the home page and a run's ratio range read a little of
+every run: its headline, its median per cell, its comparison's size. Built
+from a full run view that costs a second per run; kept in the manifest
+beside each run's fingerprint, it costs nothing for a run that did not
+change, so a build after one new run reads one run's rows, not all of them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import asdict, dataclass, field
+
+from .stats import Spread
+
+
+@dataclass
+class CellFigure:
+    """One measured cell's decode figure, as the index and the ratio ranges read it."""
+
+    id: int
+    model: str
+    prompt_class: str
+    reasoning: bool
+    decode: Spread | None
+    unstable: bool
+
+
+@dataclass
+class RunSummary:
+    """One run as the cross-run pages see it; ``fingerprint`` is the run's data it was made from."""
+
+    run_id: int
+    fingerprint: str
+    models: list[str]
+    classes: list[str]
+    cells: list[CellFigure]
+    headline: dict | None  # what sections/headline_short.md.j2 prints (names, ratios, agreement)
+
+    @classmethod
+    def of(cls, view: dict, fingerprint: str) -> "RunSummary":
+        """The summary of a run view (``queries.run_view``)."""
+        cells = [CellFigure(c["id"], c["model"], c["prompt_class"], bool(c["reasoning"]), c["decode"],
+                            bool(c.get("unstable"))) for c in view["cells"]]
+        return cls(view["run"]["id"], fingerprint, [m["name"] for m in view["models"]], list(view["classes"]),
+                   cells, _slim_headline(view["headline"]))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunSummary":
+        cells = [CellFigure(**(c | {"decode": Spread(**c["decode"]) if c["decode"] else None}))
+                 for c in data["cells"]]
+        return cls(**(data | {"cells": cells}))
+
+    def cell(self, model: str, prompt_class: str, reasoning: bool) -> CellFigure | None:
+        return self._by_key.get((model, prompt_class, reasoning))
+
+    @property
+    def _by_key(self) -> dict:
+        if "_keys" not in self.__dict__:
+            self.__dict__["_keys"] = {(c.model, c.prompt_class, c.reasoning): c for c in self.cells}
+        return self.__dict__["_keys"]
+
+
+def _named(model: dict | None) -> dict | None:
+    return {"name": model["name"], "pinned": bool(model.get("pinned"))} if model else None
+
+
+def _slim_row(row: dict) -> dict:
+    return {"cls": row["cls"], "best": _named(row["best"]), "other": _named(row.get("other")),
+            "measurable": row.get("measurable"), "ratio": row.get("ratio"), "ratio_low": row.get("ratio_low"),
+            "ratio_high": row.get("ratio_high")}
+
+
+def _slim_headline(h: dict | None) -> dict | None:
+    """The headline without its cells: the names, ratios and agreement the index prints."""
+    if not h:
+        return None
+    return _slim_row(h) | {"agree": h["agree"], "rows": [_slim_row(r) for r in h["rows"]]}
+
+
+@dataclass
+class ComparisonSummary:
+    """A comparison as the index lists it: which runs, how many comparable cells, the median deviation."""
+
+    a: dict
+    b: dict
+    n_rows: int
+    median_deviation: float | None
+    key: str = field(default="", compare=False)
+
+    @property
+    def rows(self) -> range:
+        """The index prints ``rows | length`` and tests ``if rows``: a range of that length does both."""
+        return range(self.n_rows)
+
+    @classmethod
+    def of(cls, cmp: dict, key: str) -> "ComparisonSummary":
+        return cls({"id": cmp["a"]["id"]}, {"id": cmp["b"]["id"]}, len(cmp["rows"]), cmp["median_deviation"], key)
+
+    def to_json(self) -> dict:
+        return {"a": self.a["id"], "b": self.b["id"], "n_rows": self.n_rows,
+                "median_deviation": self.median_deviation}
+
+    @classmethod
+    def from_json(cls, data: dict, key: str) -> "ComparisonSummary":
+        return cls({"id": data["a"]}, {"id": data["b"]}, data["n_rows"], data["median_deviation"], key)
+
+
+def model_figures(summary: RunSummary) -> dict:
+    """Per model: its figure per prompt class, by the headline's rule (reasoning off where measured)."""
+    from .views import ClassFigure
+
+    out = {}
+    for name in summary.models:
+        per_class = []
+        for cls in summary.classes:
+            c = summary.cell(name, cls, False) or summary.cell(name, cls, True)
+            if c:
+                per_class.append(ClassFigure(cls, c.decode, c.id, c.unstable))
+        out[name] = per_class
+    return out
+
+
+def ratio_range(runs: list[dict], summaries: dict[int, RunSummary], upto: dict, model_a: str, model_b: str,
+                prompt_class: str) -> dict | None:
+    """Decode ratio A/B over the finished runs of ``upto``'s campaign up to and including ``upto``.
+
+    ``runs`` newest first (``queries.runs``). The range stops at the run the
+    article is about, so a later run never changes an article already
+    published, and adding a run re-renders only that run's article.
+    """
+    ratios = []
+    until = (upto["started_at"] or "", upto["id"])
+    for r in runs:
+        if r["campaign_name"] != upto["campaign_name"] or r["status"] != "completed":
+            continue
+        if (r["started_at"] or "", r["id"]) > until:
+            continue
+        s = summaries[r["id"]]
+        a, b = s.cell(model_a, prompt_class, False), s.cell(model_b, prompt_class, False)
+        if a and b and a.decode and b.decode:
+            ratios.append((r["id"], a.decode.median / b.decode.median))
+    if not ratios:
+        return None
+    vals = [x for _, x in ratios]
+    return {"runs": [i for i, _ in ratios], "low": min(vals), "high": max(vals), "n": len(vals)}
+
+
+def previous_runs(runs: list[dict]) -> dict[int, int | None]:
+    """Per run id, the latest earlier finished run of the same campaign name (``compare.previous_run``'s rule).
+
+    From the list already read, in one pass per campaign instead of one
+    query per run. Only runs stored as completed compare, on either side.
+    """
+    out: dict[int, int | None] = {}
+    by_campaign: dict[str, list[dict]] = {}
+    for r in runs:
+        by_campaign.setdefault(r["campaign_name"], []).append(r)
+    for group in by_campaign.values():
+        done = sorted((r for r in group if r.get("stored_status", r["status"]) == "completed"
+                       and r["started_at"] is not None), key=lambda r: (r["started_at"], r["id"]))
+        starts = [d["started_at"] for d in done]
+        for r in group:
+            out[r["id"]] = None
+            if r["status"] != "completed" or r["started_at"] is None:
+                continue
+            i = bisect.bisect_left(starts, r["started_at"])  # the runs before i started earlier
+            out[r["id"]] = done[i - 1]["id"] if i else None
+    return out

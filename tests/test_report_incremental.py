@@ -1,0 +1,182 @@
+"""The report step after one new run: only that run is read and rendered (issue 19).
+
+Real SQLite databases from bench/report_data.py's generator (synthetic
+numbers, real rows in every table an article reads: log lines, facts,
+probes, gates), and the real report step. An incremental build must give
+the same pages as a build from scratch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cardproof.daemon.store import open_store
+from cardproof.report import build as build_mod
+from cardproof.report import queries
+from cardproof.report.build import scaffold, write_articles
+from cardproof.report.compare import previous_run
+from cardproof.report.fingerprints import MANIFEST
+from cardproof.report.summaries import previous_runs
+
+
+def _generator_module():
+    spec = importlib.util.spec_from_file_location(
+        "report_data_bench", Path(__file__).resolve().parent.parent / "bench" / "report_data.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def gen(tmp_path):
+    return _generator_module().Generator(tmp_path / "nightly.db", models=2, campaigns=2, log_lines=200)
+
+
+@pytest.fixture
+def counted_views(monkeypatch):
+    """Which runs the report step built a full view of."""
+    seen = []
+    real = queries.run_view
+
+    def run_view(db, run_id):
+        seen.append(run_id)
+        return real(db, run_id)
+
+    monkeypatch.setattr(queries, "run_view", run_view)
+    return seen
+
+
+def _pages(project: Path) -> dict[str, str]:
+    site = project / "site"
+    return {str(p.relative_to(site)): p.read_text() for d in ("runs", "compare") for p in (site / d).glob("*.md")}
+
+
+def _ours(written: list[Path], project: Path) -> set[str]:
+    """The written files that are run articles, evidence pages, comparisons or the runs index."""
+    site = project / "site"
+    return {str(p.relative_to(site)) for p in written if p.parent.name in ("runs", "compare")}
+
+
+def test_nothing_changed_reads_no_run_and_writes_no_page(gen, tmp_path, counted_views):
+    gen.add(4)
+    project = tmp_path / "proj"
+    scaffold(project)
+    first = write_articles(gen.path, project)
+    assert len(_ours(first, project)) == 4 * 4 + 2 * 2 + 2  # articles+evidence, 2 comparisons, index
+    counted_views.clear()
+    again = write_articles(gen.path, project)
+    assert counted_views == []
+    assert _ours(again, project) == set()
+
+
+def test_one_new_run_renders_that_run_its_comparison_and_the_index(gen, tmp_path, counted_views):
+    gen.add(4)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    before = _pages(project)
+    counted_views.clear()
+    gen.add(1)  # run 5: campaign of run 3, compared with it
+    written = write_articles(gen.path, project)
+    assert sorted(set(counted_views)) == [3, 5]  # the new run, and the run it is compared with
+    assert _ours(written, project) == {
+        "runs/run-5.md", "runs/run-5.de.md", "runs/run-5-evidence.md", "runs/run-5-evidence.de.md",
+        "compare/run-5-vs-3.md", "compare/run-5-vs-3.de.md", "runs/index.md", "runs/index.de.md"}
+    after = _pages(project)
+    index = ("runs/index.md", "runs/index.de.md")
+    assert {k: after[k] for k in before if k not in index} == {k: v for k, v in before.items() if k not in index}
+    assert "[5](run-5.md)" in after["runs/index.md"]
+
+
+def test_incremental_pages_equal_a_build_from_scratch(gen, tmp_path):
+    gen.add(3)
+    step = tmp_path / "step"
+    scaffold(step)
+    write_articles(gen.path, step)
+    gen.add(2)
+    write_articles(gen.path, step)
+    whole = tmp_path / "whole"
+    scaffold(whole)
+    write_articles(gen.path, whole)
+    assert _pages(step) == _pages(whole)
+    assert (step / "site" / "index.md").read_text() == (whole / "site" / "index.md").read_text()
+
+
+@pytest.mark.parametrize("damage", ["{not json", '{"pages": [], "runs": 7}'])
+def test_a_damaged_manifest_means_a_full_build(gen, tmp_path, damage):
+    gen.add(3)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    good = _pages(project)
+    for p in (project / "site" / "runs").glob("run-*.md"):
+        p.write_text("stale")
+    (project / "site" / MANIFEST).write_text(damage)
+    write_articles(gen.path, project)
+    assert _pages(project) == good
+
+
+def test_a_summary_that_does_not_parse_is_built_again(gen, tmp_path, counted_views):
+    gen.add(2)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    good = _pages(project)
+    manifest = json.loads((project / "site" / MANIFEST).read_text())
+    manifest["runs"]["1"]["cells"] = [{"id": "x"}]  # right fingerprint, wrong shape
+    (project / "site" / MANIFEST).write_text(json.dumps(manifest))
+    counted_views.clear()
+    write_articles(gen.path, project)
+    assert counted_views == [1]
+    assert _pages(project) == good
+
+
+def test_an_older_article_stays_as_published_when_later_runs_arrive(gen, tmp_path):
+    """The ratio range of a run covers its campaign up to that run, so run 1's article never changes."""
+    gen.add(2)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    first = (project / "site" / "runs" / "run-1.md").read_text()
+    gen.add(4)
+    write_articles(gen.path, project)
+    assert (project / "site" / "runs" / "run-1.md").read_text() == first
+    run3 = (project / "site" / "runs" / "run-5.md").read_text()  # third run of campaign A
+    assert "across 3 runs of this campaign" in run3
+
+
+def test_previous_runs_in_one_pass_agree_with_the_query(gen, tmp_path):
+    gen.add(6)
+    store = open_store(gen.path)
+    db = store.db
+    with db.conn:  # ties, unfinished runs and a run stored as running whose process is gone
+        db.execute("update runs set started_at = (select started_at from runs where id = 1) where id = 3")
+        db.execute("update runs set status = 'failed' where id = 5")
+        db.execute("update runs set status = 'running' where id = 4")
+    store.close()
+    db = open_store(gen.path, mode="ro").db
+    runs = queries.runs(db)
+    assert previous_runs(runs) == {r["id"]: previous_run(db, r) for r in runs}
+
+
+def test_the_build_module_names_one_place_for_extra_pages():
+    producers = build_mod._page_producers()
+    assert producers and all(callable(p) for p in producers)
+
+
+def test_a_copied_project_keeps_building_incrementally(gen, tmp_path, counted_views):
+    """The manifest holds no absolute path: a project moved elsewhere is still up to date."""
+    gen.add(2)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    moved = tmp_path / "moved"
+    shutil.copytree(project, moved)
+    counted_views.clear()
+    assert _ours(write_articles(gen.path, moved), moved) == set()
+    assert counted_views == []
