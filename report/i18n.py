@@ -17,7 +17,8 @@ there would still be merged but contradicts nothing only by luck.
 
 German for text that comes from data lives with the data (gate modules'
 ``description_de``, ``defect_de``/``effect_de`` in daemon/probes/defects.toml) and
-is merged here; templates print such text with ``_(text)``.
+is merged here; templates print such text with ``_(text)``. So does a caveat
+rule's (``german`` of its ``RULE`` in report/caveats/): a rule is one module.
 
 The ``.po`` is compiled in memory when this module is imported, so a plain
 ``pip install -e .`` works and no stale ``.mo`` can exist. Numbers are
@@ -67,6 +68,10 @@ def _legacy_and_register_messages() -> dict[str, str]:
     except ImportError:  # the capture side is part of this package; never stop a build over it
         pass
     from cardproof.daemon.probes.defects import load_defects  # bilingual authored TOML
+
+    from .caveats import german as caveat_german  # each caveat rule's module carries its German
+
+    merged.update(caveat_german())
 
     for entries in load_defects().values():
         for d in entries:

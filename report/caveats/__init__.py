@@ -1,27 +1,32 @@
-"""Caveat rules, registered in one place. Each rule: ``check(view) -> [Caveat]``."""
+"""Caveat rules, built from the modules of this package: one module, one rule.
+
+Every module here other than ``base`` defines ``RULE``, a
+:class:`~.base.CaveatRule` (its ``check(view) -> [Caveat]``, its order, its
+German); ``RULES`` lists them by ``order``. Adding a rule is adding its
+module and its test.
+"""
 
 from __future__ import annotations
 
-from . import exception_rate, load_refused, prompt_tokens, reasoning_switch, speculative, unproven_gates, unstable
-from .base import Caveat
+from cardproof.daemon.registry import declared
 
-RULES = {
-    "unstable": unstable.check,
-    "prompt_tokens": prompt_tokens.check,
-    "speculative": speculative.check,
-    "reasoning_switch": reasoning_switch.check,
-    "unproven_gates": unproven_gates.check,
-    "exception_rate": exception_rate.check,
-    "load_refused": load_refused.check,
-}
+from .base import Caveat, CaveatRule
+
+#: rule name -> rule (callable as its check), in article order
+RULES: dict[str, CaveatRule] = declared(__name__, __path__, {"base"}, "RULE", CaveatRule)
 
 
 def caveats_for(view: dict) -> list[Caveat]:
     """All caveats the data of one run forces, in registry order."""
     out: list[Caveat] = []
-    for check in RULES.values():
-        out.extend(check(view))
+    for rule in RULES.values():
+        out.extend(rule(view))
     return out
 
 
-__all__ = ["Caveat", "RULES", "caveats_for"]
+def german() -> dict[str, str]:
+    """English message id -> German, of every rule (report/i18n.py merges it into the catalogue)."""
+    return {en: de for rule in RULES.values() for en, de in rule.german.items()}
+
+
+__all__ = ["Caveat", "CaveatRule", "RULES", "caveats_for", "german"]

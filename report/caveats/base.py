@@ -1,12 +1,16 @@
-"""A caveat: a sentence the data forces on the reader, with its parameters.
+"""A caveat: a sentence the data forces on the reader, with its parameters; a rule: what forces it.
 
 Rules return the English message id and the values; the template renders
-the text in each language, with numbers formatted for that locale.
+the text in each language, with numbers formatted for that locale. A rule's
+module carries everything about it: the check, its place in the article and
+its messages in both languages (``german``, merged into the report's
+catalogue by ``report/i18n.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -17,3 +21,16 @@ class Caveat:
     text: str  # message id with {placeholders}
     params: dict = field(default_factory=dict)  # values; floats are locale-formatted when rendered
     cells: tuple = ()  # cell ids the caveat is about (links to the evidence)
+
+
+@dataclass(frozen=True)
+class CaveatRule:
+    """One caveat rule, declared as ``RULE = CaveatRule(...)`` in its own module of ``report/caveats/``."""
+
+    name: str
+    check: Callable[[dict], list[Caveat]]  # view of one run -> the caveats its data forces
+    order: int  # place of its boxes in the article
+    german: dict[str, str]  # every title and text the check emits (English message id) -> German
+
+    def __call__(self, view: dict) -> list[Caveat]:
+        return self.check(view)

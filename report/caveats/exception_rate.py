@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .base import Caveat
+from .base import Caveat, CaveatRule
+
+TITLE = 'Reproducible failure'
+TEXT = ('{model} · {cls}: {failed} of {total} requests failed with the same error ({kind}: {text}). '
+        'That is reproducible, not a glitch; the cell has no number.')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -18,12 +22,18 @@ def check(view: dict) -> list[Caveat]:
                 Caveat(
                     "exception_rate",
                     "danger",
-                    "Reproducible failure",
-                    "{model} · {cls}: {failed} of {total} requests failed with the same error ({kind}: {text}). "
-                    "That is reproducible, not a glitch; the cell has no number.",
+                    TITLE,
+                    TEXT,
                     {"model": c["model"], "cls": c["prompt_class"], "failed": ("int", n_err), "total": ("int", n),
                      "kind": kind, "text": text},
                     (c["id"],),
                 )
             )
     return out
+
+
+RULE = CaveatRule('exception_rate', check, order=60, german={
+    TITLE: 'Reproduzierbarer Fehler',
+    TEXT: ('{model} · {cls}: {failed} von {total} Anfragen scheiterten mit demselben Fehler '
+           '({kind}: {text}). Das ist reproduzierbar, kein Ausrutscher; die Zelle hat keine Zahl.'),
+})

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .base import Caveat
+from .base import Caveat, CaveatRule
+
+TITLE = 'Not measured: the load was refused'
+TEXT = ('{model} was never loaded, so no request was sent for it: {reason}. Its rows are empty by '
+        'design, to keep the pinned model on the cards.')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -18,11 +22,17 @@ def check(view: dict) -> list[Caveat]:
             Caveat(
                 "load_refused",
                 "warning",
-                "Not measured: the load was refused",
-                "{model} was never loaded, so no request was sent for it: {reason}. Its rows are empty by "
-                "design, to keep the pinned model on the cards.",
+                TITLE,
+                TEXT,
                 {"model": c["model"], "reason": refused[0]["error_text"] or ""},
                 cells,
             )
         )
     return out
+
+
+RULE = CaveatRule('load_refused', check, order=70, german={
+    TITLE: 'Nicht gemessen: das Laden wurde verweigert',
+    TEXT: ('{model} wurde nie geladen, daher wurde keine Anfrage dafür gesendet: {reason}. Seine '
+           'Zeilen sind absichtlich leer, damit das festgesetzte Modell auf den Karten bleibt.'),
+})

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import statistics
 
-from .base import Caveat
+from .base import Caveat, CaveatRule
+
+TITLE = 'Prompt lengths differ'
+TEXT = ('In the {cls} class, {hi_model} read {excess} more prompt tokens than {lo_model} ({hi} against'
+        ' {lo}) for the same text, because the tokenizers differ: its rates are measured on a longer '
+        'prompt and are not directly comparable.')
 
 LIMIT = 0.10
 
@@ -30,13 +35,19 @@ def check(view: dict) -> list[Caveat]:
                 Caveat(
                     "prompt_tokens",
                     "warning",
-                    "Prompt lengths differ",
-                    "In the {cls} class, {hi_model} read {excess} more prompt tokens than {lo_model} "
-                    "({hi} against {lo}) for the same text, because the tokenizers differ: its rates are "
-                    "measured on a longer prompt and are not directly comparable.",
+                    TITLE,
+                    TEXT,
                     {"cls": cls, "hi_model": hi_m, "lo_model": lo_m, "excess": ("pct", excess),
                      "hi": ("int", med[hi_m]), "lo": ("int", med[lo_m])},
                     (cells[hi_m], cells[lo_m]),
                 )
             )
     return out
+
+
+RULE = CaveatRule('prompt_tokens', check, order=20, german={
+    TITLE: 'Prompt-Längen unterscheiden sich',
+    TEXT: ('In der Klasse {cls} las {hi_model} für denselben Text {excess} mehr Prompt-Token als '
+           '{lo_model} ({hi} gegenüber {lo}), weil die Tokenizer sich unterscheiden: seine Raten '
+           'sind an einem längeren Prompt gemessen und nicht direkt vergleichbar.'),
+})

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from ..findings import reasoning_took
-from .base import Caveat
+from .base import Caveat, CaveatRule
+
+TITLE = 'The reasoning switch did not take'
+TEXT = ('Reasoning was switched on for {model}, but none of its {n} answered samples returned '
+        'reasoning text: its "reasoning on" rows measure the same thing as "reasoning off".')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -17,11 +21,18 @@ def check(view: dict) -> list[Caveat]:
             Caveat(
                 "reasoning_switch",
                 "warning",
-                "The reasoning switch did not take",
-                "Reasoning was switched on for {model}, but none of its {n} answered samples returned "
-                "reasoning text: its \"reasoning on\" rows measure the same thing as \"reasoning off\".",
+                TITLE,
+                TEXT,
                 {"model": m["name"], "n": ("int", sum(len(c["valid"]) for c in cells))},
                 tuple(c["id"] for c in cells),
             )
         )
     return out
+
+
+RULE = CaveatRule('reasoning_switch', check, order=40, german={
+    TITLE: 'Der Reasoning-Schalter hat nicht gegriffen',
+    TEXT: ('Für {model} war Reasoning eingeschaltet, aber keine seiner {n} beantworteten Messungen'
+           ' lieferte Reasoning-Text: seine Zeilen „Reasoning an“ messen dasselbe wie „Reasoning '
+           'aus“.'),
+})

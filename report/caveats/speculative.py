@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from .base import Caveat
+from .base import Caveat, CaveatRule
+
+TITLE = 'Speculative decoding on some rows'
+TEXT = ('{model} ran with speculative decoding ({acc} of {gen} draft tokens accepted, {rate}); the '
+        'other rows did not. Its decode rate depends on how well the draft model guesses and is not '
+        "the model's plain speed.")
 
 
 def check(view: dict) -> list[Caveat]:
@@ -20,11 +25,17 @@ def check(view: dict) -> list[Caveat]:
             Caveat(
                 "speculative",
                 "warning",
-                "Speculative decoding on some rows",
-                "{model} ran with speculative decoding ({acc} of {gen} draft tokens accepted, {rate}); the other "
-                "rows did not. Its decode rate depends on how well the draft model guesses and is not the "
-                "model's plain speed.",
+                TITLE,
+                TEXT,
                 {"model": model, "acc": ("int", acc), "gen": ("int", gen), "rate": ("pct", acc / gen if gen else 0)},
             )
         )
     return out
+
+
+RULE = CaveatRule('speculative', check, order=30, german={
+    TITLE: 'Spekulatives Decoding in einigen Zeilen',
+    TEXT: ('{model} lief mit spekulativem Decoding ({acc} von {gen} Draft-Token akzeptiert, '
+           '{rate}); die anderen Zeilen nicht. Seine Decode-Rate hängt davon ab, wie gut das '
+           'Draft-Modell rät, und ist nicht die reine Geschwindigkeit des Modells.'),
+})

@@ -6,7 +6,15 @@ the median); the article merges them into one box.
 
 from __future__ import annotations
 
-from .base import Caveat
+from .base import Caveat, CaveatRule
+
+TITLE = 'Unstable cells'
+TEXT_RATIO = ('In {n} cells the fastest sample was more than {limit} times the slowest: {cells}. They '
+              'are marked in the tables and charts, and no headline, ratio or rule is stated from '
+              'them.')
+TEXT_INTERVAL = ('In {n} cells the 95 % bootstrap interval of the median was wider than ±{pct} %: '
+                 '{cells}. They are marked in the tables and charts, and no headline, ratio or rule is'
+                 ' stated from them.')
 
 
 def _cells(cells: list[dict]) -> tuple:
@@ -23,9 +31,8 @@ def check(view: dict) -> list[Caveat]:
         out.append(Caveat(
             "unstable",
             "warning",
-            "Unstable cells",
-            "In {n} cells the fastest sample was more than {limit} times the slowest: {cells}. They are "
-            "marked in the tables and charts, and no headline, ratio or rule is stated from them.",
+            TITLE,
+            TEXT_RATIO,
             {"n": ("int", len(by_ratio)), "limit": ("num2", view.get("unstable_ratio")), "cells": _cells(by_ratio)},
             tuple(c["id"] for c in by_ratio),
         ))
@@ -33,11 +40,21 @@ def check(view: dict) -> list[Caveat]:
         out.append(Caveat(
             "unstable",
             "warning",
-            "Unstable cells",
-            "In {n} cells the 95 % bootstrap interval of the median was wider than ±{pct} %: {cells}. They are "
-            "marked in the tables and charts, and no headline, ratio or rule is stated from them.",
+            TITLE,
+            TEXT_INTERVAL,
             {"n": ("int", len(by_interval)), "pct": ("num2", view.get("unstable_interval_pct")),
              "cells": _cells(by_interval)},
             tuple(c["id"] for c in by_interval),
         ))
     return out
+
+
+RULE = CaveatRule('unstable', check, order=10, german={
+    TITLE: 'Instabile Zellen',
+    TEXT_RATIO: ('In {n} Zellen war die schnellste Messung mehr als {limit}-mal so schnell wie die'
+                 ' langsamste: {cells}. Sie sind in Tabellen und Diagrammen markiert; kein '
+                 'Ergebnis, kein Verhältnis und keine Regel wird aus ihnen abgeleitet.'),
+    TEXT_INTERVAL: ('In {n} Zellen war das 95-%-Bootstrap-Intervall des Medians breiter als ±{pct}'
+                    ' %: {cells}. Sie sind in Tabellen und Diagrammen markiert; kein Ergebnis, '
+                    'kein Verhältnis und keine Regel wird aus ihnen abgeleitet.'),
+})

@@ -1,0 +1,74 @@
+"""Issue 18 item 2: a caveat rule is one module (check, order, messages in both languages) plus its test.
+
+Real parts: the package's modules found as the registry finds them, their
+source read by Python's own parser, and the report's German catalogue with
+the rules' German merged in (report/i18n.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+
+import pytest
+
+from cardproof.report import caveats
+from cardproof.report.caveats import RULES, CaveatRule
+from cardproof.report.i18n import Lang, read_catalogue
+
+PLACEHOLDER = re.compile(r"\{[a-z_]*\}")
+MODULES = sorted(m.name for m in pkgutil.iter_modules(caveats.__path__) if m.name != "base")
+
+
+def test_the_registry_is_every_module_of_the_package_in_its_order():
+    assert MODULES and set(RULES) == set(MODULES)
+    for name in MODULES:
+        module = importlib.import_module(f"cardproof.report.caveats.{name}")
+        assert isinstance(module.RULE, CaveatRule) and module.RULE.name == name and RULES[name] is module.RULE
+    assert [r.order for r in RULES.values()] == sorted(r.order for r in RULES.values())
+
+
+def _emitted(module) -> list[str]:
+    """The title and text of every Caveat(...) the module builds, as the check passes them."""
+    out = []
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Caveat":
+            title, text = node.args[2:4]
+            for arg in (title, text):
+                # a message is a constant of the module (or a literal): never built at run time
+                assert isinstance(arg, (ast.Name, ast.Constant)), ast.unparse(arg)
+                out.append(getattr(module, arg.id) if isinstance(arg, ast.Name) else arg.value)
+            assert ast.literal_eval(node.args[0]) == module.RULE.name  # the caveat names its own rule
+    return out
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_message_a_rule_emits_has_german_in_its_own_module(name):
+    module = importlib.import_module(f"cardproof.report.caveats.{name}")
+    emitted = _emitted(module)
+    assert emitted, f"{name} builds no Caveat"
+    assert set(emitted) == set(module.RULE.german), "german holds exactly the messages the check emits"
+    for en, de in module.RULE.german.items():
+        assert de.strip() and de != en
+        assert sorted(PLACEHOLDER.findall(en)) == sorted(PLACEHOLDER.findall(de)), en
+
+
+def test_the_rules_german_reaches_the_article_and_lives_in_one_place():
+    de = Lang("de")
+    po = {m.id for m in read_catalogue("de") if m.id}
+    for rule in RULES.values():
+        for en, german in rule.german.items():
+            assert de.gettext(en) == german
+            assert en not in po, f"{en!r} is in the .po too: its German belongs to {rule.name}.py alone"
+
+
+def test_the_rules_german_follows_the_glossary():
+    from test_i18n_catalogue import _glossary_never
+
+    never = _glossary_never()
+    bad = [(rule.name, word, text[:60]) for rule in RULES.values() for text in rule.german.values()
+           for word in never if re.search(r"(?<![\w/.])" + re.escape(word) + r"(?![\w/])", text)]
+    assert bad == []
