@@ -176,8 +176,8 @@ def _sample_change(was: dict, new: dict | None) -> dict | None:
 def addenda_section(entries: list[dict], L: Lang) -> str:
     """The *Addenda* section of an article in ``L``'s language; empty when nothing published changed.
 
-    Labels and values are our own (ids, names the pages print escaped elsewhere are escaped here too);
-    the author's note is the author's own Markdown, as trusted as notes/ files.
+    Labels, values and the author's note are escaped like any text from the store (a merged
+    database may hold anything); the sample links are ours.
     """
     from .mdsafe import esc
 

@@ -84,10 +84,11 @@ def config_warnings(project: Path) -> list[str]:
     from disk) and no offline search; the build says so instead of failing.
     """
     import yaml
+    from mkdocs.utils.yaml import yaml_load
 
     path = Path(project) / "mkdocs.yml"
     try:
-        config = yaml.load(path.read_text(), Loader=yaml.BaseLoader) or {}
+        config = yaml_load(path.read_text()) or {}  # mkdocs' loader: it knows !ENV
     except (OSError, yaml.YAMLError):
         return []  # mkdocs itself reports an unreadable config
     if not isinstance(config, dict):

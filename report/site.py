@@ -25,6 +25,10 @@ def scaffold(project: Path) -> None:
         if not (site / name).exists():
             (site / name).write_text((src / name).read_text())
     # Ours, not the author's: always the current copies (mkdocs.yml names them).
+    hooks = project / ".cardproof" / "mkdocs_hooks.py"  # outside docs_dir: not published
+    hooks.parent.mkdir(exist_ok=True)
+    if not hooks.exists() or hooks.read_text() != (src / "mkdocs_hooks.py").read_text():
+        hooks.write_text((src / "mkdocs_hooks.py").read_text())
     for name in ("iframe-worker.js", "cardproof.css"):
         dst = site / "assets" / "cardproof" / name
         dst.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ import jinja2
 import markdown
 import pytest
 import yaml
+from mkdocs.utils.yaml import yaml_load
 
 from cardproof.report.build import _cellvalue, render_caveat
 from cardproof.report.caveats import Caveat
@@ -33,7 +34,8 @@ ALL = PAYLOADS + MORE
 
 
 def _markdown() -> markdown.Markdown:
-    cfg = yaml.safe_load((resources.files("cardproof.report") / "scaffold" / "mkdocs.yml").read_text())
+    # mkdocs' own loader: the scaffold uses its !ENV tag (site URL and feed switch)
+    cfg = yaml_load((resources.files("cardproof.report") / "scaffold" / "mkdocs.yml").read_text())
     names, configs = [], {}
     for ext in cfg["markdown_extensions"]:
         if isinstance(ext, dict):

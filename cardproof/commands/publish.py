@@ -20,7 +20,10 @@ def register(cli: click.Group) -> None:
                   help="Why the figures changed since the last publication (shown in each changed figure's addendum).")
     @click.option("--show-client-addresses", is_flag=True,
                   help="Publish client IP addresses from access logs unmasked (masked by default).")
-    def publish(db: Path | None, project: Path, note: str | None, show_client_addresses: bool) -> None:
+    @click.option("--site-url", default=None,
+                  help="The site's public address (https://host/path/): adds an RSS/JSON feed of the run articles.")
+    def publish(db: Path | None, project: Path, note: str | None, show_client_addresses: bool,
+                site_url: str | None) -> None:
         """Record every finished run's headline, table figures, verdicts and caveats, then build the site.
 
         A later build whose figures differ from what was published shows an
@@ -31,8 +34,15 @@ def register(cli: click.Group) -> None:
         from cardproof.report.addenda import record_publication
         from cardproof.report.build import ReportError, build
 
+        from cardproof.report.feed import FeedError, check_site_url
+
         if note is not None and not note.strip():
             fail("--note: empty; give the reason for the change, or leave --note out", 2)
+        try:
+            if site_url is not None:
+                check_site_url(site_url)
+        except FeedError as exc:
+            fail(str(exc), 2)
         path = resolve_db(db)
         store = open_path(path, create=False)
         try:
@@ -42,7 +52,7 @@ def register(cli: click.Group) -> None:
         finally:
             store.close()
         try:
-            result = build(path, project, show_addresses=show_client_addresses)
+            result = build(path, project, show_addresses=show_client_addresses, site_url=site_url)
         except (StoreError, ReportError) as exc:
             fail(f"publication {pub} recorded, but the site was not built: {exc}")
         click.echo(f"publication {pub}: {n} figures recorded; site built: {result['site_dir'] / 'index.html'}")

@@ -22,13 +22,22 @@ def register(cli: click.Group) -> None:
     @click.option("--no-mkdocs", is_flag=True, help="Write the Markdown only, skip mkdocs build.")
     @click.option("--show-client-addresses", is_flag=True,
                   help="Publish client IP addresses from access logs unmasked (masked by default).")
-    def report_build(db: Path | None, project: Path, no_mkdocs: bool, show_client_addresses: bool) -> None:
+    @click.option("--site-url", default=None,
+                  help="The site's public address (https://host/path/): adds an RSS/JSON feed of the run articles.")
+    def report_build(db: Path | None, project: Path, no_mkdocs: bool, show_client_addresses: bool,
+                     site_url: str | None) -> None:
         """Write run articles (English and German) into site/ and run mkdocs build --strict."""
         from cardproof.daemon.store import StoreError
         from cardproof.report.build import ReportError, build
+        from cardproof.report.feed import FeedError, check_site_url
 
         try:
-            result = build(resolve_db(db), project, run_mkdocs=not no_mkdocs, show_addresses=show_client_addresses)
+            if site_url is not None:
+                check_site_url(site_url)
+            result = build(resolve_db(db), project, run_mkdocs=not no_mkdocs, show_addresses=show_client_addresses,
+                           site_url=site_url)
+        except FeedError as exc:
+            fail(str(exc), 2)
         except (StoreError, ReportError) as exc:
             fail(str(exc))
         click.echo(f"{len(result['articles'])} articles written under {project / 'site'}")

@@ -1,0 +1,91 @@
+"""A feed of the run articles (RSS and JSON Feed, by mkdocs-rss-plugin) for readers who follow new results.
+
+A feed item needs an absolute URL, so the feed is built only when the site's
+public address is known: ``cardproof report build --site-url URL`` (or
+``publish``) sets ``CARDPROOF_SITE_URL`` and ``CARDPROOF_FEED`` for the mkdocs
+run, which the scaffold's mkdocs.yml reads (``!ENV``). Without an address the
+site still works at any prefix and from disk, without a feed. Nothing is
+fetched at build time (no git, no remote images).
+
+Each run article gets its start time as ``date`` in its front matter (the
+feed's item date), written here from the store's timestamp, never from text:
+a date the plugin cannot parse would fail ``mkdocs build --strict``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .i18n import LANGUAGES
+
+#: the front matter's date format, as mkdocs.yml tells the plugin (date_from_meta.datetime_format)
+DATE_FORMAT = "%Y-%m-%d %H:%M"
+_FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.S)
+
+
+class FeedError(ValueError):
+    """The site URL given for the feed is no absolute http(s) URL."""
+
+
+def check_site_url(url: str) -> str:
+    """``url`` as the site's base (ending in ``/``), or FeedError naming what is wrong."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise FeedError(f"--site-url {url!r}: give the site's absolute address, e.g. https://user.github.io/results/")
+    return url.strip() if url.strip().endswith("/") else url.strip() + "/"
+
+
+@contextlib.contextmanager
+def feed_environment(site_url: str | None):
+    """The environment the mkdocs run reads its site_url and feed switch from (restored after)."""
+    values = {"CARDPROOF_SITE_URL": check_site_url(site_url), "CARDPROOF_FEED": "true"} if site_url else {}
+    old = {k: os.environ.get(k) for k in ("CARDPROOF_SITE_URL", "CARDPROOF_FEED")}
+    for k in old:
+        os.environ.pop(k, None)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def date_articles(db_path: Path, docs_dir: Path) -> None:
+    """Put each run's start time into its articles' front matter as ``date`` (the feed's item date)."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        runs = conn.execute("select id, started_at from runs").fetchall()
+    finally:
+        conn.close()
+    for run_id, started in runs:
+        try:
+            when = datetime.fromisoformat(str(started))
+        except (TypeError, ValueError):
+            continue  # no readable start: the article carries no date, the feed lists it undated
+        if when.tzinfo is not None:
+            when = when.astimezone(timezone.utc)
+        line = f'date: "{when.strftime(DATE_FORMAT)}"'
+        for lang in LANGUAGES:
+            page = docs_dir / "runs" / (f"run-{run_id}.md" if lang == "en" else f"run-{run_id}.{lang}.md")
+            if page.exists():
+                _set_date(page, line)
+
+
+def _set_date(page: Path, line: str) -> None:
+    text = page.read_text()
+    m = _FRONT.match(text)
+    if not m:
+        return
+    lines = [ln for ln in m.group(1).split("\n") if not ln.startswith("date:")] + [line]
+    new = "---\n" + "\n".join(lines) + "\n---\n" + text[m.end():]
+    if new != text:
+        page.write_text(new)
