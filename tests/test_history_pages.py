@@ -68,13 +68,22 @@ def test_foreign_names_are_escaped_and_stale_pages_go(tmp_path):
     assert all(p.name.startswith("trend-nightly-tiny-a-") for p in (trends / "img").glob("*.svg"))
 
 
-def test_unchanged_figures_do_not_render_the_charts_again(tmp_path):
+def test_unchanged_figures_render_nothing_again_and_a_new_run_does(tmp_path):
     make_db(tmp_path / "u.db", [{"level": 10.0}] * 3)
     _write(tmp_path / "u.db", tmp_path / "p")
-    svg = tmp_path / "p" / "site" / "trends" / "img" / "trend-nightly-tiny-a-decode-en.svg"
+    trends = tmp_path / "p" / "site" / "trends"
+    svg = trends / "img" / "trend-nightly-tiny-a-decode-en.svg"
     svg.write_text("<svg>kept</svg>")
-    _write(tmp_path / "u.db", tmp_path / "p")
+    assert _write(tmp_path / "u.db", tmp_path / "p") == []  # no page, no index, no chart rewritten
     assert svg.read_text() == "<svg>kept</svg>"
+    # a changed figure: its page and its charts are made again
+    store = open_store(tmp_path / "u.db")
+    store.db.execute("update samples set decode_tps = decode_tps * 2 where run_id = 3")
+    store.db.conn.commit()
+    store.close()
+    assert {p.name for p in _write(tmp_path / "u.db", tmp_path / "p")} >= {"trend-nightly-tiny-a.md",
+                                                                          "trend-nightly-tiny-a.de.md"}
+    assert svg.read_text().startswith("<svg") and "kept" not in svg.read_text()
 
 
 def test_a_hostile_server_build_is_escaped_in_the_step_and_the_tables(tmp_path):

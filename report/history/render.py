@@ -3,8 +3,9 @@
 Each page shows every metric over the runs' dates (a chart per metric, a
 line per cell), the steps found with their interval and the conditions
 that changed, and a table per cell whose every figure links to its run.
-Charts are only re-rendered where a page's figures changed (a fingerprint
-file beside them); pages of series no longer in the store go away.
+A page whose figures, steps and conditions are unchanged since the last
+build (a fingerprint file beside the pages) is neither rendered nor charted
+again; pages of series no longer in the store go away.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from .. import charts
 from ..i18n import CATALOGUE, LANGUAGES, Lang
 from ..mdsafe import MD, publishing, translator
 from . import chart
@@ -102,14 +104,33 @@ def _code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def _fingerprint(page_series: list[dict], code: str) -> str:
+def _fingerprint(page_series: list[dict], bench: dict, code: str) -> str:
+    """Everything a page shows (points, conditions that changed, steps, llama-bench) and the code that shows it."""
     h = hashlib.sha256(code.encode())
+
+    def point(p):
+        return [p["run_id"], p["started_at"], p["server_build"], p["cell_id"], p["state"], p["changes"],
+                [(m, sp and (sp.median, sp.low, sp.high, sp.n)) for m, sp in p["spread"].items()]]
+
     for s in page_series:
-        for p in s["points"]:
-            h.update(json.dumps([s["prompt_class"], s["reasoning"], p["run_id"], p["state"], p["started_at"],
-                                 [(m, sp and (sp.median, sp.low, sp.high, sp.n)) for m, sp in p["spread"].items()],
-                                 bool(p["changes"])], default=str).encode())
+        h.update(json.dumps([s["campaign"], s["model"], s["prompt_class"], s["reasoning"], s["min_effect"],
+                             [point(p) for p in s["points"]],
+                             [[st["metric"], st["before"]["run_id"], st["after"]["run_id"], st["ratio"], st["low"],
+                               st["high"], st["stayed"], st["changes"], st["skipped"]] for st in s["steps"]]],
+                            default=str).encode())
+    h.update(json.dumps(bench, sort_keys=True, default=str).encode())
     return h.hexdigest()
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` unless the file holds it already (an unchanged file keeps its time for the site build)."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    path.write_text(text, encoding="utf-8")
+    return True
 
 
 def _page_view(page_series: list[dict], L: Lang) -> dict:
@@ -157,12 +178,15 @@ def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Pat
     series = build_series(db)
     pages = _pages(series)
     bench = bench_series(db, sorted({s["model"] for s in series}))
-    prints, written, index = {}, [], []
-    code = _code_fingerprint()
+    prints, written = {}, []
+    code = _code_fingerprint() + ("+addresses" if show_addresses else "")
     for name, page_series in sorted(pages.items()):
         page_bench = bench.get(page_series[0]["model"], {})
-        prints[name] = _fingerprint(page_series, code + json.dumps(page_bench, sort_keys=True, default=str))
-        for lang in LANGUAGES:
+        prints[name] = _fingerprint(page_series, page_bench, code)
+        files = [out_dir / f"{name}{_suffix(lang)}.md" for lang in LANGUAGES]
+        if old.get(name) == prints[name] and all(f.exists() for f in files):
+            continue  # nothing it shows has changed: neither its Markdown nor its charts are made again
+        for lang, path in zip(LANGUAGES, files):
             L = Lang(lang)
             charts_out = []
             for metric in METRICS:
@@ -170,13 +194,10 @@ def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Pat
                 if not rows:
                     continue
                 svg = img_dir / f"{name}-{_FILE_KEYS[metric]}-{lang}.svg"
-                if old.get(name) != prints[name] or not svg.exists():
-                    img_dir.mkdir(parents=True, exist_ok=True)
-                    title = f"{L.gettext(METRIC_NAMES[metric])} · {page_series[0]['model']}"
-                    from .. import charts
-
-                    charts.write_svg(svg, chart.trend_chart(rows, chart.change_rows(page_series), L, title,
-                                                            L.gettext(METRIC_AXES[metric])))
+                img_dir.mkdir(parents=True, exist_ok=True)
+                title = f"{L.gettext(METRIC_NAMES[metric])} · {page_series[0]['model']}"
+                charts.write_svg(svg, chart.trend_chart(rows, chart.change_rows(page_series), L, title,
+                                                        L.gettext(METRIC_AXES[metric])))
                 charts_out.append({"metric": metric, "file": f"img/{svg.name}",
                                    "alt": L.gettext(METRIC_AXES[metric])})
             view = _page_view(page_series, L)
@@ -186,20 +207,17 @@ def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Pat
                 text = _env().get_template("trend.md.j2").render(
                     _=translator(L.gettext, CATALOGUE), L=L, page=view, charts=charts_out,
                     metric_names=METRIC_NAMES, metrics=list(METRICS))
-            path = out_dir / f"{name}{_suffix(lang)}.md"
-            path.write_text(text, encoding="utf-8")
-            written.append(path)
-            if lang == "en":
-                index.append(view)
+            if _write_if_changed(path, text):
+                written.append(path)
     for lang in LANGUAGES:
         L = Lang(lang)
-        views = [_page_view(pages[v["page"]], L) for v in index]
+        views = [_page_view(pages[name], L) for name in sorted(pages)]
         with publishing(show_addresses=show_addresses):
             text = _env().get_template("trend_index.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L,
                                                                     pages=views)
         path = out_dir / f"index{_suffix(lang)}.md"
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
+        if _write_if_changed(path, text):
+            written.append(path)
     _remove_stale(out_dir, set(pages))
     (out_dir / _PRINTS).write_text(json.dumps(prints, indent=1, sort_keys=True))
     return written
