@@ -28,11 +28,11 @@ def make_client(url: str, timeout_s: float) -> httpx.Client:
 
 
 def request_json(client: httpx.Client, method: str, path: str, *, json_body=None, params=None,
-                 timeout: float = 15.0, allow_text: bool = False):
+                 timeout: float = 15.0, allow_text: bool = False, headers: dict | None = None):
     """Send one request and return parsed JSON (or the text, when ``allow_text``)."""
     where = f"{method} {str(client.base_url).rstrip('/')}{path}"
     try:
-        r = client.request(method, path, json=json_body, params=params, timeout=timeout)
+        r = client.request(method, path, json=json_body, params=params, timeout=timeout, headers=headers)
     except httpx.TimeoutException as exc:
         raise BackendError("timeout", f"{where}: {exc}") from exc
     except httpx.TransportError as exc:
@@ -48,13 +48,11 @@ def request_json(client: httpx.Client, method: str, path: str, *, json_body=None
 
 
 @contextmanager
-def answer_errors(timeout_s: float, *, undecodable: bool = True) -> Iterator[None]:
+def answer_errors(timeout_s: float) -> Iterator[None]:
     """httpx's failures during a chat request as BackendErrors: ``timeout``, ``connection``, ``protocol``.
 
-    ``undecodable``: a body that does not decode as its Content-Encoding
-    says is a ``protocol`` error too. llama-server's ``chat_raw`` passes
-    False: there it has always reached the probe as httpx's own exception
-    (a probe ERROR with its traceback), and stored probe results keep that.
+    A body that does not decode as its Content-Encoding says is a
+    ``protocol`` error.
     """
     try:
         yield
@@ -63,8 +61,6 @@ def answer_errors(timeout_s: float, *, undecodable: bool = True) -> Iterator[Non
     except httpx.TransportError as exc:
         raise BackendError("connection", f"{type(exc).__name__}: {exc}") from exc
     except httpx.HTTPError as exc:
-        if not undecodable:
-            raise
         raise BackendError("protocol", f"{type(exc).__name__}: {exc}") from exc
 
 
@@ -298,12 +294,15 @@ def client_address(response: httpx.Response) -> str | None:
 def chat_raw(client: httpx.Client, model: str, body: dict, timeout_s: float) -> dict:
     """One non-streamed ``/v1/chat/completions`` with a caller-built body (probes: tools, images).
 
-    Not a measurement: no counters are read. Ollama, llama-swap and generic
-    servers all answer this OpenAI-compatible path, so a probe written for
-    llama-server runs against them unchanged.
+    Not a measurement: no counters are read. Ollama, llama-swap, generic
+    servers and llama-server all answer this OpenAI-compatible path, so a
+    probe written for one runs against the others unchanged. A fresh
+    connection per request, as for measured ones: llama-server's router
+    sometimes drops a kept-alive connection between requests, which would be
+    a false "server disconnected" error.
     """
     data = request_json(client, "POST", "/v1/chat/completions", json_body=body | {"model": model, "stream": False},
-                        timeout=timeout_s)
+                        timeout=timeout_s, headers={"Connection": "close"})
     if not isinstance(data, dict) or "error" in data:
         raise BackendError("http", f"error in answer: {str(data)[:500]}")
     return data

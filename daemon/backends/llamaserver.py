@@ -16,7 +16,7 @@ import httpx
 
 from ..store import utcnow
 from .base import BackendError, LoadResult, PollingLoadWatcher, SampleResult
-from .http import answer_errors, parse_prometheus, request_json
+from .http import parse_prometheus, request_json
 from .openai import OpenAICompatBackend, read_stream, request_record
 from .shapes import timings_counters
 from .validate import model_list, show
@@ -184,29 +184,6 @@ class LlamaServerBackend(OpenAICompatBackend):
             response=final,
             chunk_ms=s.chunk_ms,
         )
-
-    def chat_raw(self, model: str, body: dict, *, timeout_s: float | None = None) -> dict:
-        """One non-streamed /v1/chat/completions with a caller-built body; the server's JSON as it came.
-
-        For probes: tool definitions, tool results, images. Not a
-        measurement (no counters are read); errors keep the server's text.
-        Not :func:`http.chat_raw`: its errors are worded ``POST <url>: ...``
-        and this one's, stored in probe results of earlier runs, are not;
-        and it sends ``Connection: close`` as the measured requests do.
-        """
-        full = body | {"model": model, "stream": False}
-        limit = timeout_s or self.timeout_s
-        with answer_errors(limit, undecodable=False):
-            r = self.client.post("/v1/chat/completions", json=full, headers={"Connection": "close"}, timeout=limit)
-        if r.status_code >= 400:
-            raise BackendError("http", f"HTTP {r.status_code}: {r.text[:500]}", status=r.status_code)
-        try:
-            data = r.json()
-        except ValueError as exc:
-            raise BackendError("protocol", f"not JSON: {r.text[:200]!r}") from exc
-        if not isinstance(data, dict) or "error" in data:
-            raise BackendError("http", f"error in answer: {str(data)[:500]}")
-        return data
 
 
 def _port_of(entry: dict | None) -> int | None:
