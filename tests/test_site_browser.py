@@ -63,7 +63,8 @@ evidence = ["sample-{sid}"]
 
 
 def _crawl(browser, base: str) -> dict[str, dict]:
-    """Visit every internal page reachable from both language roots."""
+    """Visit every internal page reachable from both language roots (downloads are files, not pages:
+    tests/test_exports.py checks them)."""
     page = browser.new_page()
     seen: dict[str, dict] = {}
     queue = [base + "/index.html", base + "/de/index.html"]
@@ -93,7 +94,7 @@ def _crawl(browser, base: str) -> dict[str, dict]:
         page = browser.new_page()
         for href in info["links"]:
             target, _ = urldefrag(href)
-            if target.startswith(base) and not target.endswith((".svg", ".xml", ".gz", ".json", ".js", ".css")) \
+            if target.startswith(base) and not target.endswith((".svg", ".xml", ".gz", ".json", ".js", ".css", ".csv", ".db")) \
                     and "/search/" not in target:
                 queue.append(target)
     page.close()
