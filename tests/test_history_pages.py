@@ -116,3 +116,27 @@ def test_a_load_time_step_is_told_of_the_model_in_both_languages(tmp_path):
     de = (tmp_path / "p" / "site" / "trends" / "trend-nightly-tiny-a.de.md").read_text()
     assert re.search(r"load time of tiny-a rose (49|50)\.\d\u00a0%", en) and f"[run {ids[5]}](../runs/run-{ids[5]}.md)" in en
     assert "Ladezeit von tiny-a stieg zwischen" in de
+
+
+def test_a_long_series_tables_the_latest_runs_and_those_that_matter_and_the_csv_has_all(tmp_path, monkeypatch):
+    import csv
+
+    from cardproof.report.history import render
+
+    monkeypatch.setattr(render, "TABLE_RUNS", 5)
+    runs = ([{"level": 100.0, "build": "b1"}] * 10 + [{"level": 80.0, "build": "b2"}] * 10
+            + [{"level": 80.0, "status": "interrupted", "build": "b2"}] + [{"level": 80.0, "build": "b2"}] * 10)
+    ids = make_db(tmp_path / "long.db", runs)
+    _write(tmp_path / "long.db", tmp_path / "p")
+    trends = tmp_path / "p" / "site" / "trends"
+    en = (trends / "trend-nightly-tiny-a.md").read_text()
+    shown = [rid for rid in ids if f"| [{rid}](../runs/run-{rid}.md) |" in en]
+    # the step's two runs (which is also where the build changed), the interrupted run, the latest five
+    assert shown == [ids[9], ids[10], ids[20], *ids[-5:]]
+    assert "23 older runs with no step, no changed condition and a usable state are left out" in en
+    assert "[Every run as CSV](trend-nightly-tiny-a.csv)" in en
+    assert "23 ältere Läufe ohne Stufe" in (trends / "trend-nightly-tiny-a.de.md").read_text()
+    with (trends / "trend-nightly-tiny-a.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["run"]) for r in rows] == ids and rows[20]["state"] == "interrupted"
+    assert float(rows[0]["decode_tps_median"]) > 90 > float(rows[15]["decode_tps_median"])

@@ -10,6 +10,7 @@ again; pages of series no longer in the store go away.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 from collections import defaultdict
@@ -17,13 +18,15 @@ from pathlib import Path
 
 from .. import charts
 from ..i18n import CATALOGUE, LANGUAGES, Lang
-from ..mdsafe import MD, publishing, translator
+from ..mdsafe import MD, publishable, publishing, translator
 from . import chart
 from .llama_bench import bench_series
 from .series import METRICS, OK, build_series
 
 FOLDER = "trends"
 _PRINTS = ".trends.json"
+#: rows of a cell's table beyond those that matter (steps, changes, unusable runs): the latest runs
+TABLE_RUNS = 60
 METRIC_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time"}
 _FILE_KEYS = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "ttft", "load_seconds": "load"}
 METRIC_AXES = {"decode_tps": "decode tok/s (median, min–max)", "prefill_tps": "prefill tok/s (median, min–max)",
@@ -133,6 +136,37 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
+def _table_points(s: dict) -> dict:
+    """The rows a cell's table shows: the latest ``TABLE_RUNS`` points and every point that carries a step,
+    a changed condition or a state that cannot carry a step; the rest are counted (all are in the data file).
+
+    A year of nightly runs would otherwise print thousands of rows per cell on every page.
+    """
+    points = s["points"]
+    keep = {p["run_id"] for p in points[-TABLE_RUNS:]}
+    keep |= {p["run_id"] for p in points if p["changes"] or p["state"] != OK}
+    keep |= {st[side]["run_id"] for st in s["steps"] for side in ("before", "after")}
+    shown = [p for p in points if p["run_id"] in keep]
+    return {"points": shown, "left_out": len(points) - len(shown)}
+
+
+def write_data_file(path: Path, page_series: list[dict]) -> None:
+    """Every point of a page as CSV (language-neutral): what the tables leave out is here."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["campaign", "model", "prompt_class", "reasoning", "run", "started_at", "server_build", "state",
+                    *[f"{m}_{part}" for m in METRICS for part in ("median", "low", "high", "n")]])
+        for s in page_series:
+            for p in s["points"]:
+                figures = []
+                for m in METRICS:
+                    sp = p["spread"].get(m)
+                    figures += [sp.median, sp.low, sp.high, sp.n] if sp else ["", "", "", ""]
+                w.writerow([publishable(s["campaign"]), publishable(s["model"]), s["prompt_class"],
+                            int(bool(s["reasoning"])), p["run_id"], p["started_at"] or "",
+                            publishable(p["server_build"] or ""), p["state"], *figures])
+
+
 def _page_view(page_series: list[dict], L: Lang) -> dict:
     first = page_series[0]
     points = [p for s in page_series for p in s["points"]]
@@ -153,7 +187,8 @@ def _page_view(page_series: list[dict], L: Lang) -> dict:
         "not_usable": [p for p in points if p["state"] != OK],
         "bench": [],
         "cells": [{"name": cell_name(s, L), "anchor": f"cell-{s['prompt_class']}-{'on' if s['reasoning'] else 'off'}",
-                   "points": s["points"]} for s in page_series],
+                   **_table_points(s)} for s in page_series],
+        "data_file": f"{first['page']}.csv",
     }
 
 
@@ -186,6 +221,8 @@ def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Pat
         files = [out_dir / f"{name}{_suffix(lang)}.md" for lang in LANGUAGES]
         if old.get(name) == prints[name] and all(f.exists() for f in files):
             continue  # nothing it shows has changed: neither its Markdown nor its charts are made again
+        with publishing(show_addresses=show_addresses):
+            write_data_file(out_dir / f"{name}.csv", page_series)
         for lang, path in zip(LANGUAGES, files):
             L = Lang(lang)
             charts_out = []
@@ -224,7 +261,7 @@ def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Pat
 
 
 def _remove_stale(out_dir: Path, names: set[str]) -> None:
-    for f in out_dir.glob("trend-*.md"):
+    for f in [*out_dir.glob("trend-*.md"), *out_dir.glob("trend-*.csv")]:
         if f.name.split(".")[0] not in names:
             f.unlink()
     for f in (out_dir / "img").glob("trend-*.svg") if (out_dir / "img").is_dir() else []:
