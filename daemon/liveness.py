@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import psutil
+
 # A remote run is only "stale" after an hour without a sample or a load: one
 # model load or one long request may take many minutes on a large card.
 STALE_AFTER_S = 3600.0
@@ -42,6 +44,9 @@ def _read(path: str) -> str | None:
         return None
 
 
+# boot id, pid namespace and start ticks are read from /proc by hand: psutil has no boot id or
+# namespace, and gives a process's start as float seconds derived from these ticks; the
+# stored identity is the exact integer (a rounded float could call a live process gone).
 def boot_id() -> str | None:
     """This kernel's boot id (Linux): it changes with every boot."""
     return _read("/proc/sys/kernel/random/boot_id")
@@ -174,10 +179,10 @@ def parse_ts(ts) -> datetime | None:
 
 
 def _boot_time() -> datetime | None:
-    for line in (_read("/proc/stat") or "").splitlines():
-        if line.startswith("btime "):
-            return datetime.fromtimestamp(int(line.split()[1]), timezone.utc)
-    return None
+    try:
+        return datetime.fromtimestamp(psutil.boot_time(), timezone.utc)
+    except (psutil.Error, OSError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,12 @@
 """Processes as /proc sees them: names, PID-namespace checks, who listens on a port.
 
+Process tables (listening sockets, command lines, children) come from psutil.
+:class:`ProcResolver` reads /proc itself, for a measured reason: psutil's
+``open_files()`` lists regular files only, and the GPU device files
+(``/dev/nvidia*``, character devices) that prove a CUDA context are exactly
+what it must see; ``name()`` may also replace the kernel's 15-character
+``comm`` with a guess from the command line, and the stored names are comm.
+
 The NVIDIA driver does not know PID namespaces: inside a container it reports
 host PIDs (NVIDIA/nvidia-docker#1483, NVIDIA/gpu-monitoring-tools#63). A PID
 from NVML is therefore checked against /proc before it is named, and one that
@@ -11,6 +18,8 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+
+import psutil
 
 # Every process with a CUDA context holds these open (nvidiactl, nvidia0,
 # nvidia-uvm); a process that holds none of them is not using the card.
@@ -76,88 +85,41 @@ class ProcResolver:
         return False if readable or not fds else None
 
 
-def listening_pids(port: int, proc: str | Path = "/proc") -> list[int]:
+def listening_pids(port: int) -> list[int]:
     """PIDs holding a listening TCP socket on ``port`` (router child, Ollama runner).
 
-    Read from /proc/net/tcp{,6} and each process's fd table: exact, no guessing
-    from command lines. Processes whose fds we may not read are not found.
+    psutil reads the socket tables and each process's fd table: exact, no
+    guessing from command lines. Processes whose fds we may not read are not
+    found (psutil gives them no pid).
     """
-    proc = Path(proc)
-    inodes = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = (proc / "net" / table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            if len(parts) < 10:
-                continue
-            local, state, inode = parts[1], parts[3], parts[9]
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
-                inodes.add(f"socket:[{inode}]")
-    if not inodes:
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except psutil.Error:
         return []
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fds = os.listdir(entry / "fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(entry / "fd" / fd) in inodes:
-                    found.append(int(entry.name))
-                    break
-            except OSError:
-                continue
-    return sorted(found)
+    return sorted({c.pid for c in conns
+                   if c.pid and c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port})
 
 
-def pids_with_arg(text: str, proc: str | Path = "/proc") -> list[int]:
+def pids_with_arg(text: str) -> list[int]:
     """PIDs whose command line has an argument equal to ``text`` or ending in it.
 
     For Ollama: each runner is started with ``--model <blob path>``; the blob
     (sha256-<digest>) names the model, so one runner is found, not all of them.
     """
-    proc = Path(proc)
     found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        needle = text.encode()
-        if any(a == needle or a.endswith(b"/" + needle) for a in args if a):
-            found.append(int(entry.name))
+    for p in psutil.process_iter(["cmdline"]):
+        args = p.info.get("cmdline") or []  # None where it may not be read
+        if any(a == text or a.endswith("/" + text) for a in args if a):
+            found.append(p.pid)
     return sorted(found)
 
 
-def children(pid: int, proc: str | Path = "/proc") -> list[int]:
-    """Direct and indirect children of ``pid`` (from the ppid field of /proc/*/stat)."""
-    proc = Path(proc)
-    parent_of: dict[int, int] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # the name field may hold spaces and parentheses: split after the last ')'
-        fields = stat.rsplit(")", 1)[1].split()
-        parent_of[int(entry.name)] = int(fields[1])
-    out, frontier = [], [pid]
-    while frontier:
-        cur = frontier.pop()
-        kids = [p for p, pp in parent_of.items() if pp == cur]
-        out.extend(kids)
-        frontier.extend(kids)
-    return sorted(out)
+def children(pid: int) -> list[int]:
+    """Direct and indirect children of ``pid``; none when it is gone."""
+    try:
+        return sorted(c.pid for c in psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
 
 
 def server_pids(*, pid: int | None = None, port: int | None = None, arg: str | None = None,
