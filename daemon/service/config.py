@@ -108,6 +108,14 @@ def _loopback(value: Any) -> str:
     return bind
 
 
+def _not_below(section: Section, key: str, floor_key: str) -> Section:
+    """``section`` if its ``key`` is at least its ``floor_key``; the refusal names ``key``."""
+    value, floor = getattr(section, key), getattr(section, floor_key)
+    if value < floor:
+        raise validate.Invalid(f"must be at least {floor_key} ({floor:g}), got {value:g}", at=(key,))
+    return section
+
+
 _Addresses = Annotated[tuple[validate.checked(_address, str), ...], BeforeValidator(_strings)]
 
 
@@ -122,10 +130,7 @@ class _DaemonSection(Section):
 
     @model_validator(mode="after")
     def _heartbeat_after_tick(self):
-        if self.heartbeat_s < self.tick_s:
-            raise validate.Invalid(f"must be at least tick_s ({self.tick_s:g}), got {self.heartbeat_s:g}",
-                                   at=("heartbeat_s",))
-        return self
+        return _not_below(self, "heartbeat_s", "tick_s")
 
 
 class CollectorsConfig(Section):
@@ -161,10 +166,7 @@ class QuietConfig(Section):
 
     @model_validator(mode="after")
     def _give_up_after_quiet(self):
-        if self.give_up_s < self.quiet_s:
-            raise validate.Invalid(f"must be at least quiet_s ({self.quiet_s:g}), got {self.give_up_s:g}",
-                                   at=("give_up_s",))
-        return self
+        return _not_below(self, "give_up_s", "quiet_s")
 
 
 class _ConfigFile(Section):
