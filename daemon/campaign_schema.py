@@ -201,6 +201,8 @@ def register_section(name: str, kind: Any, default: Any = None) -> None:
     """
     if name in _BUILT_IN:
         raise ValueError(f"[{name}] is a built-in campaign table")
+    if not name.isidentifier() or hasattr(Section, name):  # a field name that pydantic's own names leave free
+        raise ValueError(f"[{name}] cannot be a campaign table name (a Python identifier not used by pydantic)")
     SECTIONS[name] = (kind | None if default is None else kind, default)
     _model_cache.clear()
 

@@ -84,6 +84,9 @@ def test_a_table_is_refused_until_registered_then_read_as_its_model(sections):
 def test_a_built_in_table_cannot_be_registered_again(sections):
     with pytest.raises(ValueError, match="built-in"):
         sections.register_section("server", _Soak)
+    for name in ("model_config", "copy", "soak-test"):  # pydantic's own names; not a field name
+        with pytest.raises(ValueError, match="cannot be a campaign table name"):
+            sections.register_section(name, _Soak)
 
 
 @pytest.mark.parametrize("text,key,fragment", [
