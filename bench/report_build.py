@@ -1,123 +1,133 @@
-"""Is the report step cheap next to mkdocs? And are unchanged runs skipped?
+"""A year of nightly runs: does the report step grow linearly, and is a publish after one new run quick?
 
-Generates a database of RUNS runs x MODELS models x 6 cells x 5 samples
-(synthetic numbers: this measures rendering, not a server), then times in
-one go: the report step (queries, caveats, charts, Markdown in two
-languages), the `mkdocs build --strict` that follows, and a second report
-step with nothing changed (the incremental build). Prints the times and the
-ratio report / mkdocs (goal <= 0.5) and the whole build (goal < 120 s).
+Generates one database (bench/report_data.py: per run MODELS models x 6 cells
+x 5 samples, a few thousand log lines with loads and facts, probes, rule
+outcomes, canaries) and grows it through the sizes of ``--runs``. At each
+size the report step renders every run from scratch into a fresh project, in
+a process of its own so its peak memory is its own. Printed:
 
-    python bench/report_build.py [--runs 100] [--models 10]
+- per size: report step seconds, seconds per run, peak RSS;
+- the growth exponent of the report step (slope of log time over log runs;
+  goal <= 1.1: linear);
+- at the largest size: a rebuild with nothing changed (goal <= 2 s), the
+  report step after one new run (goal <= 5 s), and with ``--site`` the site
+  build: a first full one, then the whole publish after one new run (report
+  step + site, goal <= 60 s).
+
+Every figure comes from this one run on this machine, printed beside the
+load average (other work on the machine inflates all of them alike).
+
+    python bench/report_build.py [--runs 100,300,1000] [--models 10] [--site]
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import json
+import math
+import os
+import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.gates import GATES
-from cardproof.daemon.store import dumps, open_store
-from cardproof.report.build import mkdocs_build, scaffold, write_articles
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_data import Generator  # noqa: E402
 
-CAMPAIGN = """[campaign]
-name = "bench"
-prompt_classes = ["short", "medium", "long"]
-reasoning = [false, true]
-repetitions = 5
-repetitions_reasoning = 5
-[server]
-url = "http://127.0.0.1:8080"
-{models}
-[gates.length_limit]
-exclude = false
+# Runs in a child process: its ru_maxrss is the report step's own peak (chart workers apart).
+_STEP = """
+import json, resource, sys, time
+from pathlib import Path
+from cardproof.report.build import scaffold, write_articles
+db, project, site = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1"
+scaffold(project)
+t = time.perf_counter()
+written = write_articles(db, project)
+report_s = time.perf_counter() - t
+site_s = None
+if site:
+    from cardproof.report.site import mkdocs_build
+    t = time.perf_counter()
+    mkdocs_build(project)
+    site_s = time.perf_counter() - t
+print(json.dumps({"report_s": report_s, "site_s": site_s, "files": len(written),
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
 def generate(db_path: Path, runs: int, models: int) -> None:
-    rng = random.Random(7)
-    store = open_store(db_path)
-    db = store.db
-    names = [f"model-{i:02d}" for i in range(models)]
-    text = CAMPAIGN.format(models="\n".join(f'[[models]]\nname = "{n}"' for n in names))
-    camp = parse_campaign(text, "bench.toml")
-    model_ids = [db["models"].insert({"name": n, "file_bytes": rng.randint(2, 30) * 2**30, "digest": n,
-                                      "quantisation": "Q4_K_M", "architecture": "llama"}).last_pk for n in names]
-    base_speed = {n: rng.uniform(20, 150) for n in names}
-    t0 = datetime(2026, 9, 1, tzinfo=timezone.utc)
-    for r in range(runs):
-        start = t0 + timedelta(days=r)
-        with db.conn:
-            cid = db["campaigns"].insert({"name": "bench", "path": "bench.toml", "sha256": camp.sha256,
-                                          "toml_text": text, "registered_at": start.isoformat()}).last_pk
-            rid = db["runs"].insert({"campaign_id": cid, "host": "bench", "gpus_json": dumps({"available": False}),
-                                     "backend": "llama-server", "server_url": camp.url, "server_build": "b1",
-                                     "started_at": start.isoformat(), "ended_at": start.isoformat(),
-                                     "status": "completed", "exit_code": 0, "samples_planned": models * 30,
-                                     "samples_measured": models * 30, "samples_failed": 0, "coverage": 1.0}).last_pk
-            sample_rows, gate_rows = [], []
-            pos = 0
-            for name, mid in zip(names, model_ids):
-                db["loads"].insert({"run_id": rid, "model_id": mid, "trigger": "explicit", "status": "loaded",
-                                    "requested_at": start.isoformat(), "ready_at": start.isoformat(),
-                                    "load_seconds": rng.uniform(5, 40)})
-                for reasoning in (0, 1):
-                    for cls, ptok in (("short", 41), ("medium", 1200), ("long", 4800)):
-                        cell = db["cells"].insert({"run_id": rid, "model_id": mid, "position": pos,
-                                                   "prompt_class": cls, "reasoning": reasoning, "max_tokens": 256,
-                                                   "repetitions": 5, "pinned": 0, "kind": "measure"}).last_pk
-                        pos += 1
-                        for rep in range(1, 6):
-                            sample_rows.append((rid, cell, rep, f"{rng.getrandbits(64):016x}", start.isoformat(),
-                                                ptok, 256, base_speed[name] * rng.uniform(0.95, 1.05),
-                                                rng.uniform(1000, 6000), 1000.0, 2000.0, 3100.0, "length", 900,
-                                                1500 * reasoning, 0, "timings", "measure"))
-            db.conn.executemany(
-                "insert into samples (run_id, cell_id, repetition, nonce, started_at, prompt_tokens, "
-                "generated_tokens, decode_tps, prefill_tps, prompt_ms, predicted_ms, wall_ms, stop_reason, "
-                "answer_chars, reasoning_chars, cached_tokens, counter_source, kind) "
-                "values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", sample_rows)
-            ids = [row[0] for row in db.execute("select id from samples where run_id = ?", [rid])]
-            for sid in ids:
-                for g in GATES:
-                    gate_rows.append((sid, g, 1 if g in ("length_limit", "not_on_card") else 0, 0.0, "bench", 0.0))
-            db.conn.executemany("insert into gate_results (sample_id, gate, fired, observed, observed_text, "
-                                "threshold) values (?,?,?,?,?,?)", gate_rows)
-        if (r + 1) % 10 == 0:
-            print(f"generated {r + 1}/{runs} runs", file=sys.stderr)
-    store.close()
+    """``runs`` runs of ``models`` models into ``db_path`` (one campaign; kept for tests that size one article)."""
+    Generator(db_path, models=models, campaigns=1).add(runs)
+
+
+def step(db: Path, project: Path, *, site: bool = False) -> dict:
+    """One report step (and site build) in a fresh process; its times, files written and peak RSS."""
+    proc = subprocess.run([sys.executable, "-c", _STEP, str(db), str(project), "1" if site else "0"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"report step failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def growth_exponent(points: list[tuple[int, float]]) -> float | None:
+    """Least-squares slope of log(seconds) over log(runs): 1 is linear, 2 quadratic."""
+    if len(points) < 2:
+        return None
+    xs = [math.log(n) for n, _ in points]
+    ys = [math.log(s) for _, s in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--runs", default="100,300,1000", help="sizes, comma-separated (default 100,300,1000)")
     ap.add_argument("--models", type=int, default=10)
+    ap.add_argument("--campaigns", type=int, default=3)
+    ap.add_argument("--log-lines", type=int, default=3000, help="server log lines per run")
+    ap.add_argument("--site", action="store_true", help="also time the site build at the largest size")
+    ap.add_argument("--work", type=Path, default=None, help="folder for the database and projects (kept)")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="cardproof-report-bench-"))
-    db = work / "bench.db"
-    generate(db, args.runs, args.models)
-    project = work / "proj"
-    scaffold(project)
-    t = time.perf_counter()
-    written = write_articles(db, project, progress=lambda s: print(s, file=sys.stderr) if s.startswith("[1") else None)
-    report_s = time.perf_counter() - t
-    t = time.perf_counter()
-    mkdocs_build(project)
-    mkdocs_s = time.perf_counter() - t
-    t = time.perf_counter()
-    again = write_articles(db, project)
-    incremental_s = time.perf_counter() - t
-    print(f"database: {args.runs} runs x {args.models} models x 6 cells x 5 samples")
-    print(f"report step (queries, caveats, charts, Markdown en+de): {report_s:.1f} s, {len(written)} files")
-    print(f"mkdocs build --strict: {mkdocs_s:.1f} s")
-    print(f"ratio report/mkdocs: {report_s / mkdocs_s:.2f} (goal <= 0.5)")
-    print(f"whole build: {report_s + mkdocs_s:.1f} s (goal < 120 s)")
-    print(f"second report step, nothing changed: {incremental_s:.1f} s, {len(again)} files rewritten (index pages only)")
+    sizes = sorted({int(x) for x in args.runs.split(",") if x.strip()})
+    work = args.work or Path(tempfile.mkdtemp(prefix="cardproof-report-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"work folder {work}; {os.cpu_count()} CPUs; load average at start {load()}")
+    gen = Generator(work / "bench.db", models=args.models, campaigns=args.campaigns, log_lines=args.log_lines)
+    points = []
+    for n in sizes:
+        t = time.perf_counter()
+        gen.add(n - gen.runs)
+        gen_s = time.perf_counter() - t
+        project = work / f"proj-{n}"
+        r = step(gen.path, project)
+        points.append((n, r["report_s"]))
+        print(f"{n:5d} runs: generated in {gen_s:.1f} s; report step {r['report_s']:.1f} s, "
+              f"{r['report_s'] / n * 1000:.0f} ms per run, {r['files']} files, peak RSS {r['rss_mib']:.0f} MiB "
+              f"(load {load()})", flush=True)
+    exp = growth_exponent(points)
+    if exp is not None:
+        per_run = [s / n for n, s in points]
+        print(f"growth exponent of the report step: {exp:.2f} (goal <= 1.1); "
+              f"per-run cost from smallest to largest: x{per_run[-1] / per_run[0]:.2f} (goal within 1.2)")
+    n = sizes[-1]
+    project = work / f"proj-{n}"
+    if args.site:
+        r = step(gen.path, project, site=True)
+        print(f"{n} runs: first full site build {r['site_s']:.1f} s (load {load()})", flush=True)
+    r = step(gen.path, project)
+    print(f"{n} runs: rebuild with nothing changed {r['report_s']:.2f} s, {r['files']} files written (goal <= 2 s)")
+    gen.add(1)
+    r = step(gen.path, project, site=args.site)
+    print(f"{n} runs + 1: report step {r['report_s']:.2f} s, {r['files']} files written (goal <= 5 s)")
+    if args.site:
+        print(f"{n} runs + 1: site {r['site_s']:.1f} s; whole publish {r['report_s'] + r['site_s']:.1f} s "
+              f"(goal <= 60 s)")
+    print(f"load average at the end {load()}")
     return 0
 
 

@@ -550,3 +550,13 @@ def m016_publications(db: sqlite_utils.Database) -> None:
         if_not_exists=True,
     )
     db["published_figures"].create_index(["run_id", "publication_id"], if_not_exists=True)
+
+
+@migrations(name="m017_run_indexes")
+def m017_run_indexes(db: sqlite_utils.Database) -> None:
+    # issue 19: the report reads one run's rows at a time (`where run_id = ?`); without these
+    # indexes each such query scans every run's rows, and a year of nightly runs made the
+    # report step quadratic in the number of runs
+    for table in ("samples", "cells", "loads", "canaries", "observed_requests"):
+        if table in db.table_names() and "run_id" in db[table].columns_dict:
+            db[table].create_index(["run_id"], if_not_exists=True)

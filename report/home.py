@@ -38,8 +38,9 @@ def write_home(site: Path, render) -> list[Path]:
         path = site / name
         if not path.exists():
             continue
-        new = splice(path.read_text(encoding="utf-8"), render(lang))
-        if new is not None:
+        page = path.read_text(encoding="utf-8")
+        new = splice(page, render(lang))
+        if new is not None and new != page:  # an unchanged page keeps its file time (the site build skips it)
             path.write_text(new, encoding="utf-8")
             written.append(path)
     return written

@@ -32,6 +32,7 @@ APPLIED_ORDER = [
     "m014_said_observations",
     "m015_load_steps",
     "m016_publications",
+    "m017_run_indexes",
 ]
 
 

@@ -72,6 +72,7 @@ def test_nothing_changed_reads_no_run_and_writes_no_page(gen, tmp_path, counted_
     again = write_articles(gen.path, project)
     assert counted_views == []
     assert _ours(again, project) == set()
+    assert not any(p.name.startswith("index") and p.parent == project / "site" for p in again)  # home page
 
 
 def test_one_new_run_renders_that_run_its_comparison_and_the_index(gen, tmp_path, counted_views):
