@@ -90,3 +90,9 @@ def test_no_catalogue_english_on_german_pages(german_pages):
 def test_no_decimal_point_in_german_prose(german_pages):
     found = [(page, n) for page, text in german_pages.items() for n in DECIMAL_POINT.findall(text)]
     assert found == []
+
+
+def test_the_drivers_own_words_are_quoted_not_prose(german_pages):
+    """Why there is no card (NVML's error) is evidence: shown as code, never as German prose's English."""
+    found = [page for page, text in german_pages.items() if "NVMLError" in text or "Shared Library" in text]
+    assert found == []
