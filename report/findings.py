@@ -165,6 +165,34 @@ def headline(models: list[dict], classes: list[str]) -> dict | None:
     return top | {"rows": rows, "agree": agree, "unstable": left_out}
 
 
+def every_sample_order(models: list[dict], classes: list[str]) -> list[dict]:
+    """Per class, which model was faster than which in every sample, where an unstable cell is involved.
+
+    No ratio can be stated from an unstable cell, but an order still holds
+    when the slowest sample of one model beats the fastest of another: that
+    is what the article can say when the headline leaves a cell out. Pairs of
+    two stable cells are the headline's and are not repeated here. Each entry:
+    ``cls``, ``faster`` (model), ``low`` (its slowest sample), ``cell``, and
+    ``slower``: [{``model``, ``high`` (fastest sample), ``cell``}], fastest first.
+    """
+    out = []
+    for cls in classes:
+        cells = []
+        for m in models:
+            c = m["cells"].get((cls, False)) or m["cells"].get((cls, True))
+            if c and c["decode"]:
+                cells.append((m, c))
+        for m, c in sorted(cells, key=lambda mc: mc[1]["decode"].median, reverse=True):
+            beaten = [{"model": om, "high": oc["decode"].high, "cell": oc}
+                      for om, oc in cells
+                      if om is not m and c["decode"].low > oc["decode"].high
+                      and (c.get("unstable") or oc.get("unstable"))]
+            if beaten:
+                out.append({"cls": cls, "faster": m, "low": c["decode"].low, "cell": c,
+                            "slower": sorted(beaten, key=lambda b: b["high"], reverse=True)})
+    return out
+
+
 def reasoning_took(model: dict) -> bool | None:
     """Whether switching reasoning on produced reasoning text for ``model``.
 

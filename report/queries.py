@@ -154,6 +154,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         "excluded_count": sum(1 for s in samples if s["excluded_by"]),
         "excluded_by_gate": _count_by_gate(samples),
         "headline": findings.headline(list(models.values()), classes),
+        "every_sample": findings.every_sample_order(list(models.values()), classes),
         "unstable_ratio": limit,
         "unstable_interval_pct": limits["unstable_interval_pct"],
         "unstable_cells": [c for c in cells if c["unstable"]],
