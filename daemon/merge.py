@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .mergecopy import Copier, in_list, tables
 from .store import Store, dumps, utcnow
+from .storefile import connect_readonly
 
 #: tables the merge handles itself, or that belong to one host's daemon
 HANDLED = {"campaigns", "runs", "models", "log_sources", "cells", "loads", "samples", "log_lines", "facts",
@@ -48,8 +49,7 @@ def open_source(path: Path | str, target: Path | None = None) -> sqlite3.Connect
     if target is not None and path.resolve() == Path(target).resolve():
         raise MergeError(f"{path}: is the target database itself")
     try:
-        # as_uri() percent-encodes: a "#", "?" or "%" in a folder name must not cut or alter the path
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        conn = connect_readonly(path)
         names = set(tables(conn))
     except sqlite3.DatabaseError as exc:
         raise MergeError(f"{path}: cannot read database: {exc}") from exc

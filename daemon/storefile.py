@@ -183,6 +183,16 @@ def connect(database: str, **kwargs) -> sqlite3.Connection:
         return sqlite3.connect(database, **kwargs)
 
 
+def connect_readonly(path: Path | str, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+    """A read-only connection to the database file at ``path``.
+
+    The URI comes from :meth:`Path.as_uri`, which percent-encodes: a ``file:{path}`` string would
+    cut the path at a ``#`` or ``?`` in a folder name, or decode a ``%41`` in it, and open
+    another file (or a new empty one) instead of the store.
+    """
+    return connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=timeout)
+
+
 def _wal_without_wal_file(path: Path, st: os.stat_result) -> bool:
     """A WAL-mode file with no -wal beside it (nobody has it open), its header read without dropping a lock.
 

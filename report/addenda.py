@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import sqlite_utils
 
 from . import queries
 from .i18n import LANGUAGES, Lang
+from ..daemon.storefile import connect_readonly
 
 _ADDENDA_MARK = '<span id="addenda"></span>'
 _SECTION = re.compile(r"\n\n## [^\n]*\{#addenda\}\n\n" + re.escape(_ADDENDA_MARK) + r".*\Z", re.S)
@@ -224,7 +224,7 @@ def link_addenda(page: Path, run_id: int, entries: list[dict], L: Lang) -> None:
 
 def write_addenda(db_path: Path, docs_dir: Path) -> list[Path]:
     """Give every run article its *Addenda* (both languages); returns the pages changed or checked."""
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect_readonly(db_path)
     pages = []
     try:
         db = sqlite_utils.Database(conn)

@@ -29,6 +29,7 @@ from cardproof.daemon.redact import redact_campaign_text
 from .gates import excluded_samples
 from .i18n import LANGUAGES, Lang
 from .privacy import public_text
+from ..daemon.storefile import connect_readonly
 
 DATABASE_NAME = "cardproof.db"
 #: tables whose text is a campaign file: redacted as one (keys named like secrets, URLs' userinfo)
@@ -114,7 +115,7 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False) -> No
     """A copy of the store at ``src`` fit to publish, written to ``dst`` (replaced)."""
     tmp = dst.with_name(dst.name + ".tmp")
     tmp.unlink(missing_ok=True)
-    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    source = connect_readonly(src)
     target = sqlite3.connect(tmp)
     try:
         source.backup(target)
@@ -163,7 +164,7 @@ def write_exports(db_path: Path, docs_dir: Path, *, show_addresses: bool = False
     runs_dir = docs_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect_readonly(db_path)
     try:
         import sqlite_utils
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from .i18n import LANGUAGES
+from ..daemon.storefile import connect_readonly
 
 #: the front matter's date format, as mkdocs.yml tells the plugin (date_from_meta.datetime_format)
 DATE_FORMAT = "%Y-%m-%d %H:%M"
@@ -61,7 +61,7 @@ def feed_environment(site_url: str | None):
 
 def date_articles(db_path: Path, docs_dir: Path) -> None:
     """Put each run's start time into its articles' front matter as ``date`` (the feed's item date)."""
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect_readonly(db_path)
     try:
         runs = conn.execute("select id, started_at from runs").fetchall()
     finally:

@@ -18,6 +18,7 @@ from prometheus_client.core import Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from .config import MetricsConfig
+from ..storefile import connect_readonly
 
 MIB = 1024 * 1024
 
@@ -76,7 +77,7 @@ def _families(db_path: Path, snapshot) -> _Families:
                        snapshot.coverage, **lab)
             out.metric("cardproof_run_last_decode_tokens_per_second", "gauge",
                        "decode tok/s of the last sample (server counters)", snapshot.last_decode_tps, **lab)
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=2.0)
+    conn = connect_readonly(db_path, timeout=2.0)
     try:
         for status, n in conn.execute("select status, count(*) from daemon_queue group by status"):
             out.metric("cardproof_queue_entries", "gauge", "queue entries per status", n, status=status)
