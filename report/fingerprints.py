@@ -49,36 +49,74 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
+TABLE_STATS = ".cardproof-table-stats.json"
+
+
+def _table_queries(tables: set[str]) -> list[tuple[str, tuple[str, ...], str, str]]:
+    """Per kind of row: (name, tables it depends on, whole-table query, per-run grouped query)."""
+    out = [(t, (t,), f"select count(*), max(id) from {t}",
+            f"select run_id, count(*), max(id) from {t} group by run_id") for t in _RUN_TABLES if t in tables]
+    out.append(("gate_results", ("gate_results", "samples"),
+                "select count(*), max(id), sum(fired) from gate_results",
+                "select samples.run_id, count(*), max(gate_results.id), sum(fired) from gate_results "
+                "join samples on samples.id = gate_results.sample_id group by samples.run_id"))
+    if "facts" in tables:
+        out.append(("facts", ("facts", "loads"), "select count(*), max(id) from facts",
+                    "select loads.run_id, count(*), max(facts.id) from facts join loads on loads.id = facts.load_id "
+                    "group by loads.run_id"))
+    return out
+
+
+def _per_run_stats(db, cache_path: Path | None) -> dict[str, dict[int, list]]:
+    """Per kind of row and run id: [count, highest id(, fired)].
+
+    A whole-table count and highest id are cheap; only a table whose whole
+    figures changed since the last build (kept in ``cache_path``) is grouped
+    by run again, so a build with nothing new reads no table through.
+    """
+    try:
+        cached = json.loads(cache_path.read_text()) if cache_path else {}
+    except (OSError, ValueError):
+        cached = {}
+    cached = cached if isinstance(cached, dict) else {}
+    queries = _table_queries(set(db.table_names()))
+    whole = {}
+    for name, _, whole_sql, _ in queries:
+        whole[name] = list(db.execute(whole_sql).fetchone())
+    out, keep = {}, {}
+    for name, depends, _, per_run_sql in queries:
+        seen = cached.get(name) if isinstance(cached.get(name), dict) else {}
+        before = seen.get("whole") if isinstance(seen.get("whole"), dict) else {}
+        same = all(before.get(t) == whole[t] for t in depends if t in whole)
+        runs = seen.get("runs") if same and isinstance(seen.get("runs"), dict) else None
+        if runs is None:
+            runs = {str(row[0]): list(row[1:]) for row in db.execute(per_run_sql).fetchall()}
+        out[name] = {int(k): v for k, v in runs.items() if str(k).lstrip("-").isdigit()}
+        keep[name] = {"whole": {t: whole[t] for t in depends if t in whole}, "runs": runs}
+    if cache_path:
+        try:
+            cache_path.write_text(json.dumps(keep))
+        except OSError:
+            pass  # only a shortcut for the next build
+    return out
+
+
 def run_fingerprints(db, runs: list[dict], project: Path, code: str) -> dict[int, str]:
     """Per run id, a cheap summary of everything its article is made from.
 
-    One grouped query per table for all runs at once (count and highest id
-    per run), not one query per run and table.
+    Count and highest id of each kind of row per run, from one grouped
+    query per table (and none for a table unchanged since the last build),
+    the run's row, the author's notes and ``code``.
     """
-    tables = set(db.table_names())
-    stats: dict[int, list] = {r["id"]: [] for r in runs}
-
-    def add(sql: str) -> None:
-        for row in db.execute(sql).fetchall():
-            if row[0] in stats:
-                stats[row[0]].append(row[1:])
-
-    for table in _RUN_TABLES:
-        if table in tables:
-            add(f"select run_id, count(*), max(id) from {table} group by run_id")
-        for rid in stats:
-            stats[rid].append(table)  # keeps a table without rows apart from the next one
-    add("select samples.run_id, count(*), max(gate_results.id), sum(fired) from gate_results "
-        "join samples on samples.id = gate_results.sample_id group by samples.run_id")
-    if "facts" in tables:
-        add("select loads.run_id, count(*), max(facts.id) from facts join loads on loads.id = facts.load_id "
-            "group by loads.run_id")
+    site = Path(project) / "site"
+    stats = _per_run_stats(db, site / TABLE_STATS if site.is_dir() else None)
     notes = _notes_by_run(project)
     out = {}
     for r in runs:
         h = hashlib.sha256(code.encode())
         h.update(json.dumps(r, sort_keys=True, default=str).encode())
-        h.update(repr(stats[r["id"]]).encode())
+        for name in sorted(stats):
+            h.update(f"{name}:{stats[name].get(r['id'])};".encode())
         for note in notes.get(r["id"], []):
             h.update(note.name.encode())
             h.update(note.read_bytes())

@@ -181,3 +181,28 @@ def test_a_copied_project_keeps_building_incrementally(gen, tmp_path, counted_vi
     counted_views.clear()
     assert _ours(write_articles(gen.path, moved), moved) == set()
     assert counted_views == []
+
+
+def test_new_rows_for_an_old_run_are_noticed_with_the_table_shortcut(gen, tmp_path, counted_views):
+    """Rows added to an old run later (a log imported afterwards) or a gate judged again in place
+    render that run again (and the later run of its campaign that compares with it), nothing else."""
+    gen.add(3)  # runs 1 and 3: campaign A; run 2: campaign B
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    write_articles(gen.path, project)  # the whole-table figures are kept now
+    store = open_store(gen.path)
+    with store.db.conn:
+        store.db.execute("insert into log_lines (run_id, raw, attribution) values (1, 'late line', 'unattributed')")
+    store.close()
+    counted_views.clear()
+    write_articles(gen.path, project)
+    assert sorted(set(counted_views)) == [1, 3]
+    store = open_store(gen.path)
+    with store.db.conn:
+        store.db.execute("update gate_results set fired = 1 where id = (select min(gate_results.id) from "
+                         "gate_results join samples on samples.id = sample_id where samples.run_id = 2)")
+    store.close()
+    counted_views.clear()
+    write_articles(gen.path, project)
+    assert counted_views == [2]
