@@ -20,6 +20,7 @@ from .home import write_home
 from .addenda import write_addenda
 from .exports import write_exports
 from .feed import date_articles, feed_environment
+from .site_settings import SiteSettingsError, read_site_settings, site_environment
 from .i18n import LANGUAGES
 from .llama_bench import llama_bench_view
 from .tolerance import shielded
@@ -210,6 +211,10 @@ def _remove_stale(out_dir: Path, cmp_dir: Path, keys: dict) -> None:
 def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_addresses: bool = False,
           site_url: str | None = None) -> dict:
     """Scaffold if needed, write articles, build. Returns paths for the CLI to print."""
+    try:
+        settings = read_site_settings(project)  # before anything is written: a bad file stops here
+    except SiteSettingsError as exc:
+        raise ReportError(str(exc)) from exc
     scaffold(project)
     try:
         written = write_articles(db_path, project, show_addresses=show_addresses)
@@ -219,6 +224,7 @@ def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_address
     written += write_exports(db_path, project / "site", show_addresses=show_addresses)
     written += write_addenda(db_path, project / "site")  # issue 14 item 7: what changed since publication
     date_articles(db_path, project / "site")  # the feed's item dates
-    with feed_environment(site_url):  # a feed only where the public address is known
+    # a feed only where the public address is known; title and description from site.toml
+    with feed_environment(site_url), site_environment(settings):
         out = mkdocs_build(project) if run_mkdocs else None
     return {"articles": written, "site_dir": out}
