@@ -17,6 +17,8 @@ from cardproof.daemon.probes.base import message, summarise
 from cardproof.daemon.probes.defects import load_defects
 from cardproof.daemon.rules.outcome import rule_sha256
 
+from .findings import measurable
+
 
 NO_GRADE = ("INCONCLUSIVE", "ERROR", "SKIP")
 
@@ -190,8 +192,10 @@ def _speed(view: dict, cand: str, inc: str) -> list[dict]:
         a, b = c.get("decode"), (i or {}).get("decode")
         if not a or not b or not b.median or not b.low:
             continue
+        # an unstable cell gives no ratio; overlapping ranges give no measurable one (report/findings.py)
         out.append({"cls": cls, "reasoning": reasoning, "cand": a, "inc": b, "ratio": a.median / b.median,
-                    "low": a.low / b.high, "high": a.high / b.low})
+                    "low": a.low / b.high, "high": a.high / b.low,
+                    "unstable": bool(c.get("unstable") or i.get("unstable")), "measurable": measurable(a, b)})
     return out
 
 
