@@ -560,3 +560,6 @@ def m017_run_indexes(db: sqlite_utils.Database) -> None:
     for table in ("samples", "cells", "loads", "canaries", "observed_requests"):
         if table in db.table_names() and "run_id" in db[table].columns_dict:
             db[table].create_index(["run_id"], if_not_exists=True)
+    # a load's samples (observed requests matched to cardproof's own) are read by load
+    if "load_id" in db["samples"].columns_dict:
+        db["samples"].create_index(["load_id"], if_not_exists=True)

@@ -57,7 +57,8 @@ def _table_queries(tables: set[str]) -> list[tuple[str, tuple[str, ...], str, st
     out = [(t, (t,), f"select count(*), max(id) from {t}",
             f"select run_id, count(*), max(id) from {t} group by run_id") for t in _RUN_TABLES if t in tables]
     out.append(("gate_results", ("gate_results", "samples"),
-                "select count(*), max(id), sum(fired) from gate_results",
+                # judging again deletes and inserts (daemon/judge.py): count and highest id see it
+                "select count(*), max(id) from gate_results",
                 "select samples.run_id, count(*), max(gate_results.id), sum(fired) from gate_results "
                 "join samples on samples.id = gate_results.sample_id group by samples.run_id"))
     if "facts" in tables:

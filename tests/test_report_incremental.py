@@ -184,7 +184,7 @@ def test_a_copied_project_keeps_building_incrementally(gen, tmp_path, counted_vi
 
 
 def test_new_rows_for_an_old_run_are_noticed_with_the_table_shortcut(gen, tmp_path, counted_views):
-    """Rows added to an old run later (a log imported afterwards) or a gate judged again in place
+    """Rows added to an old run later (a log imported afterwards) or its gates judged again
     render that run again (and the later run of its campaign that compares with it), nothing else."""
     gen.add(3)  # runs 1 and 3: campaign A; run 2: campaign B
     project = tmp_path / "proj"
@@ -199,9 +199,12 @@ def test_new_rows_for_an_old_run_are_noticed_with_the_table_shortcut(gen, tmp_pa
     write_articles(gen.path, project)
     assert sorted(set(counted_views)) == [1, 3]
     store = open_store(gen.path)
-    with store.db.conn:
-        store.db.execute("update gate_results set fired = 1 where id = (select min(gate_results.id) from "
-                         "gate_results join samples on samples.id = sample_id where samples.run_id = 2)")
+    with store.db.conn:  # as daemon/judge.py judges a run again: its gate rows deleted and written anew
+        rows = store.db.execute("select sample_id, gate, 1, observed, observed_text, threshold from gate_results "
+                                "where sample_id in (select id from samples where run_id = 2)").fetchall()
+        store.db.execute("delete from gate_results where sample_id in (select id from samples where run_id = 2)")
+        store.db.conn.executemany("insert into gate_results (sample_id, gate, fired, observed, observed_text, "
+                                  "threshold) values (?,?,?,?,?,?)", rows)
     store.close()
     counted_views.clear()
     write_articles(gen.path, project)
