@@ -10,68 +10,27 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-import tomllib
 from pathlib import Path
 
 import altair as alt
 
-from cardproof.daemon.campaign_check import CampaignError, Checker
-from cardproof.daemon.load.campaign import Slo, load_settings
+from cardproof.daemon.campaign_check import CampaignError
+from cardproof.daemon.load.campaign import Slo
+from cardproof.daemon.load.slo import frozen_slo as slo_of
+from cardproof.daemon.load.slo import knee, meets
 from cardproof.daemon.load.stats import StepFigures, run_steps
 
 from . import charts
 from .i18n import Lang
 
-#: a step that raises aggregate throughput by less than this over the best before it adds nothing: the knee
-KNEE_GAIN = 1.10
-
-
 def frozen_slo(campaign_text: str | None, run_id: int) -> Slo | None:
     """``[load.slo]`` of the campaign frozen with the run; unreadable: None, named on stderr."""
-    if not campaign_text:
-        return None
     try:
-        data = tomllib.loads(campaign_text)
-        load = load_settings(Checker(f"run {run_id} campaign"), data, {k: 1 for k in _classes(data)}, 1)
-    except (tomllib.TOMLDecodeError, CampaignError, RecursionError) as exc:
+        return slo_of(campaign_text, f"run {run_id} campaign")
+    except CampaignError as exc:
         print(f"run {run_id}: [load] of the frozen campaign not read, no service level shown: {exc}",
               file=sys.stderr)
         return None
-    return load.slo if load else None
-
-
-def _classes(data: dict) -> set[str]:
-    """Every name a [load] prompt_class may take, so only the [load.slo] part is judged here."""
-    load = data.get("load")
-    cls = load.get("prompt_class") if isinstance(load, dict) else None
-    return {"short", "medium", "long"} | ({cls} if isinstance(cls, str) else set())
-
-
-def meets(f: StepFigures, slo: Slo) -> tuple[bool, list[str]]:
-    """Whether a step meets the service level, and what failed (message ids with values)."""
-    failed = []
-    if f.errors:
-        failed.append(("errors", f.errors))
-    if slo.per_user_decode_tps is not None and (f.decode_tps.p50 is None or f.decode_tps.p50 < slo.per_user_decode_tps):
-        failed.append(("per_user", f.decode_tps.p50))
-    if slo.ttft_p90_ms is not None and (f.ttft_ms.p90 is None or f.ttft_ms.p90 > slo.ttft_p90_ms):
-        failed.append(("ttft_p90", f.ttft_ms.p90))
-    return not failed, failed
-
-
-def knee(figures: list[StepFigures]) -> StepFigures | None:
-    """The first step after which no later step raises aggregate output tok/s by ``KNEE_GAIN`` or more.
-
-    None with fewer than two answered steps (nothing rises or falls) or when
-    the last step still gains (the knee lies beyond the sweep).
-    """
-    steps = [f for f in figures if f.output_tps]
-    if len(steps) < 2:
-        return None
-    for i, f in enumerate(steps[:-1]):
-        if max(g.output_tps for g in steps[i + 1:]) < KNEE_GAIN * f.output_tps:
-            return f
-    return None
 
 
 def _row(f: StepFigures, slo: Slo | None) -> dict:

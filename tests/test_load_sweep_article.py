@@ -16,7 +16,8 @@ from cardproof.cli import cli
 from cardproof.daemon.campaign import parse_campaign
 from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
-from cardproof.report.axes import axes_view, knee
+from cardproof.daemon.load.slo import knee
+from cardproof.report.axes import axes_view
 from cardproof.report.i18n import Lang
 from conftest import campaign_text
 from test_load_sweep import parallel_server  # noqa: F401 -- the shared --parallel 4 server fixture
@@ -109,3 +110,25 @@ def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_
         for chart, title in (("load", heading[3:]), ("context", context[3:])):
             svg = (project / "build" / "site" / "runs" / "img" / f"run-{run_id}-{chart}-0-{lang}.svg").read_text()
             assert f"tiny-a · {title}" in svg  # the chart in the page's language
+
+
+def test_pass_rules_read_the_largest_step_at_the_service_level(parallel_server, tmp_path):  # noqa: F811
+    db = tmp_path / "r.db"
+    text = (campaign_text(parallel_server.url, reps=1)
+            + "\n[load]\nstreams = [1, 2]\nrequests_per_stream = 1\n[load.slo]\nttft_p90_ms = 600000\n"
+            + "[rules]\nserves_two = 'load.max_streams_at_slo >= 2'\nserves_four = 'load.max_streams_at_slo >= 4'\n")
+    store = open_store(db)
+    run_id = run_campaign(store, parse_campaign(text), echo=lambda s: None).run_id
+    store.close()
+    rows = dict(sqlite3.connect(db).execute("select rule_name, outcome from rule_results where run_id = ?", [run_id]))
+    # every step answered within ten minutes' p90: both steps meet the level, so two streams is the answer
+    assert rows == {"serves_two": "pass", "serves_four": "fail"}
+
+
+def test_a_misspelt_load_rule_name_is_refused_before_the_run():
+    from cardproof.daemon.campaign import CampaignError
+
+    text = campaign_text("http://127.0.0.1:9") + "\n[rules]\nr = 'load.max_stream_at_slo >= 2'\n"
+    with pytest.raises(CampaignError) as err:
+        parse_campaign(text, "c.toml")
+    assert "rules.r" in str(err.value) and "load.max_stream_at_slo" in str(err.value)

@@ -12,6 +12,7 @@ import json
 import statistics
 
 from ..gates import GateConfig
+from ..load.slo import rule_values as load_rule_values
 from ..memory.readings import is_card_device
 from ..memory.reconcile import reconcile_load
 from ..probes.base import summarise
@@ -118,6 +119,9 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
     out |= _memory(db, load_ids)
     out |= _medians(db, run_id, model_id, _excluded(db, run_id, gates))
     out |= _probes(db, run_id, model_id)
+    frozen = db.execute("select c.toml_text from runs r join campaigns c on c.id = r.campaign_id where r.id = ?",
+                        [run_id]).fetchone()
+    out |= load_rule_values(db.conn, run_id, model_id, frozen[0] if frozen else None)
     pinned = db.execute("select max(pinned) from cells where run_id = ? and model_id = ?", [run_id, model_id]).fetchone()
     out["pinned"] = bool(pinned and pinned[0])
     return out

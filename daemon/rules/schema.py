@@ -17,6 +17,9 @@ from ``facts.py`` once the run has measured.
   tok/s.
 - probe summaries: ``probe.<name>`` (a verdict), ``probe.<name>.passed`` and
   ``probe.<name>.total`` (task counts).
+- ``load.max_streams_at_slo`` (the most concurrent streams of a ``[load]`` step
+  meeting ``[load.slo]``; 0 when none does) and ``load.knee_streams`` (where
+  aggregate throughput stops rising).
 - ``pinned``; and any of the above prefixed ``incumbent.`` for the pinned
   model's value (``decode.short >= 0.8 * incumbent.decode.short``).
 """
@@ -35,6 +38,7 @@ BUFFERS = (
     "draft_context_mib", "projector_mib",
 )
 MEDIANS = ("decode", "prefill", "ttft_ms")
+LOAD_AXES = ("load.max_streams_at_slo", "load.knee_streams")  # from [load] steps (daemon/load/slo.py)
 PROBE_COUNTS = ("passed", "total")
 
 
@@ -42,6 +46,8 @@ def type_of(name: str, *, probes: set[str] | frozenset[str], classes: set[str] |
     """num/str/bool/verdict for a name the run can supply, else None."""
     if name.startswith("incumbent."):
         name = name[len("incumbent."):]
+    if name in LOAD_AXES:
+        return "num"
     parts = name.split(".")
     head = parts[0]
     if len(parts) == 1:
@@ -66,7 +72,7 @@ def type_of(name: str, *, probes: set[str] | frozenset[str], classes: set[str] |
 
 def known_names(probes, classes) -> list[str]:
     """The names a message can offer as "did you mean" material."""
-    out = list(FACT_NUM) + list(FACT_TEXT) + list(BUFFERS) + ["pinned"]
+    out = list(FACT_NUM) + list(FACT_TEXT) + list(BUFFERS) + ["pinned"] + list(LOAD_AXES)
     out += [f"{m}.{c}" for m in MEDIANS for c in sorted(classes)]
     out += [f"probe.{p}" for p in sorted(probes)]
     return out
