@@ -210,3 +210,40 @@ def test_bad_load_and_depth_tables_name_the_key(table, key, tmp_path):
     with pytest.raises(CampaignError) as err:
         parse_campaign(text, "c.toml")
     assert f"c.toml: key '{key}'" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_sigterm_mid_step_ends_the_run_promptly_as_interrupted_with_what_it_stored(parallel_server, tmp_path):
+    """64 streams in flight when SIGTERM comes: the run is marked interrupted within seconds, nothing stored is lost."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    camp = tmp_path / "c.toml"
+    camp.write_text(load_campaign_text(parallel_server.url, streams=(64,), per_stream=50, max_tokens=64))
+    db = tmp_path / "t.db"
+    proc = subprocess.Popen([sys.executable, "-m", "cardproof.cli", "run", str(camp), "--db", str(db)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+    try:
+        deadline = time.monotonic() + 120
+        seen = 0
+        while time.monotonic() < deadline and seen < 5:
+            time.sleep(0.05)
+            try:
+                seen = sqlite3.connect(db).execute("select count(*) from samples where kind = 'load'").fetchone()[0]
+            except sqlite3.Error:
+                seen = 0
+        assert seen >= 5, "the step never got going"
+        sent_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        took = time.monotonic() - sent_at
+    finally:
+        proc.kill()
+        proc.wait()
+    assert took < 15, took
+    conn = sqlite3.connect(db)
+    status, measured = conn.execute("select status, samples_measured from runs").fetchone()
+    stored = conn.execute("select count(*) from samples where kind = 'load' and error_kind is null").fetchone()[0]
+    assert status == "interrupted" and stored >= seen and stored < 64 * 50
+    assert measured >= 1 and measured <= stored + 1  # the cell's one sample and the answered load requests

@@ -69,8 +69,10 @@ def run_stream_step(store: Store, backend: Backend, *, run_id: int, model: str, 
             stored += 1
     finally:
         stop.set()  # an interrupt: the streams send nothing more
+        # interrupted: the streams get two seconds in all to notice, however many there are
+        deadline = None if stored >= total else time.monotonic() + 2.0
         for t in threads:
-            t.join(timeout=None if stored >= total else 1.0)
+            t.join(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
         client.close()
     wall_s = last - t0
     store.update("load_steps", step["id"], {"ended_at": utcnow(), "wall_s": wall_s})
