@@ -23,6 +23,7 @@ from cardproof.daemon.load.stats import StepFigures, run_steps
 from . import charts
 from .i18n import Lang
 
+
 def frozen_slo(campaign_text: str | None, run_id: int) -> Slo | None:
     """``[load.slo]`` of the campaign frozen with the run; unreadable: None, named on stderr."""
     try:
@@ -120,7 +121,8 @@ def depth_rows(entry: dict, L: Lang) -> list[dict]:
     for f in entry["rows"]:
         if f.prompt_tokens.p50 is None:
             continue
-        for what, value in ((L.gettext("decode tok/s"), f.decode_tps.p50), (L.gettext("prefill tok/s"), f.prefill_tps.p50)):
+        for what, value in ((L.gettext("decode tok/s"), f.decode_tps.p50),
+                            (L.gettext("prefill tok/s"), f.prefill_tps.p50)):
             if value is not None:
                 rows.append({"tokens": f.prompt_tokens.p50, "what": charts._label(what), "value": value})
     return rows
@@ -146,7 +148,8 @@ def axes_charts(axes: dict | None, run_id: int, L: Lang, img_dir: Path | None) -
             continue
         name = f"run-{run_id}-load-{i}-{L.code}.svg"
         if img_dir is not None:
-            charts.write_svg(img_dir / name, load_chart(entry, axes["slo"], L, f"{entry['model']} · " + L.gettext("Load: concurrent streams")))
+            title = f"{entry['model']} · " + L.gettext("Load: concurrent streams")
+            charts.write_svg(img_dir / name, load_chart(entry, axes["slo"], L, title))
         out["load"][entry["model"]] = f"img/{name}"
     for i, entry in enumerate(axes["depth"]):
         name = f"run-{run_id}-context-{i}-{L.code}.svg"

@@ -91,7 +91,8 @@ def load_settings(c: Checker, data: dict, prompt_tokens: dict[str, int], max_tok
         slo = Slo(
             per_user_decode_tps=c.value(st, "per_user_decode_tps", "load.slo.",
                                         lambda v: validate.number(v, 0, MAX_SLO_TPS, above=True)),
-            ttft_p90_ms=c.value(st, "ttft_p90_ms", "load.slo.", lambda v: validate.number(v, 0, MAX_SLO_MS, above=True)),
+            ttft_p90_ms=c.value(st, "ttft_p90_ms", "load.slo.",
+                                lambda v: validate.number(v, 0, MAX_SLO_MS, above=True)),
         )
     return LoadSettings(
         streams=streams,
