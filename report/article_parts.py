@@ -70,10 +70,18 @@ def render_caveat(c, L: Lang) -> dict:
             params[key] = _(value)
         else:
             params[key] = value
+    if isinstance(c.text, tuple):  # a count: the form for it in this language (ngettext)
+        n = c.params.get(c.count)
+        n = n[1] if isinstance(n, tuple) else n
+        count = n if isinstance(n, int) and not isinstance(n, bool) else 0
+        form = L.translations.ngettext(c.text[0], c.text[1], count)
+        text = MD(form) if c.text[0] in CATALOGUE else esc(form)
+    else:
+        text = _(c.text)
     return {
         "kind": c.kind,
         "title": _(c.title),
-        "text": _(c.text).format(**params),
+        "text": text.format(**params),
         "cells": c.cells,
     }
 

@@ -52,8 +52,12 @@ def test_every_message_a_rule_emits_has_german_in_its_own_module(name):
     assert emitted, f"{name} builds no Caveat"
     assert set(emitted) == set(module.RULE.german), "german holds exactly the messages the check emits"
     for en, de in module.RULE.german.items():
-        assert de.strip() and de != en
-        assert sorted(PLACEHOLDER.findall(en)) == sorted(PLACEHOLDER.findall(de)), en
+        # a (singular, plural) text has two German forms, one for each
+        ens, des = (en, de) if isinstance(en, tuple) else ((en,), (de,))
+        assert len(ens) == len(des), en
+        for e, d in zip(ens, des):
+            assert d.strip() and d != e
+            assert sorted(PLACEHOLDER.findall(e)) == sorted(PLACEHOLDER.findall(d)), e
 
 
 def test_the_rules_german_reaches_the_article_and_lives_in_one_place():
@@ -61,7 +65,12 @@ def test_the_rules_german_reaches_the_article_and_lives_in_one_place():
     po = {m.id for m in read_catalogue("de") if m.id}
     for rule in RULES.values():
         for en, german in rule.german.items():
-            assert de.gettext(en) == german
+            if isinstance(en, tuple):  # the form for one, and for 0 and 2
+                assert (de.translations.ngettext(*en, 1), de.translations.ngettext(*en, 2),
+                        de.translations.ngettext(*en, 0)) == (german[0], german[1], german[1])
+                en = en[0]
+            else:
+                assert de.gettext(en) == german
             assert en not in po, f"{en!r} is in the .po too: its German belongs to {rule.name}.py alone"
 
 
@@ -69,6 +78,8 @@ def test_the_rules_german_follows_the_glossary():
     from test_i18n_catalogue import _glossary_never
 
     never = _glossary_never()
-    bad = [(rule.name, word, text[:60]) for rule in RULES.values() for text in rule.german.values()
+    texts = [(rule.name, t) for rule in RULES.values() for de in rule.german.values()
+             for t in (de if isinstance(de, tuple) else (de,))]
+    bad = [(name, word, text[:60]) for name, text in texts
            for word in never if re.search(r"(?<![\w/.])" + re.escape(word) + r"(?![\w/])", text)]
     assert bad == []

@@ -179,3 +179,21 @@ def test_the_registration_age_is_one_sentence_with_its_plural(n, en, de):
     args = ("The campaign was registered %(num)s minute before the run",
             "The campaign was registered %(num)s minutes before the run", n)
     assert (Lang("en").ngettext(*args), Lang("de").ngettext(*args)) == (en, de)
+
+
+@pytest.mark.parametrize("n, en, de", [
+    (1, ("In 1 cell the fastest", "It is marked"), ("In 1 Zelle war", "Sie ist in Tabellen")),
+    (2, ("In 2 cells the fastest", "They are marked"), ("In 2 Zellen war", "Sie sind in Tabellen")),
+])
+def test_a_caveat_that_counts_takes_the_form_for_its_count(n, en, de):
+    """The caveat rules' counts go through ngettext: never '1 cells' / '1 Zellen'."""
+    from cardproof.report.article_parts import render_caveat
+    from cardproof.report.caveats import RULES
+
+    cells = [{"id": i, "model": "tiny-a", "prompt_class": "short", "reasoning": 0, "unstable_by": ["ratio"]}
+             for i in range(n)]
+    (caveat,) = RULES["unstable"].check({"unstable_cells": cells, "unstable_ratio": 1.5})
+    text_en = str(render_caveat(caveat, Lang("en"))["text"])
+    text_de = str(render_caveat(caveat, Lang("de"))["text"])
+    assert all(part in text_en for part in en), text_en
+    assert all(part in text_de for part in de), text_de

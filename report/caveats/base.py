@@ -18,9 +18,10 @@ class Caveat:
     rule: str
     kind: str  # admonition type: warning | note | info
     title: str  # message id
-    text: str  # message id with {placeholders}
+    text: str | tuple[str, str]  # message id with {placeholders}; (singular, plural) for a count
     params: dict = field(default_factory=dict)  # values; floats are locale-formatted when rendered
     cells: tuple = ()  # cell ids the caveat is about (links to the evidence)
+    count: str = "n"  # the param whose number picks the form of a (singular, plural) text
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,9 @@ class CaveatRule:
     name: str
     check: Callable[[dict], list[Caveat]]  # view of one run -> the caveats its data forces
     order: int  # place of its boxes in the article
-    german: dict[str, str]  # every title and text the check emits (English message id) -> German
+    # every title and text the check emits (English message id) -> German; a (singular, plural)
+    # text -> its two German forms
+    german: dict
 
     def __call__(self, view: dict) -> list[Caveat]:
         return self.check(view)

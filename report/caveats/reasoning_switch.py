@@ -6,7 +6,10 @@ from ..findings import reasoning_took
 from .base import Caveat, CaveatRule
 
 TITLE = 'The reasoning switch did not take'
-TEXT = ('Reasoning was switched on for {model}, but none of its {n} answered samples returned '
+# (singular, plural): the form for the number of answered samples (n)
+TEXT = ('Reasoning was switched on for {model}, but its {n} answered sample returned no '
+        'reasoning text: its "reasoning on" rows measure the same thing as "reasoning off".',
+        'Reasoning was switched on for {model}, but none of its {n} answered samples returned '
         'reasoning text: its "reasoning on" rows measure the same thing as "reasoning off".')
 
 
@@ -32,7 +35,10 @@ def check(view: dict) -> list[Caveat]:
 
 RULE = CaveatRule('reasoning_switch', check, order=40, german={
     TITLE: 'Der Reasoning-Schalter hat nicht gegriffen',
-    TEXT: ('Für {model} war Reasoning eingeschaltet, aber keine seiner {n} beantworteten Messungen'
+    TEXT: ('Für {model} war Reasoning eingeschaltet, aber seine {n} beantwortete Messung lieferte'
+           ' keinen Reasoning-Text: seine Zeilen „Reasoning an“ messen dasselbe wie „Reasoning '
+           'aus“.',
+           'Für {model} war Reasoning eingeschaltet, aber keine seiner {n} beantworteten Messungen'
            ' lieferte Reasoning-Text: seine Zeilen „Reasoning an“ messen dasselbe wie „Reasoning '
            'aus“.'),
 })
