@@ -204,6 +204,9 @@ def test_server_killed_mid_step_gives_exception_samples_and_the_sweep_goes_on(ti
     ("[depth]\ntokens = [-1]", "depth.tokens[0]"),
     ("[depth]\ntokens = \"4096\"", "depth.tokens"),
     ("[depth]\ntokens = [0]\nrepetitions = 0", "depth.repetitions"),
+    ("[depth]\ntokens = [16777216]", "depth.tokens[0]"),  # no room left for the answer in any context
+    ("[load]\nstreams = [256, 255, 254, 253, 252]\nrequests_per_stream = 1000", "load.requests_per_stream"),
+    ("[load]\nstreams = [1]\nmax_tokens = 0", "load.max_tokens"),
 ])
 def test_bad_load_and_depth_tables_name_the_key(table, key, tmp_path):
     text = table + "\n" + campaign_text("http://127.0.0.1:9")  # first: a bare key belongs to the top level

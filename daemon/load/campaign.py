@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import validate
-from ..campaign_check import MAX_NUM_CTX, MAX_TOKENS, Checker
+from ..campaign_check import MAX_NUM_CTX, MAX_PLANNED_SAMPLES, MAX_TOKENS, Checker
 
 MAX_STREAMS = 256  # concurrent requests of one step: one thread each
 MAX_STEPS = 32  # steps per axis
@@ -94,13 +94,18 @@ def load_settings(c: Checker, data: dict, prompt_tokens: dict[str, int], max_tok
             ttft_p90_ms=c.value(st, "ttft_p90_ms", "load.slo.",
                                 lambda v: validate.number(v, 0, MAX_SLO_MS, above=True)),
         )
-    return LoadSettings(
+    settings = LoadSettings(
         streams=streams,
         requests_per_stream=c.integer(tab, "requests_per_stream", "load.", 2, 1, MAX_REQUESTS_PER_STREAM),
         prompt_class=cls,
         max_tokens=c.integer(tab, "max_tokens", "load.", max_tokens, 1, MAX_TOKENS),
         slo=slo,
     )
+    total = sum(settings.requests(s) for s in streams)
+    if total > MAX_PLANNED_SAMPLES:  # each request is a stored sample: a plan that cannot end is refused now
+        c.fail("load.requests_per_stream", f"the load steps come to {total:,} requests per model "
+                                           f"(streams x requests_per_stream); at most {MAX_PLANNED_SAMPLES:,}")
+    return settings
 
 
 def depth_settings(c: Checker, data: dict, max_tokens: int) -> DepthSettings | None:
@@ -108,10 +113,12 @@ def depth_settings(c: Checker, data: dict, max_tokens: int) -> DepthSettings | N
         return None
     tab = c.table(data["depth"], "depth")
     c.unknown(tab, _DEPTH_KEYS, "depth.")
+    depth_max_tokens = c.integer(tab, "max_tokens", "depth.", max_tokens, 1, MAX_TOKENS)
     return DepthSettings(
-        tokens=_int_list(c, tab, "tokens", "depth.", 0, MAX_NUM_CTX),
+        # a depth plus its answer must fit a context window somewhere: beyond the largest, no server could take it
+        tokens=_int_list(c, tab, "tokens", "depth.", 0, MAX_NUM_CTX - depth_max_tokens),
         repetitions=c.integer(tab, "repetitions", "depth.", 3, 1, MAX_DEPTH_REPETITIONS),
-        max_tokens=c.integer(tab, "max_tokens", "depth.", max_tokens, 1, MAX_TOKENS),
+        max_tokens=depth_max_tokens,
     )
 
 
