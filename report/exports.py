@@ -111,8 +111,8 @@ def samples_json(rows: list[dict], run_id: int) -> str:
     return json.dumps(doc, ensure_ascii=False, indent=1, allow_nan=False)
 
 
-def public_database(src: Path, dst: Path, *, show_addresses: bool = False) -> None:
-    """A copy of the store at ``src`` fit to publish, written to ``dst`` (replaced)."""
+def public_database(src: Path, dst: Path, *, show_addresses: bool = False) -> bool:
+    """A copy of the store at ``src`` fit to publish, written to ``dst``; False when ``dst`` already held it."""
     tmp = dst.with_name(dst.name + ".tmp")
     tmp.unlink(missing_ok=True)
     source = connect_readonly(src)
@@ -129,7 +129,11 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False) -> No
     finally:
         source.close()
         target.close()
+    if dst.exists() and dst.read_bytes() == tmp.read_bytes():
+        tmp.unlink()
+        return False
     tmp.replace(dst)
+    return True
 
 
 def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: bool) -> None:
@@ -174,9 +178,9 @@ def write_exports(db_path: Path, docs_dir: Path, *, show_addresses: bool = False
             rows = run_samples(db, run_id, show_addresses=show_addresses)
             for suffix, text in (("csv", samples_csv(rows)), ("json", samples_json(rows, run_id))):
                 path = runs_dir / f"run-{run_id}-samples.{suffix}"
-                if not path.exists() or path.read_text() != text:
+                if not path.exists() or path.read_text() != text:  # an unchanged run's files stay as they are
                     path.write_text(text)
-                written.append(path)
+                    written.append(path)
     finally:
         conn.close()
     keep = {f"run-{i}-samples" for i in run_ids}
@@ -185,8 +189,8 @@ def write_exports(db_path: Path, docs_dir: Path, *, show_addresses: bool = False
             f.unlink()
     downloads = docs_dir / "downloads"
     downloads.mkdir(exist_ok=True)
-    public_database(Path(db_path), downloads / DATABASE_NAME, show_addresses=show_addresses)
-    written.append(downloads / DATABASE_NAME)
+    if public_database(Path(db_path), downloads / DATABASE_NAME, show_addresses=show_addresses):
+        written.append(downloads / DATABASE_NAME)
     for run_id in run_ids:
         for lang in LANGUAGES:
             page = runs_dir / (f"run-{run_id}-evidence.md" if lang == "en" else f"run-{run_id}-evidence.{lang}.md")

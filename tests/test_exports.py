@@ -116,3 +116,12 @@ def test_a_second_build_keeps_one_downloads_section(published):
     build(published["db"], published["root"] / "proj")
     md = (published["root"] / "proj" / "site" / "runs" / f"run-{published['run_id']}-evidence.de.md").read_text()
     assert md.count("{#downloads}") == 1
+
+
+def test_an_unchanged_store_leaves_the_downloads_as_they_were(published, tmp_path):
+    from cardproof.report.exports import write_exports
+
+    docs = published["root"] / "proj" / "site"
+    before = {p: p.stat().st_mtime_ns for p in [*docs.glob("runs/run-*-samples.*"), docs / "downloads" / "cardproof.db"]}
+    assert write_exports(published["db"], docs) == []
+    assert {p: p.stat().st_mtime_ns for p in before} == before
