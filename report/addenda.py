@@ -213,17 +213,19 @@ def addenda_section(entries: list[dict], L: Lang) -> str:
     return "\n".join(lines) + "\n"
 
 
-def link_addenda(page: Path, run_id: int, entries: list[dict], L: Lang) -> None:
-    """Replace the article's *Addenda* section with ``entries`` (none: the section goes)."""
+def link_addenda(page: Path, run_id: int, entries: list[dict], L: Lang) -> bool:
+    """Replace the article's *Addenda* section with ``entries`` (none: the section goes); True if changed."""
     text = page.read_text()
     section = addenda_section(entries, L).replace("run-{run}-evidence", f"run-{run_id}-evidence")
     new = _SECTION.sub("", text).rstrip("\n") + ("\n" + section if section else "\n")
-    if new != text:
-        page.write_text(new)
+    if new == text:
+        return False
+    page.write_text(new)
+    return True
 
 
 def write_addenda(db_path: Path, docs_dir: Path) -> list[Path]:
-    """Give every run article its *Addenda* (both languages); returns the pages changed or checked."""
+    """Give every run article its *Addenda* (both languages); returns the pages it changed."""
     conn = connect_readonly(db_path)
     pages = []
     try:
@@ -234,8 +236,7 @@ def write_addenda(db_path: Path, docs_dir: Path) -> list[Path]:
             entries = addenda(db, run_id)
             for lang in LANGUAGES:
                 page = docs_dir / "runs" / (f"run-{run_id}.md" if lang == "en" else f"run-{run_id}.{lang}.md")
-                if page.exists():
-                    link_addenda(page, run_id, entries, Lang(lang))
+                if page.exists() and link_addenda(page, run_id, entries, Lang(lang)):
                     pages.append(page)
     finally:
         conn.close()
