@@ -8,6 +8,7 @@ This module decides what to render and writes the files.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 
 from cardproof.daemon.store import open_store
@@ -61,6 +62,28 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
         store.close()
 
 
+class _RecentViews(OrderedDict):
+    """The run views built last (run id -> ``queries.run_view``), at most ``keep`` of them.
+
+    A full build renders every run; holding every view would make the
+    step's memory grow with the database. A run needs its own view and its
+    previous run's, built a few runs earlier.
+    """
+
+    def __init__(self, build, keep: int = 16):
+        super().__init__()
+        self._build, self._keep = build, keep
+
+    def of(self, rid: int) -> dict:
+        if rid in self:
+            self.move_to_end(rid)
+        else:
+            self[rid] = self._build(rid)
+            while len(self) > self._keep:
+                self.popitem(last=False)
+        return self[rid]
+
+
 def _write_if_changed(path: Path, text: str) -> bool:
     """Write ``text`` unless the file already holds it; True when written."""
     try:
@@ -110,44 +133,39 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                                          combine(*upto[r["campaign_name"]]))
         if p_id:
             keys[f"run-{r['id']}-vs-{p_id}"] = combine(prints[r["id"]], prints[p_id])
-    views: dict[int, dict] = {}
-
-    def view_of(rid: int) -> dict:
-        if rid not in views:
-            views[rid] = queries.run_view(db, rid)
-        return views[rid]
-
+    views = _RecentViews(lambda rid: queries.run_view(db, rid))
     old_runs = old["runs"]
     summaries: dict[int, RunSummary] = {}
-    for r in all_runs:
+
+    def summary_of(r: dict) -> RunSummary:
         cached = old_runs.get(str(r["id"]))
-        if cached and cached.get("fingerprint") == prints[r["id"]]:
+        if isinstance(cached, dict) and cached.get("fingerprint") == prints[r["id"]]:
             try:
-                summaries[r["id"]] = RunSummary.from_json(cached)
-                continue
+                return RunSummary.from_json(cached)
             except (KeyError, TypeError, ValueError):
-                pass  # an older or damaged manifest: built again below
-        summaries[r["id"]] = RunSummary.of(view_of(r["id"]), prints[r["id"]])
+                pass  # an older or damaged manifest: built again
+        return RunSummary.of(views.of(r["id"]), prints[r["id"]])
 
     def fresh(key: str, files: list[Path]) -> bool:
         return old["pages"].get(key) == keys[key] and all(f.exists() for f in files)
 
     written = []
-    total = len(all_runs)
-    for i, r in enumerate(all_runs, 1):
+
+    def write_run(r: dict) -> bool:
+        """The article and evidence page of ``r`` in every language, unless fresh; True when rendered."""
         key = f"run-{r['id']}"
         files = [_lang_file(out_dir, key, lang) for lang in LANGUAGES]
         ev_files = [_lang_file(out_dir, f"{key}-evidence", lang) for lang in LANGUAGES]
         if fresh(key, files + ev_files):
-            continue
-        base = view_of(r["id"])
+            return False
+        base = views.of(r["id"])
         h = base["headline"]
         ratio = None
         if h and h.get("other") and r["status"] == "completed":  # an unfinished run gets no headline
             rr = ratio_range(all_runs, summaries, r, h["best"]["name"], h["other"]["name"], h["cls"])
             ratio = rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
         if prev[r["id"]]:
-            view_of(prev[r["id"]])  # the comparison reads both runs' samples
+            views.of(prev[r["id"]])  # the comparison reads both runs' samples
         view = article_view(db, base, previous_id=prev[r["id"]], ratio=ratio, views=views, project=project,
                             show_addresses=show_addresses).context()
         for lang, path, ev_path in zip(LANGUAGES, files, ev_files):
@@ -156,24 +174,35 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                 written.append(path)
             if _write_if_changed(ev_path, render_evidence(view, lang, show_addresses=show_addresses)):
                 written.append(ev_path)
-        if progress:
-            progress(f"[{i}/{total}] run {r['id']} rendered")
-    comparisons = []
-    old_cmps = old["comparisons"]
-    for r in all_runs:
+        return True
+
+    comparisons: dict[int, ComparisonSummary] = {}
+    total = len(all_runs)
+    # Oldest first: a run's ratio range reads the summaries of its campaign's earlier runs, and its
+    # comparison the view of the run before it, which was built a few runs ago and is still held.
+    for i, r in enumerate(reversed(all_runs), 1):
+        summaries[r["id"]] = summary_of(r)
+        if write_run(r):
+            if progress:
+                progress(f"[{i}/{total}] run {r['id']} rendered")
         p_id = prev[r["id"]]
         if p_id is None:
             continue
         key = f"run-{r['id']}-vs-{p_id}"
         files = [_lang_file(cmp_dir, key, lang) for lang in LANGUAGES]
-        if fresh(key, files) and key in old_cmps:
-            comparisons.append(ComparisonSummary.from_json(old_cmps[key], key))
-            continue
+        if fresh(key, files) and isinstance(old["comparisons"].get(key), dict):
+            try:
+                comparisons[r["id"]] = ComparisonSummary.from_json(old["comparisons"][key], key)
+                continue
+            except (KeyError, TypeError, ValueError):
+                pass
+        views.of(p_id), views.of(r["id"])  # the comparison reads both runs' samples
         cmp = compare_runs(db, p_id, r["id"], views)
         for lang, path in zip(LANGUAGES, files):
             if _write_if_changed(path, render_compare(cmp, lang, cmp_dir / "img", show_addresses=show_addresses)):
                 written.append(path)
-        comparisons.append(ComparisonSummary.of(cmp, key))
+        comparisons[r["id"]] = ComparisonSummary.of(cmp, key)
+    comparisons = [comparisons[r["id"]] for r in all_runs if r["id"] in comparisons]  # newest first
     # unfinished runs stay out of every cross-run figure; their own articles still show what they stored
     models = models_across([r for r in all_runs if r["status"] == "completed"],
                            lambda rid: model_figures(summaries[rid]))

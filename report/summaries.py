@@ -140,7 +140,9 @@ def ratio_range(runs: list[dict], summaries: dict[int, RunSummary], upto: dict, 
             continue
         if (r["started_at"] or "", r["id"]) > until:
             continue
-        s = summaries[r["id"]]
+        s = summaries.get(r["id"])
+        if s is None:  # not read yet: a damaged start time sorts it apart
+            continue
         a, b = s.cell(model_a, prompt_class, False), s.cell(model_b, prompt_class, False)
         if a and b and a.decode and b.decode:
             ratios.append((r["id"], a.decode.median / b.decode.median))

@@ -209,3 +209,14 @@ def test_new_rows_for_an_old_run_are_noticed_with_the_table_shortcut(gen, tmp_pa
     counted_views.clear()
     write_articles(gen.path, project)
     assert counted_views == [2]
+
+
+def test_a_full_build_holds_a_bounded_number_of_run_views():
+    """Memory does not grow with the database: the views built last are kept, older ones dropped."""
+    built = []
+    views = build_mod._RecentViews(lambda rid: built.append(rid) or {"id": rid}, keep=3)
+    for rid in (1, 2, 3, 1, 4, 5):
+        views.of(rid)
+    assert len(views) == 3 and list(views) == [1, 4, 5]  # 1 was used again, so 2 and 3 went first
+    views.of(2)
+    assert built == [1, 2, 3, 4, 5, 2]
