@@ -61,3 +61,18 @@ def test_a_lone_stable_cell_is_not_read_as_a_winner(canary_run_db, tmp_path):  #
     line = next(ln for ln in _headline(en).splitlines() if ln.startswith("- **short**"))
     assert "**tiny-a** 52.5 tok/s — the only stable cell of this class: nothing to compare it with" in line, line
     assert "die einzige stabile Zelle dieser Klasse" in de
+
+
+def test_the_ratio_footnote_only_where_a_ratio_is_stated(canary_run_db, tmp_path):  # noqa: F811
+    """short: tiny-b unstable (tiny-a alone); medium: the ranges overlap. No × anywhere, so no word about ×."""
+    db_path = tmp_path / "noratio.db"
+    _set_rates(canary_run_db, db_path, _rates(**{"tiny-b__short__off": [100.0, 100.0, 300.0],
+                                                 "tiny-a__medium__off": [95.0, 100.0, 105.0]}))
+    en, _de, _ = _build(db_path, tmp_path / "p")
+    head = _headline(en)
+    assert "×" not in head and "no measurable difference between" in head
+    assert "× is the ratio of medians" not in head
+    db_path2 = tmp_path / "ratio.db"
+    _set_rates(canary_run_db, db_path2, _rates(**{"tiny-b__short__off": [100.0, 100.0, 300.0]}))
+    en2, _de2, _ = _build(db_path2, tmp_path / "p2")
+    assert "× is the ratio of medians" in _headline(en2)  # medium still compares the two with a ratio
