@@ -128,13 +128,16 @@ def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: lis
     # an unstable cell's median is drawn as a hollow mark: it is shown, not stated as a finding
     dots = base.mark_point(size=60).encode(
         x=alt.X("median:Q", scale=scale), y=y, yOffset=alt.YOffset("class:N", sort=None), color=color,
-        fill=alt.condition("datum.unstable", alt.value("white"), color),
+        # one colour legend: the fill repeats the class colour, so it gets none of its own
+        fill=alt.condition("datum.unstable", alt.value("white"), alt.Color("class:N", sort=None, legend=None)),
         shape=alt.Shape("stability:N", title=None, sort=None))
     height = max(80, 26 * len({r["model"] for r in rows}) * max(1, len({r["class"] for r in rows})))
     chart = (whisker + dots).properties(width=_WIDTH, height=height)
     if title:
         chart = chart.properties(title=_label(title))
-    return chart.configure_axis(labelLimit=240)
+    # a legend title cut to "Prompt-Klass" reads as a typo; the symbols' outline shows hollow vs filled
+    return chart.configure_axis(labelLimit=240).configure_legend(titleLimit=240, labelLimit=240,
+                                                                 symbolStrokeColor="#555")
 
 
 def decode_chart(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None) -> str:

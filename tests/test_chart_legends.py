@@ -1,0 +1,30 @@
+"""The decode chart has one colour legend for the prompt class, not a second one for the fill.
+
+Pure chart specification (Altair/Vega-Lite), rendered to SVG with vl-convert
+as the site build does: no server is needed to draw two rows.
+"""
+
+from __future__ import annotations
+
+from cardproof.report import charts
+from cardproof.report.i18n import Lang
+
+
+def _rows():
+    return [{"model": m, "class": c, "median": med, "low": med * 0.9, "high": med * (3 if unstable else 1.1), "n": 3,
+             "cell": i, "unstable": unstable, "stability": "unstable" if unstable else "stable"}
+            for i, (m, c, med, unstable) in enumerate([("tiny-b", "short", 800.0, True), ("tiny-a", "short", 1300.0, False),
+                                                       ("tiny-b", "medium", 280.0, False), ("tiny-a", "medium", 430.0, False)])]
+
+
+def test_fill_repeats_the_class_colour_without_a_legend_of_its_own():
+    spec = charts.decode_spec(_rows(), Lang("de"), title="Decode").to_dict()
+    legends = []
+    for layer in spec["layer"]:
+        for channel, enc in layer["encoding"].items():
+            if isinstance(enc, dict) and enc.get("field") == "class" and channel in ("color", "fill", "stroke"):
+                legends.append((channel, enc.get("legend", "default")))
+    assert ("fill", None) in legends, legends
+    assert spec["config"]["legend"]["titleLimit"] >= 200
+    svg = charts.decode_chart(_rows(), Lang("de"), title="Decode")
+    assert svg.count(">Prompt-Klasse<") == 1, svg.count("Prompt-Klasse")
