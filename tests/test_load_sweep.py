@@ -50,7 +50,7 @@ def sweep_db(parallel_server, tmp_path_factory):
     """One sweep of 1/2/4/8 streams, run once for the tests that read it."""
     db = tmp_path_factory.mktemp("sweep") / "sweep.db"
     store = open_store(db)
-    out = run_campaign(store, parse_campaign(load_campaign_text(parallel_server.url, max_tokens=48)), echo=lambda s: None)
+    out = run_campaign(store, parse_campaign(load_campaign_text(parallel_server.url, max_tokens=96)), echo=lambda s: None)
     store.close()
     assert out.status == "completed" and out.exit_code == 0, out
     return db, out.run_id
@@ -106,9 +106,10 @@ def test_queueing_step_shows_the_queue_in_ttft(sweep_db):
     db, run_id = sweep_db
     conn = sqlite3.connect(db)
     flight, service = mean_concurrency(conn, run_id, 8)
-    # measured on 2 busy cores: 4 slots served 2.5-3.9 on average with 5.6-7.9 in flight; 8 slots served 6.8-7.2
-    assert flight > 1.1 * SLOTS  # the eight streams did send at once ...
-    assert service <= 1.1 * SLOTS  # ... and the server served four: the rest waited, and queue_ms is that wait
+    # measured on 2 busy cores (load average 7-13), 96 tokens: 4 slots served 2.7-3.9 on average with 5.1-7.8 in
+    # flight (once 5.4 at 48 tokens); a late read of the last chunk counts as service, hence the margin
+    assert flight > SLOTS  # the eight streams did send at once ...
+    assert service <= 1.5 * SLOTS  # ... and the server served four: the rest waited, and queue_ms is that wait
     queue = [q for (q,) in conn.execute(
         "select ls.queue_ms from load_samples ls join load_steps st on st.id = ls.step_id "
         "where st.streams = 8 and st.run_id = ?", [run_id])]
