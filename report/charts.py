@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -46,8 +47,15 @@ def _render(spec: str, locale: str) -> str:
     return vl_convert.vegalite_to_svg(spec, vl_version="5.20", format_locale=locale)
 
 
+# vl-convert sizes the SVG with its own font metrics; a browser's sans-serif runs wider, so text
+# at the right edge (a legend title such as "prompt class") was cut by the SVG's bounds.
+_PADDING = {"left": 5, "top": 5, "right": 48, "bottom": 5}
+
+
 def _svg(chart: alt.Chart, L: Lang):
-    spec = chart.to_json()
+    spec = json.loads(chart.to_json())
+    spec.setdefault("padding", _PADDING)
+    spec = json.dumps(spec)
     if _pending is not None:
         return _Deferred(spec, _LOCALES[L.code])
     return _render(spec, _LOCALES[L.code])

@@ -161,3 +161,34 @@ def test_german_decimal_comma_and_foreign_text_escaped(crawled):
     en = pages[f"{base}/runs/run-{second}.html"]
     assert "<script>alert(1)</script>" in en["text"]  # shown as text ...
     assert en["scripts_with_alert"] == 0  # ... never as a script element
+
+
+def test_main_table_fits_a_normal_screen_and_chart_text_is_not_cut(site, browser):
+    """At 1280×900 (a common laptop screen) the run article's main table needs no sideways scrolling
+    and no header wraps; every text of every chart lies inside its SVG as Chromium's fonts draw it
+    (vl-convert measured with narrower metrics and cut a legend title to "prompt clas")."""
+    base, first, second = site
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        for prefix in ("", "/de"):
+            page.goto(f"{base}{prefix}/runs/run-{second}.html", wait_until="networkidle")
+            table = page.eval_on_selector(
+                "table", "t => { const w = t.closest('.md-typeset__scrollwrap') || t.parentElement;"
+                " const ths = [...t.querySelectorAll('th')];"
+                " const lh = parseFloat(getComputedStyle(ths[0]).lineHeight);"
+                " return {scroll: w.scrollWidth, client: w.clientWidth,"
+                " tall: ths.filter(h => h.getBoundingClientRect().height - parseFloat(getComputedStyle(h).paddingTop)"
+                " - parseFloat(getComputedStyle(h).paddingBottom) > 1.5 * lh).map(h => h.innerText)} }")
+            assert table["scroll"] <= table["client"] + 1, (prefix, table)
+            assert table["tall"] == [], (prefix, table)
+            svgs = page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => e.src)")
+            assert svgs
+            for src in svgs:
+                page.goto(src)
+                cut = page.eval_on_selector_all(
+                    "text", "ts => { const svg = document.documentElement; const w = svg.width.baseVal.value;"
+                    " return ts.filter(t => t.getBoundingClientRect().right > w + 0.5).map(t => t.textContent) }")
+                assert cut == [], (src, cut)
+                page.goto(f"{base}{prefix}/runs/run-{second}.html", wait_until="networkidle")
+    finally:
+        page.close()
