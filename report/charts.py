@@ -123,7 +123,9 @@ def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: lis
     """The decode chart as an Altair chart (see decode_chart)."""
     base = alt.Chart(alt.Data(values=rows))
     y = alt.Y("model:N", title=None, sort=None)
-    color = alt.Color("class:N", title=L.gettext("prompt class"), sort=None)
+    # the class legend shows the whisker's coloured stroke; stable vs unstable has a legend of its own
+    color = alt.Color("class:N", title=L.gettext("prompt class"), sort=None,
+                      legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2))
     domain = domain or decode_domain(rows)
     log = log_scale(domain)
     # the same domain for reasoning off and on: the two charts can be read side by side
@@ -136,9 +138,12 @@ def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: lis
     # an unstable cell's median is drawn as a hollow mark: it is shown, not stated as a finding
     dots = base.mark_point(size=60).encode(
         x=alt.X("median:Q", scale=scale), y=y, yOffset=alt.YOffset("class:N", sort=None), color=color,
-        # one colour legend: the fill repeats the class colour, so it gets none of its own
-        fill=alt.condition("datum.unstable", alt.value("white"), alt.Color("class:N", sort=None, legend=None)),
-        shape=alt.Shape("stability:N", title=None, sort=None))
+        # hollow by fill opacity, not by a white fill: a fill value reaches the shape legend's
+        # symbols too, which were drawn white on white with no outline
+        fill=alt.Color("class:N", sort=None, legend=None),
+        fillOpacity=alt.condition("datum.unstable", alt.value(0), alt.value(1)),
+        shape=alt.Shape("stability:N", title=None, sort=None,
+                        legend=alt.Legend(symbolStrokeColor="#555", symbolFillColor="#555")))
     height = max(80, 26 * len({r["model"] for r in rows}) * max(1, len({r["class"] for r in rows})))
     chart = (whisker + dots).properties(width=_WIDTH, height=height)
     if title:

@@ -28,3 +28,21 @@ def test_fill_repeats_the_class_colour_without_a_legend_of_its_own():
     assert spec["config"]["legend"]["titleLimit"] >= 200
     svg = charts.decode_chart(_rows(), Lang("de"), title="Decode")
     assert svg.count(">Prompt-Klasse<") == 1, svg.count("Prompt-Klasse")
+
+
+def test_every_legend_symbol_is_drawn():
+    """Each legend entry's symbol has a visible stroke or fill: the stable/unstable symbols were
+    drawn white on white with no outline (the mark's white fill for unstable cells reached them)."""
+    import re
+
+    svg = charts.decode_chart(_rows(), Lang("en"), title="Decode")
+    entries = re.findall(r'role-legend-symbol"[^>]*>(<path[^>]*>)</g><g class="mark-text role-legend-label"[^>]*>'
+                         r'<text[^>]*>([^<]+)<', svg)
+    labels = {label for _, label in entries}
+    assert {"short", "medium", "stable", "unstable"} <= labels, labels
+    for path, label in entries:
+        stroke = re.search(r'stroke="([^"]+)"', path)
+        fill = re.search(r'fill="([^"]+)"', path)
+        visible = (stroke and stroke.group(1) not in ("white", "#fff", "#ffffff", "transparent")) or \
+                  (fill and fill.group(1) not in ("white", "#fff", "#ffffff", "transparent", "none"))
+        assert visible, (label, path)
