@@ -563,3 +563,14 @@ def m017_run_indexes(db: sqlite_utils.Database) -> None:
     # a load's samples (observed requests matched to cardproof's own) are read by load
     if "load_id" in db["samples"].columns_dict:
         db["samples"].create_index(["load_id"], if_not_exists=True)
+
+
+@migrations(name="m018_said_reasons")
+def m018_said_reasons(db: sqlite_utils.Database) -> None:
+    # issue 14: why a depth step was refused and why a log's capture has a gap, as a message id
+    # and its values beside the English (as m014 for gate observations), so German pages say
+    # them in German with German numbers; older rows keep their English, shown quoted
+    if "refused_json" not in db["load_steps"].columns_dict:
+        db["load_steps"].add_column("refused_json", str)
+    if "reason_json" not in db["capture_gaps"].columns_dict:
+        db["capture_gaps"].add_column("reason_json", str)

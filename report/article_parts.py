@@ -12,7 +12,8 @@ from pathlib import Path
 from . import charts
 from .findings import reasoning_pairs
 from .i18n import CATALOGUE, Lang
-from .mdsafe import MD, translator
+from .mdsafe import MD, code_span, translator
+from .observations import quoted
 
 
 def cell_value(L: Lang, cell: dict | None) -> MD:
@@ -66,6 +67,10 @@ def render_caveat(c, L: Lang) -> dict:
             params[key] = MD("; ").join(
                 MD("{} · {}{}").format(model, _(cls), MD(" · ") + _("reasoning on") if r else MD(""))
                 for model, cls, r in value[1])
+        elif isinstance(value, tuple) and value[0] == "code":
+            params[key] = code_span(str(value[1]))  # a name from elsewhere (an error kind): as written
+        elif isinstance(value, tuple) and value[0] == "quoted":
+            params[key] = quoted(value[1])  # a server's own words are evidence: quoted, never prose
         elif key == "cls":
             params[key] = _(value)
         else:

@@ -121,12 +121,12 @@ def run_evidence(db, run_id: int, *, max_lines_per_load: int = 2000) -> dict:
     un_lines = conn.execute("select id, raw from log_lines where run_id = ? and load_id is null order by id limit 200",
                             [run_id]).fetchall()
     gaps = conn.execute(
-        "select g.at, g.reason, g.lines_skipped, s.kind, s.name from capture_gaps g join log_sources s on s.id = g.source_id "
+        "select g.at, g.reason, g.reason_json, g.lines_skipped, s.kind, s.name from capture_gaps g join log_sources s on s.id = g.source_id "
         "where g.source_id in (select distinct source_id from log_lines where run_id = ?) order by g.id", [run_id]).fetchall()
     return {
         "loads": loads,
         "unattributed": {"count": n_un, "shown": [{"id": i, "text": display_text(r)} for i, r in un_lines]},
-        "gaps": [dict(zip(("at", "reason", "lines_skipped", "kind", "name"), g)) for g in gaps],
+        "gaps": [dict(zip(("at", "reason", "reason_json", "lines_skipped", "kind", "name"), g)) for g in gaps],
         "total_lines": conn.execute("select count(*) from log_lines where run_id = ?", [run_id]).fetchone()[0],
     }
 

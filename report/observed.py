@@ -62,13 +62,13 @@ def source_evidence(db, source_id: int, *, max_lines_per_load: int = MAX_LINES_P
     n_un = conn.execute(f"select count(*) from log_lines where {where} and load_id is null", [source_id]).fetchone()[0]
     un = conn.execute(f"select id, raw from log_lines where {where} and load_id is null order by id limit 200",
                       [source_id]).fetchall()
-    gaps = conn.execute("select g.at, g.reason, g.lines_skipped, s.kind, s.name from capture_gaps g "
+    gaps = conn.execute("select g.at, g.reason, g.reason_json, g.lines_skipped, s.kind, s.name from capture_gaps g "
                         "join log_sources s on s.id = g.source_id where g.source_id = ? order by g.id",
                         [source_id]).fetchall()
     return {
         "loads": loads,
         "unattributed": {"count": n_un, "shown": [{"id": i, "text": display_text(r)} for i, r in un]},
-        "gaps": [dict(zip(("at", "reason", "lines_skipped", "kind", "name"), g)) for g in gaps],
+        "gaps": [dict(zip(("at", "reason", "reason_json", "lines_skipped", "kind", "name"), g)) for g in gaps],
         "total_lines": conn.execute(f"select count(*) from log_lines where {where}", [source_id]).fetchone()[0],
     }
 

@@ -83,4 +83,8 @@ def test_exception_rate_caveat_on_a_reproducible_failure(fresh_server, tmp_path)
     outcome = run_campaign(store, camp, echo=lambda line: fresh_server.kill() if line.startswith("[1/4]") else None)
     (cav,) = _by_rule(_view(store, outcome.run_id))["exception_rate"]
     assert cav.params["failed"] == ("int", 3) and cav.params["total"] == ("int", 4)
-    assert cav.params["kind"] == "connection"
+    assert cav.params["kind"] == ("code", "connection")
+    # one sentence for any two counts, in both languages; the client's error text is quoted evidence
+    en, de = (render_caveat(cav, Lang(code))["text"] for code in ("en", "de"))
+    assert "requests failed with the same error (`connection`: <q>" in en and "</q>): 3 of 4." in en
+    assert "Anfragen scheiterten mit demselben Fehler (`connection`: <q>" in de and "</q>): 3 von 4." in de

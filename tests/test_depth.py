@@ -52,7 +52,7 @@ def test_depth_steps_store_the_servers_prompt_count_and_refuse_beyond_n_ctx(para
 def test_refusal_reason_names_both_figures():
     assert refusal(100, 8, ServerShape(4, 1024)) is None
     assert refusal(1016, 8, ServerShape(4, 1024)) is None  # exactly full fits
-    why = refusal(1017, 8, ServerShape(4, 1024))
+    why = refusal(1017, 8, ServerShape(4, 1024)).english()  # a Said: stored as English and structured
     assert "1,017" in why and "1,024" in why and "8 generated" in why
     assert refusal(10 ** 6, 8, ServerShape(None, None)) is None  # unknown context: the server decides
 

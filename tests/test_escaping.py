@@ -19,7 +19,7 @@ import yaml
 from mkdocs.utils.yaml import yaml_load
 
 from cardproof.report.build import _cellvalue, render_caveat
-from cardproof.report.caveats import Caveat
+from cardproof.report.caveats import Caveat, exception_rate
 from cardproof.report.i18n import CATALOGUE, Lang
 from cardproof.report.mdsafe import (MAX_SHOWN_CHARS, MD, anchor, code_span, esc, fenced, markdown_environment,
                                      publishable, publishing, translator, yaml_title)
@@ -152,14 +152,12 @@ def test_python_helpers_escape_what_they_mix_in():
     assert isinstance(out, MD) and "<img" not in out and "\\|\\`x\\`" in out and out.startswith('<span id="fig-cell-7"></span>[excluded](#cell-7)')
     ok = _cellvalue(L, {"id": 3, "decode": spread([1.0, 2.0, 3.0]), "errors": [], "excluded": []})
     assert ok == '<span id="fig-cell-3"></span>[2.0](#cell-3)<br><small>1.0–3.0 · n=3</small>'
-    c = Caveat("x", "warning", "Reproducible failure",
-               "{model} · {cls}: {failed} of {total} requests failed with the same error ({kind}: {text}). "
-               "That is reproducible, not a glitch; the cell has no number.",
+    c = Caveat("x", "warning", exception_rate.TITLE, exception_rate.TEXT,
                {"model": "\n# MDH <script>x</script>", "cls": "<b>short</b>", "failed": ("int", 2), "total": ("int", 2),
-                "kind": "[k](javascript:1)", "text": "http://u:pw@10.1.2.3/x"})
+                "kind": ("code", "[k](javascript:1)"), "text": ("quoted", "http://u:pw@10.1.2.3/x")})
     r = render_caveat(c, Lang("de"))
     assert isinstance(r["text"], MD) and "<script>" not in r["text"] and "<b>" not in r["text"]
-    assert "\\[k\\](javascript:1)" in r["text"] and "pw@" not in r["text"] and "10.1.2.x" in r["text"]
+    assert "`[k](javascript:1)`" in r["text"] and "pw@" not in r["text"] and "<q>http://10.1.2.x" in r["text"]
     assert r["text"].startswith("\\# MDH")  # the line break is gone, the heading marker escaped
 
 

@@ -37,7 +37,9 @@ def test_damaged_and_hostile_step_rows_are_named_and_the_site_still_builds(paral
         conn.execute("update load_steps set total_slots = 1e300 where id = ?", [steps[2]])
         conn.execute("update load_samples set itl_ms_json = '{not json' where step_id = ?", [steps[1]])
         conn.execute("update load_samples set queue_ms = 'soon' where step_id = ?", [steps[2]])
-        conn.execute("update load_steps set refused_reason = ? where refused_reason is not null", [PAYLOAD])
+        # a row as a cardproof before m018 stored it: English only, shown quoted
+        conn.execute("update load_steps set refused_reason = ?, refused_json = null where refused_reason is not null",
+                     [PAYLOAD])
         conn.execute("update campaigns set toml_text = toml_text || ?", ["\n[load.slo]\nbogus = 1\n"])
     project = tmp_path / "proj"
     result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project)])

@@ -33,6 +33,7 @@ APPLIED_ORDER = [
     "m015_load_steps",
     "m016_publications",
     "m017_run_indexes",
+    "m018_said_reasons",
 ]
 
 

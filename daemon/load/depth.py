@@ -12,28 +12,33 @@ from typing import Callable
 
 from ..backends import Backend
 from ..prompts import build_prompt
+from ..said import Said
 from ..sampling import SampleRequest, send
 from ..store import Store, utcnow
 from .campaign import DepthSettings
 from .steps import ServerShape, new_step, store_request
 
 
-def refusal(depth_tokens: int, max_tokens: int, shape: ServerShape) -> str | None:
+def refusal(depth_tokens: int, max_tokens: int, shape: ServerShape) -> Said | None:
     """Why a depth cannot be measured on this server, or None."""
     if shape.n_ctx is None or depth_tokens + max_tokens <= shape.n_ctx:
         return None
-    return (f"depth {depth_tokens:,} tokens + {max_tokens:,} generated exceeds the server's context of "
-            f"{shape.n_ctx:,} tokens per slot (/props default_generation_settings.n_ctx)")
+    # a message id of the report's catalogue: said on each page in its language and number format
+    return Said("depth {depth_tokens:,} tokens + {max_tokens:,} generated exceeds the server's context of "
+                "{n_ctx:,} tokens per slot ({source})",
+                {"depth_tokens": depth_tokens, "max_tokens": max_tokens, "n_ctx": shape.n_ctx,
+                 "source": "/props default_generation_settings.n_ctx"})
 
 
 def run_depth_step(store: Store, backend: Backend, *, run_id: int, model: str, model_id: int, pinned: bool,
                    load_id: int | None, depth_tokens: int, settings: DepthSettings, shape: ServerShape,
                    counted: Callable[[bool], None]) -> dict:
     """One depth: ``settings.repetitions`` requests in turn, or a refused step with its reason."""
-    why = refusal(depth_tokens, settings.max_tokens, shape)
+    said = refusal(depth_tokens, settings.max_tokens, shape)
+    why = said.english() if said else None
     step = new_step(store, run_id, model_id, "depth", pinned=pinned, prompt_class=f"depth-{depth_tokens}",
                     max_tokens=settings.max_tokens, requests=settings.repetitions, shape=shape,
-                    depth_tokens=depth_tokens, refused_reason=why)
+                    depth_tokens=depth_tokens, refused_reason=said)
     if why:
         for rep in range(1, settings.repetitions + 1):
             store.insert("samples", {

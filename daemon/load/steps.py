@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import httpx
 
 from ..backends import Backend, BackendError
+from ..said import Saying, english, said_json
 from ..sampling import Sent, Taken, store_sent
 from ..store import Store, dumps, utcnow
 
@@ -45,8 +47,11 @@ def server_shape(backend: Backend, model: str) -> ServerShape:
 
 def new_step(store: Store, run_id: int, model_id: int, axis: str, *, pinned: bool, prompt_class: str,
              max_tokens: int, requests: int, shape: ServerShape, streams: int = 1,
-             depth_tokens: int | None = None, refused_reason: str | None = None) -> dict:
-    """The step's cell (kind ``load``/``depth``: never in a median of the main table) and its row."""
+             depth_tokens: int | None = None, refused_reason: Saying | None = None) -> dict:
+    """The step's cell (kind ``load``/``depth``: never in a median of the main table) and its row.
+
+    ``refused_reason`` is stored as English (``refused_reason``) and structured (``refused_json``).
+    """
     position = store.db.execute("select count(*) from load_steps where run_id = ?", [run_id]).fetchone()[0]
     cell_position = store.db.execute("select coalesce(max(position), -1) + 1 from cells where run_id = ?",
                                      [run_id]).fetchone()[0]
@@ -59,7 +64,8 @@ def new_step(store: Store, run_id: int, model_id: int, axis: str, *, pinned: boo
         "streams": streams, "depth_tokens": depth_tokens, "requests": requests, "prompt_class": prompt_class,
         "max_tokens": max_tokens, "total_slots": shape.total_slots, "n_ctx": shape.n_ctx,
         "queueing": None if shape.total_slots is None else int(streams > shape.total_slots),
-        "started_at": utcnow(), "refused_reason": refused_reason,
+        "started_at": utcnow(), "refused_reason": english(refused_reason),
+        "refused_json": json.dumps(said_json(refused_reason)) if said_json(refused_reason) else None,
     }
     row["id"] = store.insert("load_steps", row)
     return row

@@ -18,6 +18,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Callable
 
+from ..said import english, said_json
 from ..store import Store, StoreError, utcnow
 from ..storefile import BUSY_TIMEOUT_S, shown
 from .access import parse_access, record_requests
@@ -245,8 +246,10 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     attr.observed_count = observed.store(conn, sid, run_id)
     attr.observed_state = observed.state()
     for reason, skipped in reader.gaps:
-        conn.execute("insert into capture_gaps (source_id, at, reason, lines_skipped) values (?, ?, ?, ?)",
-                     [sid, utcnow(), reason, skipped])
+        structured = said_json(reason)
+        conn.execute("insert into capture_gaps (source_id, at, reason, reason_json, lines_skipped) "
+                     "values (?, ?, ?, ?, ?)", [sid, utcnow(), english(reason),
+                                                json.dumps(structured) if structured else None, skipped])
     if hasattr(reader, "finish"):
         reader.finish()
     return n, dup, lid, requests, attr, more

@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ..said import Said
 from ..validate import PATH_CHARS, shown
 from .export import export_entries
 from .lines import RealtimeFormatter, decode
@@ -186,7 +187,8 @@ class JournalReader(Reader):
             found = yield from self._run(["--cursor", self.cursor], expect=self.cursor)
             if found:
                 return
-            self.gaps.append(("journal cursor not found (journal rotated or vacuumed); read from its time on", None))
+            self.gaps.append((Said("journal cursor not found (journal rotated or vacuumed); read from its time on"),
+                              None))
             since = _cursor_time(self.cursor)
             self.dedupe = True
             yield from self._run(["--since", since] if since else [], expect=None)

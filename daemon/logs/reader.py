@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from ..said import Saying
+
 
 class LogSourceError(Exception):
     """The source cannot be read at all; the message names it and why."""
@@ -17,7 +19,7 @@ class Reader:
 
     def __init__(self, name: str):
         self.name = name
-        self.gaps: list[tuple[str, int | None]] = []
+        self.gaps: list[tuple[Saying, int | None]] = []  # why, lines skipped (daemon/said.py)
         self.warnings: Counter = Counter()
         self.read_seconds = 0.0  # wall time spent waiting for and decoding input
         self.read_cpu_seconds = 0.0  # this process's CPU time for the same

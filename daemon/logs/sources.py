@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from ..said import Said
 from .journal import JournalReader, json_line_record
 from .lines import MAX_LINE_BYTES, RealtimeFormatter
 from .reader import LogSourceError, Reader
@@ -77,14 +78,15 @@ class FileReader(Reader):
             if rotated.exists() and rotated.stat().st_ino == inode:
                 self._plan.append((rotated, offset))
             else:
-                self.gaps.append(("file rotated; the unread rest of the previous file is gone", None))
+                self.gaps.append((Said("file rotated; the unread rest of the previous file is gone"), None))
             offset = 0
         elif st.st_size < offset:
-            self.gaps.append((f"file truncated from {offset} to {st.st_size} bytes", None))
+            self.gaps.append((Said("file truncated from {offset_bytes:,} to {size_bytes:,} bytes",
+                                   {"offset_bytes": offset, "size_bytes": st.st_size}), None))
             offset = 0
         elif head and offset and _head(self.path, len(head) // 2) != head:
             # a deleted file's inode number can be reused by its successor
-            self.gaps.append(("file replaced (same inode, different beginning); the unread rest is gone", None))
+            self.gaps.append((Said("file replaced (same inode, different beginning); the unread rest is gone"), None))
             offset = 0
         self._plan.append((self.path, offset))
         self.position = {"offset": offset, "inode": st.st_ino}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from .base import Caveat, CaveatRule
 
 TITLE = 'Reproducible failure'
-TEXT = ('{model} · {cls}: {failed} of {total} requests failed with the same error ({kind}: {text}). '
+# one sentence for any two counts ("{failed} of {total}" after a colon): no plural to agree with
+TEXT = ('{model} · {cls}: requests failed with the same error ({kind}: {text}): {failed} of {total}. '
         'That is reproducible, not a glitch; the cell has no number.')
 
 
@@ -25,7 +26,7 @@ def check(view: dict) -> list[Caveat]:
                     TITLE,
                     TEXT,
                     {"model": c["model"], "cls": c["prompt_class"], "failed": ("int", n_err), "total": ("int", n),
-                     "kind": kind, "text": text},
+                     "kind": ("code", kind), "text": ("quoted", text)},
                     (c["id"],),
                 )
             )
@@ -34,6 +35,6 @@ def check(view: dict) -> list[Caveat]:
 
 RULE = CaveatRule('exception_rate', check, order=60, german={
     TITLE: 'Reproduzierbarer Fehler',
-    TEXT: ('{model} · {cls}: {failed} von {total} Anfragen scheiterten mit demselben Fehler '
-           '({kind}: {text}). Das ist reproduzierbar, kein Ausrutscher; die Zelle hat keine Zahl.'),
+    TEXT: ('{model} · {cls}: Anfragen scheiterten mit demselben Fehler ({kind}: {text}): {failed} von {total}. '
+           'Das ist reproduzierbar, kein Ausrutscher; die Zelle hat keine Zahl.'),
 })
