@@ -30,14 +30,14 @@ from . import validate
 from .campaign_check import MAX_CAMPAIGN_BYTES, MAX_PLANNED_SAMPLES, NAME_CHARS, CampaignError, check_model
 from .campaign_schema import ModelSpec, ProbeSettings, campaign_model, register_section, registered
 from .gates import GateConfig, default_config
-from .load.campaign import DepthSettings, LoadSettings, axes_settings
+from .load.campaign import DepthSettings, LoadSettings, resolved
 from .probes import VERDICTS
 from .prompts import PROMPT_CLASSES
 from .rules import RuleError, validate_rule
 
-# [load] and [depth] are read from the raw table by daemon/load/campaign.py
-register_section("load", validate.checked(validate.table(), dict))
-register_section("depth", validate.checked(validate.table(), dict))
+# [load] and [depth] are registered like any plug-in table; resolved() checks them against the rest
+register_section("load", LoadSettings)
+register_section("depth", DepthSettings)
 
 __all__ = ["Campaign", "CampaignError", "ModelSpec", "ProbeSettings", "load_campaign", "parse_campaign",
            "parse_gates", "register_section"]
@@ -127,6 +127,7 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         raise CampaignError(path, "campaign.repetitions",
                             f"the plan comes to {planned:,} samples (models x prompt classes x repetitions per "
                             f"reasoning setting); at most {MAX_PLANNED_SAMPLES:,}")
+    axes = resolved(f.load, f.depth, path, prompt_tokens, camp.max_tokens)
     return Campaign(
         name=name,
         path=path,
@@ -154,8 +155,8 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         num_ctx=server.num_ctx,
         api_key_env=server.api_key_env,
         unstable_ratio=f.report.unstable_ratio,
-        sections={n: getattr(f, n) for n in registered()},
-        **axes_settings(data, path, prompt_tokens, camp.max_tokens),
+        sections={n: getattr(f, n) for n in registered()} | axes,
+        **axes,
     )
 
 

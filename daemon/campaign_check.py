@@ -9,7 +9,7 @@ themselves are declared in ``campaign_schema``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -54,73 +54,6 @@ def class_name(value: Any) -> str:
         raise Invalid(f"expected a prompt class name without '.' (rules refer to it as decode.<class>), "
                       f"got {validate.describe(value)}")
     return out
-
-
-class Checker:
-    """Typed access to a raw TOML table; every failure names the file and the dotted key.
-
-    For a table still read from the raw dict rather than declared as a model. A new table
-    declares a :class:`~.schema.Section` and calls
-    ``campaign_schema.register_section`` instead: the same checks, and
-    unknown keys refused without listing them by hand.
-    """
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def fail(self, key: str, message: str):
-        raise CampaignError(self.path, key, message)
-
-    def table(self, data: Any, key: str) -> dict:
-        if not isinstance(data, dict):
-            self.fail(key, f"expected a table, got {validate.describe(data)}")
-        return data
-
-    def unknown(self, data: dict, allowed: set[str], prefix: str) -> None:
-        for k in data:
-            if k not in allowed:
-                known = ", ".join(sorted(allowed))
-                self.fail(f"{prefix}{k}", f"unknown key (expected one of: {known})")
-
-    def value(self, data: dict, key: str, prefix: str, check: Callable[[Any], Any], *,
-              default: Any = None, required: str | None = None) -> Any:
-        """``check(data[key])``, or ``default`` when absent; ``required`` says what a missing key should be."""
-        if key not in data:
-            if required:
-                self.fail(prefix + key, f"missing (expected {required})")
-            return default
-        try:
-            return check(data[key])
-        except Invalid as exc:
-            self.fail(prefix + key, str(exc))
-
-    def integer(self, data: dict, key: str, prefix: str, default: int | None, lo: int, hi: int) -> int:
-        return self.value(data, key, prefix, lambda v: validate.integer(v, lo, hi), default=default,
-                          required=None if default is not None else f"an integer from {lo:,} to {hi:,}")
-
-    def number(self, data: dict, key: str, prefix: str, default: float, lo: float, hi: float, *,
-               above: bool = False) -> float:
-        return self.value(data, key, prefix, lambda v: validate.number(v, lo, hi, above=above), default=default)
-
-    def boolean(self, data: dict, key: str, prefix: str, default: bool) -> bool:
-        return self.value(data, key, prefix, validate.boolean, default=default)
-
-    def names(self, data: dict, key: str, prefix: str, default: list, known, what: str) -> list[str]:
-        """A non-empty list of distinct names, each one of ``known``."""
-        items = data.get(key, default)
-        if not isinstance(items, list) or not items:
-            self.fail(prefix + key, f"expected a non-empty list of {what} names, got {validate.describe(items)}")
-        seen: set[str] = set()
-        for i, item in enumerate(items):
-            if not isinstance(item, str):
-                self.fail(f"{prefix}{key}[{i}]", f"expected a {what} name, got {validate.describe(item)}")
-            if item not in known:
-                listed = ", ".join(sorted(known))
-                self.fail(f"{prefix}{key}[{i}]", f"unknown {what} {validate.quoted(item)} (known: {listed})")
-            if item in seen:
-                self.fail(f"{prefix}{key}[{i}]", f"{what} {validate.quoted(item)} is listed twice")
-            seen.add(item)
-        return items
 
 
 DEFAULT_UNSTABLE_RATIO = 1.5  # max/min of a cell's decode samples beyond which the cell is noise, not a finding

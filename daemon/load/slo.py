@@ -9,28 +9,39 @@ from __future__ import annotations
 import sqlite3
 import tomllib
 
-from ..campaign_check import CampaignError, Checker
-from .campaign import Slo, load_settings
+from pydantic import ConfigDict
+
+from .. import validate
+from ..campaign_check import CampaignError, check_model
+from ..schema import Section
+from .campaign import LoadSettings, Slo
 from .stats import StepFigures, run_steps
 
 #: a step that raises aggregate throughput by less than this over the one before adds nothing: the knee
 KNEE_GAIN = 1.10
 
 
+class _LoadOnly(Section):
+    model_config = ConfigDict(extra="ignore", frozen=True)  # the other tables are not judged here
+    load: LoadSettings | None = None
+
+
 def frozen_slo(campaign_text: str | None, where: str) -> Slo | None:
-    """``[load.slo]`` of a frozen campaign text; raises CampaignError (one line) when unreadable."""
+    """``[load.slo]`` of a frozen campaign text; raises CampaignError (one line) when unreadable.
+
+    ``[load]`` is read by the campaign's own model; the prompt class is not
+    checked against ``[prompts]`` here: only the service level is judged.
+    """
     if not campaign_text:
         return None
     try:
         data = tomllib.loads(campaign_text)
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+    except tomllib.TOMLDecodeError as exc:
         raise CampaignError(where, "-", f"not valid TOML: {exc}") from None
-    load = data.get("load")
-    cls = load.get("prompt_class") if isinstance(load, dict) else None
-    # only [load.slo] is judged here: any prompt class the campaign named is accepted
-    classes = {"short": 1, "medium": 1, "long": 1} | ({cls: 1} if isinstance(cls, str) else {})
-    settings = load_settings(Checker(where), data, classes, 1)
-    return settings.slo if settings else None
+    except RecursionError:  # the same words as the campaign reader's
+        raise CampaignError(where, "-", f"not usable TOML: {validate.NESTED_TOO_DEEP}") from None
+    load = check_model(_LoadOnly, data, where).load
+    return load.slo if load else None
 
 
 def meets(f: StepFigures, slo: Slo) -> tuple[bool, list[tuple[str, float | int | None]]]:
