@@ -27,15 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from . import validate
-from .campaign_check import MAX_CAMPAIGN_BYTES, MAX_PLANNED_SAMPLES, NAME_CHARS, CampaignError, check_model
+from .campaign_check import MAX_CAMPAIGN_BYTES, MAX_NUM_CTX, MAX_PLANNED_SAMPLES, NAME_CHARS, CampaignError, check_model
 from .campaign_schema import ModelSpec, ProbeSettings, campaign_model, register_section, registered
 from .gates import GateConfig, default_config
-from .load.campaign import DepthSettings, LoadSettings, resolved
+from .load.campaign import DepthSettings, LoadSettings, planned_samples
 from .probes import VERDICTS
 from .prompts import PROMPT_CLASSES
 from .rules import RuleError, validate_rule
 
-# [load] and [depth] are registered like any plug-in table; resolved() checks them against the rest
+# [load] and [depth] are registered like any plug-in table; _axes() checks them against the rest
 register_section("load", LoadSettings)
 register_section("depth", DepthSettings)
 
@@ -127,7 +127,7 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         raise CampaignError(path, "campaign.repetitions",
                             f"the plan comes to {planned:,} samples (models x prompt classes x repetitions per "
                             f"reasoning setting); at most {MAX_PLANNED_SAMPLES:,}")
-    axes = resolved(f.load, f.depth, path, prompt_tokens, camp.max_tokens)
+    axes = _axes(f.load, f.depth, path, prompt_tokens, camp.max_tokens, len(f.models), planned)
     return Campaign(
         name=name,
         path=path,
@@ -158,6 +158,43 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         sections={n: getattr(f, n) for n in registered()} | axes,
         **axes,
     )
+
+
+def _axes(load: LoadSettings | None, depth: DepthSettings | None, path: str, prompt_tokens: dict[str, int],
+          max_tokens: int, n_models: int, planned_cells: int) -> dict[str, Any]:
+    """``[load]`` and ``[depth]`` checked against the rest of the campaign, ``max_tokens`` filled in from it.
+
+    Returns the Campaign's ``load`` and ``depth`` fields.
+    """
+    if load is not None:
+        if load.prompt_class not in prompt_tokens:
+            raise CampaignError(path, "load.prompt_class", f"expected one of {', '.join(sorted(prompt_tokens))}, "
+                                                           f"got {validate.describe(load.prompt_class)}")
+        total = sum(load.requests(s) for s in load.streams)
+        if total > MAX_PLANNED_SAMPLES:  # each request is a stored sample: a plan that cannot end is refused now
+            raise CampaignError(path, "load.requests_per_stream",
+                                f"the load steps come to {total:,} requests per model "
+                                f"(streams x requests_per_stream); at most {MAX_PLANNED_SAMPLES:,}")
+        if load.max_tokens is None:
+            load = load.model_copy(update={"max_tokens": max_tokens})
+    if depth is not None:
+        answer = max_tokens if depth.max_tokens is None else depth.max_tokens
+        # a depth plus its answer must fit a context window somewhere: beyond the largest, no server could take it
+        room = MAX_NUM_CTX - answer
+        for i, tokens in enumerate(depth.tokens):
+            if tokens > room:
+                raise CampaignError(path, f"depth.tokens[{i}]",
+                                    f"expected an integer from 0 to {room:,} (the largest context window "
+                                    f"less depth.max_tokens {answer:,}), got {tokens:,}")
+        depth = depth.model_copy(update={"max_tokens": answer})
+    # every model takes every step: bounded per model above, the whole run's plan is bounded here
+    steps = planned_samples(load, depth, n_models)
+    if planned_cells + steps > MAX_PLANNED_SAMPLES:
+        raise CampaignError(path, "load.requests_per_stream" if load else "depth.repetitions",
+                            f"the plan comes to {planned_cells + steps:,} samples ({planned_cells:,} in cells, "
+                            f"{steps:,} in load and depth steps for {n_models:,} models); "
+                            f"at most {MAX_PLANNED_SAMPLES:,}")
+    return {"load": load, "depth": depth}
 
 
 def _name_from_file(path: str) -> str:

@@ -151,3 +151,17 @@ def test_nesting_too_deep_for_the_toml_reader_is_one_line_in_both_readers(nested
         with pytest.raises(CampaignError) as err:
             read(nested)
         assert str(err.value) == f"{where}: key '-': not usable TOML: nested too deeply to be a configuration"
+
+
+@pytest.mark.parametrize("table, n_models, key", [
+    ("[load]\nstreams = [250]\nrequests_per_stream = 1000", 5, "load.requests_per_stream"),  # 250,000 a model
+    ("[depth]\ntokens = " + str(list(range(32))) + "\nrepetitions = 1000", 40, "depth.repetitions"),  # 32,000 a model
+])
+def test_the_whole_runs_plan_is_bounded_across_models(table, n_models, key):
+    """Each model takes every step: steps within the per-model bound still make a plan that cannot end."""
+    models = tuple(f"m{i}" for i in range(n_models))
+    with pytest.raises(CampaignError) as err:
+        parse_campaign(table + "\n" + campaign_text(URL, models=models), "c.toml")
+    assert str(err.value).startswith(f"c.toml: key '{key}': the plan comes to ")
+    half = parse_campaign(table + "\n" + campaign_text(URL, models=models[:n_models // 2]), "c.toml")
+    assert len(half.models) == n_models // 2

@@ -5,7 +5,8 @@ time as before. They are pydantic sections registered with
 ``campaign_schema.register_section`` like any plug-in table, so every error
 names the file and the dotted key (exit 2). What needs another table (the
 prompt class, the campaign's ``max_tokens`` as default, the planned-sample
-bound) is checked and filled in by ``campaign.py`` through :func:`resolved`.
+bound, a depth's room for its answer) is checked and filled in where the
+other cross-table checks are, in ``campaign.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, model_validator
 
 from .. import validate
-from ..campaign_check import MAX_NUM_CTX, MAX_PLANNED_SAMPLES, MAX_TOKENS, CampaignError, class_name
+from ..campaign_check import MAX_NUM_CTX, MAX_TOKENS, class_name
 from ..schema import Section
 
 MAX_STREAMS = 256  # concurrent requests of one step: one thread each
@@ -65,7 +66,7 @@ class Slo(Section):
 
 
 class LoadSettings(Section):
-    """``[load]``: concurrency steps. ``max_tokens`` unset: the campaign's (filled in by :func:`resolved`)."""
+    """``[load]``: concurrency steps. ``max_tokens`` unset: the campaign's (filled in by ``campaign.py``)."""
 
     streams: Steps(1, MAX_STREAMS) = Field(
         description=f"a non-empty list of integers from 1 to {MAX_STREAMS}")
@@ -79,7 +80,7 @@ class LoadSettings(Section):
 
 
 class DepthSettings(Section):
-    """``[depth]``: context-depth steps. ``max_tokens`` unset: the campaign's (filled in by :func:`resolved`).
+    """``[depth]``: context-depth steps. ``max_tokens`` unset: the campaign's (filled in by ``campaign.py``).
 
     The per-item bound of ``tokens`` here is the largest context window;
     that a depth leaves room for its answer is checked once ``max_tokens`` is known.
@@ -89,36 +90,6 @@ class DepthSettings(Section):
     tokens: Steps(0, MAX_NUM_CTX) = Field(
         description=f"a non-empty list of integers from 0 to {MAX_NUM_CTX:,}")
     repetitions: validate.Int(1, MAX_DEPTH_REPETITIONS) = 3
-
-
-def resolved(load: LoadSettings | None, depth: DepthSettings | None, path: str,
-             prompt_tokens: dict[str, int], max_tokens: int) -> dict[str, Any]:
-    """``load`` and ``depth`` checked against the rest of the campaign, defaults from it filled in.
-
-    Raises CampaignError naming the dotted key; returns the Campaign's ``load``/``depth`` fields.
-    """
-    if load is not None:
-        if load.prompt_class not in prompt_tokens:
-            raise CampaignError(path, "load.prompt_class", f"expected one of {', '.join(sorted(prompt_tokens))}, "
-                                                           f"got {validate.describe(load.prompt_class)}")
-        total = sum(load.requests(s) for s in load.streams)
-        if total > MAX_PLANNED_SAMPLES:  # each request is a stored sample: a plan that cannot end is refused now
-            raise CampaignError(path, "load.requests_per_stream",
-                                f"the load steps come to {total:,} requests per model "
-                                f"(streams x requests_per_stream); at most {MAX_PLANNED_SAMPLES:,}")
-        if load.max_tokens is None:
-            load = load.model_copy(update={"max_tokens": max_tokens})
-    if depth is not None:
-        answer = max_tokens if depth.max_tokens is None else depth.max_tokens
-        # a depth plus its answer must fit a context window somewhere: beyond the largest, no server could take it
-        room = MAX_NUM_CTX - answer
-        for i, tokens in enumerate(depth.tokens):
-            if tokens > room:
-                raise CampaignError(path, f"depth.tokens[{i}]",
-                                    f"expected an integer from 0 to {room:,} (the largest context window "
-                                    f"less depth.max_tokens {answer:,}), got {tokens:,}")
-        depth = depth.model_copy(update={"max_tokens": answer})
-    return {"load": load, "depth": depth}
 
 
 def planned_samples(load: LoadSettings | None, depth: DepthSettings | None, n_models: int) -> int:
