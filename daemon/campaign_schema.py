@@ -9,7 +9,9 @@ after the models have read the file.
 Adding a table: declare its model here or in its own module and call
 :func:`register_section` at import; the parsed value is in
 ``Campaign.sections[name]``. A table nobody registered is refused as an
-unknown key, like any misspelt one.
+unknown key, like any misspelt one. ``[load]`` and ``[depth]``
+(``daemon/load/campaign.py``) are registered this way; what they need from
+other tables is checked in ``campaign.py``.
 """
 
 from __future__ import annotations
