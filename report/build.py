@@ -25,7 +25,7 @@ from .site_settings import SiteSettingsError, read_site_settings, site_environme
 from .i18n import LANGUAGES
 from .llama_bench import llama_bench_view
 from .tolerance import shielded
-from .summaries import ComparisonSummary, RunSummary, model_figures, previous_runs, ratio_range
+from .summaries import ComparisonSummary, RunSummary, model_figures, no_headline_reason, previous_runs, ratio_range
 from .views import article_view, models_across
 
 # Other modules and tests import these from here.
@@ -208,6 +208,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                            lambda rid: model_figures(summaries[rid]))
     for r in all_runs:  # the index states each finished run's headline by the article's rule
         r["headline"] = summaries[r["id"]].headline if r["status"] == "completed" else None
+        r["no_headline"] = no_headline_reason(summaries[r["id"]]) if r["status"] == "completed" else None
     bench = llama_bench_view(db)
     for lang in LANGUAGES:
         p = _lang_file(out_dir, "index", lang)

@@ -173,3 +173,21 @@ def previous_runs(runs: list[dict]) -> dict[int, int | None]:
             i = bisect.bisect_left(starts, r["started_at"])  # the runs before i started earlier
             out[r["id"]] = done[i - 1]["id"] if i else None
     return out
+
+
+def no_headline_reason(summary: RunSummary) -> str | None:
+    """Why a finished run states no headline, as a catalogue message; None where it states one.
+
+    The index said only "—", which read as missing data where the run had measured every cell.
+    """
+    if summary.headline:
+        return None
+    if len(summary.models) < 2:
+        return "one model: nothing to compare"
+    # the cells the headline compares: per model and class, reasoning off where measured (findings.headline)
+    chosen = [summary.cell(m, cls, False) or summary.cell(m, cls, True)
+              for m in summary.models for cls in summary.classes]
+    measured = [c for c in chosen if c is not None and c.decode is not None]
+    if measured and all(c.unstable for c in measured):
+        return "every cell unstable: no headline"
+    return None
