@@ -44,3 +44,47 @@ def test_no_catalogue_english_on_german_log_pages(log_pages):
     english = english_runs(CATALOGUE)
     found = [(page, m) for page, text in log_pages.items() for m in english if m in text]
     assert found == []
+
+
+@pytest.fixture(scope="module")
+def failed_run_pages(tiny_models, tmp_path_factory) -> dict[str, str]:
+    """A real router killed after the first answer: three requests lost to the same client error."""
+    from cardproof.daemon.campaign import parse_campaign
+    from cardproof.daemon.runner import run_campaign
+    from conftest import campaign_text, start_router
+
+    root = tmp_path_factory.mktemp("failed")
+    (root / "server").mkdir()
+    server = start_router(tiny_models, root / "server")
+    try:
+        store = open_store(root / "f.db")
+        camp = parse_campaign(campaign_text(server.url, models=("tiny-b",), reps=4), "f.toml")
+        run_campaign(store, camp, echo=lambda line: server.kill() if line.startswith("[1/4]") else None)
+        errors = [r[0] for r in store.db.execute("select error_text from samples where error_text is not null")]
+        store.close()
+    finally:
+        server.stop()
+    assert len(errors) >= 2
+    site = build(root / "f.db", root / "proj")["site_dir"]
+    pages = {p.name: p.read_text() for p in (site / "de" / "runs").glob("run-*.html")}
+    return {"errors": errors, **pages}
+
+
+def test_client_error_texts_are_quoted_on_german_pages(failed_run_pages):
+    """What the HTTP client said when the server went away is evidence: inside <q>, never German prose."""
+    errors = failed_run_pages["errors"]
+    words = {w for e in errors for w in e.split() if len(w) > 6 and w.isalpha()}
+    assert words
+    for name in ("run-1.html", "run-1-evidence.html"):
+        html = failed_run_pages[name]
+        assert "<q>" in html, name
+        text = prose_of(html)
+        assert [w for w in words if w in text] == [], name
+
+
+def prose_of(html: str) -> str:
+    from test_i18n_german_pages import _Prose
+
+    p = _Prose()
+    p.feed(html)
+    return " ".join(" ".join(p.parts).split())
