@@ -27,6 +27,7 @@ from .llama_bench import llama_bench_view
 from .tolerance import shielded
 from .summaries import ComparisonSummary, RunSummary, model_figures, no_headline_reason, previous_runs, ratio_range
 from .views import article_view, models_across
+from .lead_steps import lead_steps, steps_by_run, steps_print
 
 # Other modules and tests import these from here.
 from .article_parts import cell_value as _cellvalue, merged_caveats, render_caveat, run_charts as _charts  # noqa: F401
@@ -121,6 +122,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     old = read_manifest(manifest_path)
     code = code_fingerprint() + ("+addresses" if show_addresses else "")
     prints = run_fingerprints(db, all_runs, project, code)
+    # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key
+    starts = steps_by_run(db)
     prev = previous_runs(all_runs)
     # A run article shows its own data, its comparison with the previous run and the campaign's
     # ratio range up to itself: its key covers the previous run and every earlier run of the campaign.
@@ -130,7 +133,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
         upto.setdefault(r["campaign_name"], []).append(prints[r["id"]])
         p_id = prev[r["id"]]
         keys[f"run-{r['id']}"] = combine(prints[r["id"]], prints.get(p_id, "") if p_id else "",
-                                         combine(*upto[r["campaign_name"]]))
+                                         combine(*upto[r["campaign_name"]]), steps_print(starts.get(r["id"])))
         if p_id:
             keys[f"run-{r['id']}-vs-{p_id}"] = combine(prints[r["id"]], prints[p_id])
     views = _RecentViews(lambda rid: queries.run_view(db, rid))
@@ -168,6 +171,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
             views.of(prev[r["id"]])  # the comparison reads both runs' samples
         view = article_view(db, base, previous_id=prev[r["id"]], ratio=ratio, views=views, project=project,
                             show_addresses=show_addresses).context()
+        view["lead"] = view["lead"] | {"steps": lead_steps(starts.get(r["id"]))}  # issue 20: the steps it starts
         for lang, path, ev_path in zip(LANGUAGES, files, ev_files):
             if _write_if_changed(path, render_run(view, lang, out_dir / "img", project,
                                                   show_addresses=show_addresses)):
