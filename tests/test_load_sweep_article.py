@@ -93,9 +93,11 @@ def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_
         "where st.axis = 'load' group by st.id")}
     prompt_n = statistics.median(r[0] for r in conn.execute(
         "select s.prompt_tokens from load_steps st join samples s on s.cell_id = st.cell_id where st.depth_tokens = 400"))
+    # the refusal is said in the page's language with its numbers (a Said of daemon/load/depth.py)
     for lang, suffix, heading, context, queueing, refused in (
-            ("en", "", "## Load: concurrent streams", "## Context depth", "queueing", "refused"),
-            ("de", ".de", "## Last: gleichzeitige Streams", "## Kontexttiefe", "Warteschlange", "abgelehnt")):
+            ("en", "", "## Load: concurrent streams", "## Context depth", "queueing", "refused: depth 5,000 tokens"),
+            ("de", ".de", "## Last: gleichzeitige Streams", "## Kontexttiefe", "Warteschlange",
+             "abgelehnt: Tiefe 5.000 Token")):
         L = Lang(lang)
         md = (project / "site" / "runs" / f"run-{run_id}{suffix}.md").read_text()
         assert heading in md and context in md
@@ -106,7 +108,7 @@ def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_
         assert f"run-{run_id}-load-0-{lang}.svg" in load
         ctx = md[md.index(context):]
         assert f"| 400 | {L.num(prompt_n, 0)} | 2/2 |" in ctx
-        assert f"| 5000 | — | 0 | {refused}: depth 5,000 tokens" in ctx
+        assert f"| 5000 | — | 0 | {refused}" in ctx
         for chart, title in (("load", heading[3:]), ("context", context[3:])):
             svg = (project / "build" / "site" / "runs" / "img" / f"run-{run_id}-{chart}-0-{lang}.svg").read_text()
             assert f"tiny-a · {title}" in svg  # the chart in the page's language
