@@ -271,7 +271,8 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
     env.filters.update({"esc": esc, "e": esc, "escape": esc, "forceescape": esc, "code": code_span,
                         "fenced": fenced, "anchor": anchor, "join": join, "redact_campaign": redact_campaign_text})
     env.globals["yaml_title"] = yaml_title
-    from .observations import template_say  # late: it renders with this module's escapers
+    from .observations import template_end_reason, template_say  # late: it renders with this module's escapers
 
     env.globals["said"] = template_say  # stored observations (message id + values) in the page's language
+    env.globals["end_reason"] = template_end_reason  # how a load ended, in the page's language
     return env

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import string
 
 import jinja2
@@ -115,3 +116,32 @@ def _number(L: Lang, value, spec: str) -> str:
     if isinstance(value, int) or float(value).is_integer():
         return L.num(value, 0)
     return format_decimal(value, locale=L.code)  # up to three decimals, none trailing
+
+
+# How a load ended: the closed vocabulary the capture side writes into loads.end_reason
+# (daemon/runner.py, daemon/logs/processes.py, daemon/logs/attribution.py). Each is a message of the
+# catalogue, said in the page's language; anything else (an older or merged database) is quoted.
+_END_FIXED = frozenset({"next model", "run ended", "next process started", "model failed to load",
+                        "process exit", "exit after the model failed to load"})
+_END_PATTERNS = ((re.compile(r"exited with status (-?\d{1,6})"), "exited with status {status}", "status", int),
+                 (re.compile(r"crashed: (\S.{0,80})"), "crashed: {signal}", "signal", str))
+
+
+def end_reason(L: Lang, text) -> MD:
+    """``loads.end_reason`` in ``L``'s language (a signal name or exit status as a value)."""
+    if text is None or str(text).strip() == "":
+        return MD("—")
+    text = str(text)
+    if text in _END_FIXED:
+        return say(L, json.dumps({"msgid": text, "params": {}}), text)
+    for pattern, msgid, name, kind in _END_PATTERNS:
+        m = pattern.fullmatch(text)
+        if m:
+            return say(L, json.dumps({"msgid": msgid, "params": {name: kind(m[1])}}), text)
+    return quoted(text)
+
+
+@jinja2.pass_context
+def template_end_reason(ctx, text) -> MD:
+    """``end_reason(ld.end_reason)`` in templates, in the page's language."""
+    return end_reason(ctx["L"], text)

@@ -88,3 +88,30 @@ def prose_of(html: str) -> str:
     p = _Prose()
     p.feed(html)
     return " ".join(" ".join(p.parts).split())
+
+
+def test_how_a_load_ended_is_said_in_german():
+    """``loads.end_reason`` is written by the capture side in English from a closed vocabulary; German
+    pages say each in German (a signal name or status as its value) and quote anything unknown."""
+    from cardproof.report.i18n import Lang
+    from cardproof.report.observations import _END_FIXED, end_reason
+
+    de, en = Lang("de"), Lang("en")
+    for text in sorted(_END_FIXED):
+        said = str(end_reason(de, text))
+        assert text not in said and "<q>" not in said, (text, said)
+        assert str(end_reason(en, text)) == text
+    assert str(end_reason(de, "exited with status 137")) == "beendet mit Status 137"
+    assert str(end_reason(de, "crashed: SIGSEGV")) == "abgestürzt: `SIGSEGV`"
+    assert str(end_reason(de, "something <b>else</b>")).startswith("<q>")  # unknown: quoted, escaped
+    assert "<b>" not in str(end_reason(de, "something <b>else</b>"))
+    assert str(end_reason(de, None)) == "—"
+
+
+def test_german_log_pages_say_how_each_load_ended(log_pages):
+    """The real logs' loads ended by a process exit or the next start: none of that English in the prose."""
+    from cardproof.report.observations import _END_FIXED
+
+    found = [(page, t) for page, text in log_pages.items() for t in _END_FIXED if f": {t}" in text]
+    assert found == []
+    assert any("Prozess beendet" in text or "nächster Prozess gestartet" in text for text in log_pages.values())
