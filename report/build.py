@@ -35,6 +35,7 @@ from .mdsafe import MD, code_span, esc, markdown_environment, publishing, transl
 from .render import (environment as _env, link_evidence, render_compare, render_evidence,  # noqa: F401
                      render_home, render_index, render_run)
 from .site import ReportError, mkdocs_build, scaffold  # noqa: F401
+from .site import write_if_changed as _write_if_changed
 
 
 def _lang_file(folder: Path, stem: str, lang: str) -> Path:
@@ -83,17 +84,6 @@ class _RecentViews(OrderedDict):
             while len(self) > self._keep:
                 self.popitem(last=False)
         return self[rid]
-
-
-def _write_if_changed(path: Path, text: str) -> bool:
-    """Write ``text`` unless the file already holds it; True when written."""
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return False
-    except (OSError, UnicodeDecodeError):
-        pass
-    path.write_text(text, encoding="utf-8")
-    return True
 
 
 def _page_producers():

@@ -61,3 +61,15 @@ def mkdocs_build(project: Path) -> Path:
             if not dst.exists():
                 shutil.copy(sitemap, dst)
     return out
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` unless the file already holds it; True when written (an unchanged page keeps
+    its file time, so the site build and the incremental report see it as unchanged)."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    path.write_text(text, encoding="utf-8")
+    return True

@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import charts
 from ..i18n import CATALOGUE, LANGUAGES, Lang
 from ..mdsafe import MD, publishable, publishing, translator
+from ..site import write_if_changed as _write_if_changed
 from . import chart
 from .llama_bench import bench_series
 from .series import METRICS, OK, build_series
@@ -123,17 +124,6 @@ def _fingerprint(page_series: list[dict], bench: dict, code: str) -> str:
                             default=str).encode())
     h.update(json.dumps(bench, sort_keys=True, default=str).encode())
     return h.hexdigest()
-
-
-def _write_if_changed(path: Path, text: str) -> bool:
-    """Write ``text`` unless the file holds it already (an unchanged file keeps its time for the site build)."""
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return False
-    except (OSError, UnicodeDecodeError):
-        pass
-    path.write_text(text, encoding="utf-8")
-    return True
 
 
 def _table_points(s: dict) -> dict:
