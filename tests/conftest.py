@@ -7,6 +7,7 @@ router mode on a free loopback port with tiny random-weight models.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import httpx
@@ -42,7 +43,7 @@ def start_router(tiny_models: dict[str, Path], workdir: Path, *, models_max: int
 
 
 @pytest.fixture(scope="session")
-def llama_server(tiny_models, tmp_path_factory):
+def _router(tiny_models, tmp_path_factory):
     """One real router-mode llama-server for the session."""
     try:
         llamacpp.find_binary()
@@ -51,6 +52,14 @@ def llama_server(tiny_models, tmp_path_factory):
     server = start_router(tiny_models, tmp_path_factory.mktemp("server"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def llama_server(_router):
+    """The session's router with no model loaded when a test module starts: a model left loaded by
+    an earlier module would make the first load of a run ``already_loaded`` (not measured)."""
+    unload_all(_router.url)
+    return _router
 
 
 @pytest.fixture
@@ -85,7 +94,26 @@ def campaign_text(url: str, *, models=("tiny-a",), classes=("short",), reasoning
     return "\n".join(lines)
 
 
+def model_states(url: str) -> dict[str, str]:
+    return {m["id"]: (m.get("status") or {}).get("value") for m in httpx.get(url + "/models", timeout=10).json()["data"]}
+
+
+def wait_states(url: str, done, timeout_s: float = 120.0) -> dict[str, str]:
+    """Poll the router's /models until ``done(states)`` holds; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = model_states(url)
+        if done(states):
+            return states
+        if time.monotonic() > deadline:
+            pytest.fail(f"router models still {states} after {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
 def unload_all(url: str) -> None:
-    for m in httpx.get(url + "/models", timeout=10).json()["data"]:
-        if (m.get("status") or {}).get("value") == "loaded":
-            httpx.post(url + "/models/unload", json={"model": m["id"]}, timeout=30)
+    """Unload every model and wait until none is loaded or loading (a busy machine can take seconds)."""
+    wait_states(url, lambda st: "loading" not in st.values())
+    for name, state in model_states(url).items():
+        if state == "loaded":
+            httpx.post(url + "/models/unload", json={"model": name}, timeout=30)
+    wait_states(url, lambda st: not {"loaded", "loading", "unloading"} & set(st.values()))

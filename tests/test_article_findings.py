@@ -22,7 +22,7 @@ from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report import queries
 from cardproof.report.i18n import Lang
-from conftest import campaign_text
+from conftest import campaign_text, unload_all
 from test_memory_reconcile import seed_run  # noqa: F401  (recorded NVML readings of a seed run)
 
 
@@ -40,6 +40,7 @@ def _text(url: str, report: str = "") -> str:
 def canary_run_db(llama_server, tmp_path_factory) -> Path:
     """A real run with canaries (the load_time canary evicts a model and reloads it inside its request),
     the server's log captured, and a campaign that sets ``[report] unstable_ratio = 2.0``."""
+    unload_all(llama_server.url)  # every model's first load is measured, not found already loaded
     db = tmp_path_factory.mktemp("findings") / "r.db"
     store = open_store(db)
     text = _text(llama_server.url, "\n[report]\nunstable_ratio = 2.0\n[rules]\ncandidate_fast = \"decode.short >= 1\"\n"

@@ -13,7 +13,7 @@ from cardproof.daemon.campaign import parse_campaign
 from cardproof.daemon.runner import EXIT_FAILED, EXIT_PARTIAL, run_campaign
 from cardproof.daemon.logtimings import print_timings
 from cardproof.daemon.store import open_store
-from conftest import campaign_text
+from conftest import campaign_text, unload_all, wait_states
 
 def test_stored_counters_equal_the_servers_own_timings(llama_server, tmp_path):
     """Cross-check with an independent source: the server's print_timing log lines."""
@@ -63,6 +63,7 @@ def test_router_loads_recorded_including_a_load_inside_a_request(llama_server, t
     """A foreign client evicts the model between samples (models-max 1): the
     next measured request has to load it, and the run records that load."""
     url = llama_server.url
+    unload_all(url)
     store = open_store(tmp_path / "l.db")
     camp = parse_campaign(
         campaign_text(url, models=("tiny-b", "tiny-a"), classes=("short",), reps=3, pinned="tiny-a"), "l.toml"
@@ -71,13 +72,9 @@ def test_router_loads_recorded_including_a_load_inside_a_request(llama_server, t
 
     def echo(line: str) -> None:
         if line.startswith("[1/6] tiny-b") and not evicted:
-            httpx.post(url + "/models/load", json={"model": "tiny-a"}, timeout=30)
-            for _ in range(200):
-                st = {m["id"]: m["status"]["value"] for m in httpx.get(url + "/models").json()["data"]}
-                if st["tiny-a"] == "loaded" and st["tiny-b"] != "loaded":
-                    break
-                time.sleep(0.05)
-            evicted.append(st)
+            response = httpx.post(url + "/models/load", json={"model": "tiny-a"}, timeout=30)
+            assert response.status_code == 200, response.text
+            evicted.append(wait_states(url, lambda st: st["tiny-a"] == "loaded" and st["tiny-b"] != "loaded"))
 
     outcome = run_campaign(store, camp, echo=echo)
     assert outcome.exit_code == 0
