@@ -574,3 +574,34 @@ def m018_said_reasons(db: sqlite_utils.Database) -> None:
         db["load_steps"].add_column("refused_json", str)
     if "reason_json" not in db["capture_gaps"].columns_dict:
         db["capture_gaps"].add_column("reason_json", str)
+
+
+@migrations(name="m020_fit_checks")
+def m020_fit_checks(db: sqlite_utils.Database) -> None:
+    # issue 17 item 4: one row per model x context of the fit test -- the load cardproof started at
+    # that context, what its log said (layers, KV and buffers per device), the card's memory and the
+    # one request; the verdict is stored with its reasons, the log lines behind each figure in evidence_json
+    db["fit_checks"].create(
+        {
+            "id": int, "run_id": int, "model_id": int, "load_id": int, "position": int,
+            "context_tokens": int,  # asked for (-c N)
+            "ctx_size": int,  # what the server's log says it built
+            "n_ctx_train": int, "n_ctx_train_source": str,
+            "verdict": str,  # fits | does_not_fit | not_on_card | refused
+            "reasons_text": str, "reasons_json": str,  # why (English; message ids and values)
+            "offloaded_layers": int, "total_layers": int,
+            "kv_card_mib": float, "kv_host_mib": float,
+            "buffers_json": str,  # {device: {model, kv, compute, output, ...} MiB} as the log printed them
+            "resident_mib": float,  # card memory of the server's process, read from the card
+            "card_total_mib": float, "free_mib": float, "memory_source": str, "memory_note": str,
+            "request_ok": int, "request_error": str, "prompt_tokens": int, "completion_tokens": int,
+            "request_ms": float,
+            "server_args_json": str, "log_path": str,
+            "evidence_json": str,  # {figure: [log_lines.id, ...]}
+            "started_at": str, "ended_at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id"), ("load_id", "loads", "id")],
+        if_not_exists=True,
+    )
+    db["fit_checks"].create_index(["run_id"], if_not_exists=True)

@@ -19,6 +19,7 @@ from .canaries import run_canaries
 from . import gate_counts
 from .judge import judge_run
 from .load.campaign import planned_samples
+from .load.fit import run_fit
 from .load.run import run_axes
 from .logs import LogSourceError, capture_file
 from .logs.requests import cache_from_logs
@@ -153,6 +154,7 @@ def _run(ctx: RunContext, cells: list[PlannedCell]) -> RunOutcome:
         try:
             with measuring_commits(store):
                 _run_cells(ctx, cells)
+                run_fit(ctx)  # [fit]: a server of its own per context, after the run's own loads
         finally:
             ctx.mem.stop()
     except (KeyboardInterrupt, _Interrupted) as exc:

@@ -34,6 +34,7 @@ APPLIED_ORDER = [
     "m016_publications",
     "m017_run_indexes",
     "m018_said_reasons",
+    "m020_fit_checks",
 ]
 
 

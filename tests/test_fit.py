@@ -1,0 +1,199 @@
+"""The fit test (``[fit]``, issue 17 item 4): a model loaded at each context, fits on the cards or not.
+
+The CPU cases run the real llama-server on the tiny models and read its real
+log. No NVIDIA GPU exists here: the "fits" and "does not fit" cases read
+recorded logs (a real published RTX 5090 log, and lines written in the real
+server's shapes, tests/fixtures/fit/README.md) and recorded NVML readings
+(``RecordedSource``, tests/fixtures/nvml/fit_rtx5090.json), while the one
+request is still answered by the real llama-server over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cardproof.cli import cli
+from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.load.fit import Launched, fit_model
+from cardproof.daemon.load.fit_evidence import read_lines
+from cardproof.daemon.load.fit_settings import FitSettings
+from cardproof.daemon.memory import RecordedSource
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from conftest import campaign_text
+from memory_support import FIXTURES as NVML, StandIn, make_run
+
+HERE = Path(__file__).parent
+RECORDED = HERE / "fixtures" / "fit"
+REAL_5090 = HERE / "fixtures" / "logs" / "real" / "dockerbuildfiles-qwen36-mtp-compose.log"
+
+
+def fit_text(url: str, contexts, extra: str = "") -> str:
+    return campaign_text(url, reps=1) + f"\n[fit]\ncontexts = {list(contexts)}\n{extra}"
+
+
+def test_cpu_only_run_says_not_on_a_card_with_the_real_buffers_and_kv_growing(llama_server, tmp_path):
+    """A whole run: the model file from the router's own listing, two contexts, the real log's figures."""
+    db = tmp_path / "f.db"
+    store = open_store(db)
+    lines: list[str] = []
+    out = run_campaign(store, parse_campaign(fit_text(llama_server.url, [2048, 8192])), echo=lines.append)
+    store.close()
+    assert out.status == "completed"
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    rows = conn.execute("select * from fit_checks where run_id = ? order by position", [out.run_id]).fetchall()
+    assert [(r["context_tokens"], r["verdict"], r["ctx_size"]) for r in rows] == \
+        [(2048, "not_on_card", 2048), (8192, "not_on_card", 8192)]
+    assert [r["n_ctx_train"] for r in rows] == [16384, 16384]
+    for r in rows:
+        assert r["request_ok"] == 1 and r["completion_tokens"] > 0
+        assert r["kv_card_mib"] == 0 and r["resident_mib"] is None
+        assert r["memory_note"].startswith("card memory: not measured")
+        buffers = json.loads(r["buffers_json"])
+        assert buffers["CPU"]["compute_buffer_mib"] > 0 and buffers["CPU_Mapped"]["model_buffer_mib"] > 0
+        # every figure is linked to the line it was read from, and that line belongs to this load
+        ev = json.loads(r["evidence_json"])
+        kv_line = conn.execute("select raw, load_id from log_lines where id = ?", [ev["kv"][0]]).fetchone()
+        assert "CPU KV buffer size" in kv_line[0] and kv_line[1] == r["load_id"]
+        load = conn.execute("select trigger, status, end_reason from loads where id = ?", [r["load_id"]]).fetchone()
+        assert tuple(load) == ("fit", "loaded", "fit test")
+    # f16 K and V for every cell: four times the context, four times the KV cache
+    assert rows[1]["kv_host_mib"] == pytest.approx(4 * rows[0]["kv_host_mib"]) and rows[0]["kv_host_mib"] > 0
+    assert any(line.startswith("fit tiny-a 2,048 tokens: not on a card (KV 0.0 MiB on cards, 1.0 MiB on host")
+               for line in lines)
+
+
+def test_context_beyond_the_trained_context_is_refused_and_a_failed_load_does_not_fit(llama_server, tmp_path,
+                                                                                      tiny_models):
+    """Real server: 32768 > the tiny model's 16384 is refused with one line; a corrupt file's load fails,
+    is stored as does_not_fit with the loader's words, and the next context still runs."""
+    store, run_id, model_id = make_run(tmp_path / "s.db", model="tiny-a")
+    lines: list[str] = []
+    rows = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(tiny_models["tiny-a"]),
+                     settings=FitSettings(contexts=[32768, 1024]), source=None, echo=lines.append)
+    assert [r["verdict"] for r in rows] == ["refused", "not_on_card"]
+    assert lines[0] == ("fit tiny-a 32,768 tokens: refused: context 32,768 tokens exceeds the model's trained "
+                        "context of 16,384 tokens")
+    assert rows[0].get("load_id") is None  # nothing was started for a refused context
+    broken = tmp_path / "broken.gguf"
+    data = tiny_models["tiny-a"].read_bytes()
+    broken.write_bytes(data[: len(data) // 2])
+    rows = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(broken),
+                     settings=FitSettings(contexts=[1024, 2048]), source=None, echo=lines.append)
+    assert [r["verdict"] for r in rows] == ["does_not_fit", "does_not_fit"]
+    assert "the load failed: " in rows[0]["reasons_text"] and "error loading model" in rows[0]["reasons_text"]
+    assert rows[0]["request_ok"] == 0
+    status = store.db.execute("select status, error_text from loads where id = ?", [rows[0]["load_id"]]).fetchone()
+    assert status[0] == "failed" and "exited with status" in status[1]
+    assert len(store.db.execute("select id from fit_checks").fetchall()) == 4
+
+
+def _recorded_launch(log: Path, url: str, pid: int):
+    def launch(args, log_path, timeout_s):
+        shutil.copyfile(log, log_path)  # the recorded CUDA server's log stands in for this load's
+        return Launched(url, pid, lambda: None)
+    return launch
+
+
+@pytest.fixture
+def recorded_card(tmp_path):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    server = StandIn(dev / "nvidia0")
+    yield RecordedSource(NVML / "fit_rtx5090.json", pids={"SERVER": server.pid}, device_prefixes=[str(dev)]), \
+        server.pid
+    server.stop()
+
+
+def test_recorded_rtx5090_load_fits_with_resident_memory_share_and_free(llama_server, tmp_path, recorded_card):
+    """Recorded NVML readings and a real published CUDA log (no NVIDIA GPU here); real request."""
+    source, pid = recorded_card
+    store, run_id, model_id = make_run(tmp_path / "s.db", model="tiny-a")
+    # no GGUF to read (the recorded model is not here): the trained context comes from the log
+    row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(tmp_path / "none.gguf"),
+                     settings=FitSettings(contexts=[131072]), source=source, echo=lambda _: None,
+                     launch=_recorded_launch(REAL_5090, llama_server.url, pid))
+    assert row["verdict"] == "fits", row["reasons_text"]
+    assert (row["offloaded_layers"], row["total_layers"], row["ctx_size"]) == (66, 66, 131072)
+    assert row["n_ctx_train"] == 262144 and row["n_ctx_train_source"] == "server log"
+    assert row["kv_card_mib"] == pytest.approx(4352 + 272) and row["kv_host_mib"] == 0
+    assert row["resident_mib"] == pytest.approx(22700.0)  # the larger of the two readings
+    assert row["card_total_mib"] == pytest.approx(32607.0) and row["free_mib"] == pytest.approx(9407.0)
+    assert row["memory_source"] == "recorded" and row["request_ok"] == 1
+    assert json.loads(row["evidence_json"])["missing"] == []
+
+
+@pytest.mark.parametrize("log, reasons", [
+    ("partial_offload_kv_cpu.log", ["7 of 65 layers on the CPU", "KV cache on the CPU: 1,024.0 MiB"]),
+    ("oom.log", ["the load failed: ", "out of memory in the log: ", "cudaMalloc failed: out of memory"]),
+])
+def test_recorded_two_card_load_does_not_fit_and_says_why(llama_server, tmp_path, recorded_card, log, reasons):
+    """Recorded logs in the real server's line shapes and recorded NVML readings (no NVIDIA GPU here)."""
+    source, pid = recorded_card
+    store, run_id, model_id = make_run(tmp_path / "s.db", model="tiny-a")
+    launch = _recorded_launch(RECORDED / log, llama_server.url, pid)
+    if log == "oom.log":
+        def launch(args, log_path, timeout_s):  # noqa: F811 -- the server gave up: it never became ready
+            from cardproof.daemon.load.fit import LaunchFailed
+            shutil.copyfile(RECORDED / log, log_path)
+            raise LaunchFailed("exited with status 1")
+    row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(tmp_path / "x.gguf"),
+                     settings=FitSettings(contexts=[262144]), source=source, echo=lambda _: None, launch=launch)
+    assert row["verdict"] == "does_not_fit"
+    for words in reasons:
+        assert words in row["reasons_text"]
+    assert "mlock" not in row["reasons_text"]  # a warning about pinning host pages is no out-of-memory
+
+
+def test_evidence_reader_skips_malformed_lines_and_keeps_the_draft_apart():
+    lines = list(enumerate([
+        "load_tensors: offloaded 10/10 layers to GPU",
+        "llama_kv_cache:      CUDA0 KV buffer size = nonsense MiB",  # malformed: no figure, no crash
+        "\x1b[31mllama_kv_cache:      CUDA0 KV buffer size =   64.00 MiB\x1b[0m",
+        "srv    load_model: loading draft model '/m/draft.gguf'",
+        "load_tensors: offloaded 2/4 layers to GPU",  # the draft's: not the target's layer count
+        "llama_kv_cache:        CPU KV buffer size =    8.00 MiB",
+        "srv    load_model: initializing slots, n_slots = 1",
+    ], start=1))
+    ev = read_lines(lines)
+    assert (ev.offloaded_layers, ev.total_layers) == (10, 10)
+    assert ev.kv_card_mib == 64.0 and ev.buffers["CPU"] == {"draft_kv_buffer_mib": 8.0}
+    assert ev.kv_host_mib == 8.0  # the draft's cache on the CPU is host memory all the same
+    assert ev.evidence["kv"] == [3, 6]
+
+
+@pytest.mark.parametrize("table, key", [
+    ("contexts = []", "fit.contexts"),
+    ("contexts = [0]", "fit.contexts[0]"),
+    ("contexts = [2048, 2048]", "fit.contexts[1]"),
+    ("contexts = [2048.5]", "fit.contexts[0]"),
+    ('contexts = ["2048"]', "fit.contexts[0]"),
+    ("contexts = [true]", "fit.contexts[0]"),
+    ("contexts = [99999999999]", "fit.contexts[0]"),
+    ('contexts = [2048]\nmodels = ["nope"]', "fit.models[0]"),
+    ('contexts = [2048]\nserver_args = ["-c", "4096"]', "fit.server_args[0]"),
+    ('contexts = [2048]\nserver_args = ["--ctx-size=4096"]', "fit.server_args[0]"),
+    ('contexts = [2048]\nserver_args = [""]', "fit.server_args[0]"),
+    ("contexts = [2048]\nload_timeout_s = 0", "fit.load_timeout_s"),
+    ("contexts = [2048]\ncolour = 1", "fit.colour"),
+    ("contexts = 2048", "fit.contexts"),
+])
+def test_a_bad_fit_table_is_refused_naming_the_key(table, key):
+    with pytest.raises(CampaignError) as exc:
+        parse_campaign(campaign_text("http://127.0.0.1:1") + f"\n[fit]\n{table}\n")
+    assert f"'{key}'" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_bad_fit_table_exits_2_on_the_command_line(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(campaign_text("http://127.0.0.1:1") + "\n[fit]\ncontexts = [-1]\n")
+    result = CliRunner().invoke(cli, ["run", str(path), "--db", str(tmp_path / "c.db")])
+    assert result.exit_code == 2 and "key 'fit.contexts[0]'" in result.output
+    assert not (tmp_path / "c.db").exists()
