@@ -43,7 +43,8 @@ def test_cpu_only_run_says_not_on_a_card_with_the_real_buffers_and_kv_growing(ll
     db = tmp_path / "f.db"
     store = open_store(db)
     lines: list[str] = []
-    out = run_campaign(store, parse_campaign(fit_text(llama_server.url, [2048, 8192])), echo=lines.append)
+    rules = '\n[rules]\nfits_8k = "fit.max_context >= 8192"\nnone_fits = "fit.max_context == 0"\n'
+    out = run_campaign(store, parse_campaign(fit_text(llama_server.url, [2048, 8192]) + rules), echo=lines.append)
     store.close()
     assert out.status == "completed"
     conn = sqlite3.connect(db)
@@ -68,6 +69,14 @@ def test_cpu_only_run_says_not_on_a_card_with_the_real_buffers_and_kv_growing(ll
     assert rows[1]["kv_host_mib"] == pytest.approx(4 * rows[0]["kv_host_mib"]) and rows[0]["kv_host_mib"] > 0
     assert any(line.startswith("fit tiny-a 2,048 tokens: not on a card (KV 0.0 MiB on cards, 1.0 MiB on host")
                for line in lines)
+    # not on a card is not a fit: the largest context that fits is 0, and a rule over it is decided
+    outcomes = dict(conn.execute("select rule_name, outcome from rule_results where run_id = ?", [out.run_id]))
+    assert outcomes == {"fits_8k": "fail", "none_fits": "pass"}
+    # the run's own figures are not the fit loads': its load facts keep the router's context
+    from cardproof.daemon.rules.facts import model_values
+    from cardproof.daemon.store import open_store as reopen
+    values = model_values(reopen(db).db, out.run_id, rows[0]["model_id"], {})
+    assert values["fit.max_context"] == 0.0 and values.get("ctx_size") != 8192
 
 
 def test_context_beyond_the_trained_context_is_refused_and_a_failed_load_does_not_fit(llama_server, tmp_path,

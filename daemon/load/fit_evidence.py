@@ -11,6 +11,7 @@ the test.
 from __future__ import annotations
 
 import re
+import sqlite3
 from dataclasses import dataclass, field
 
 from ..logs.lines import clean
@@ -173,3 +174,19 @@ def judge(ev: LoadEvidence, *, context_tokens: int, load_error: str | None, requ
     if not card_readable:
         missing.append("card memory")
     return Verdict("fits", [], missing)
+
+
+def rule_values(conn, run_id: int, model_id: int) -> dict:
+    """``fit.max_context``: the largest context of the model's fit test that fits on the cards.
+
+    0 when contexts were tested and none fits (a CPU-only machine's "not on a
+    card" included); absent without a fit test, so a rule over it stays undecided.
+    """
+    try:
+        rows = conn.execute("select context_tokens, verdict from fit_checks where run_id = ? and model_id = ? "
+                            "and verdict != 'refused'", [run_id, model_id]).fetchall()
+    except sqlite3.OperationalError:  # a database from before the fit test
+        return {}
+    if not rows:
+        return {}
+    return {"fit.max_context": float(max((c for c, v in rows if v == "fits"), default=0))}

@@ -12,6 +12,7 @@ import json
 import statistics
 
 from ..gates import GateConfig
+from ..load.fit_evidence import rule_values as fit_rule_values
 from ..load.slo import rule_values as load_rule_values
 from ..memory.readings import is_card_device
 from ..memory.reconcile import reconcile_load
@@ -105,7 +106,8 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
     """Every rule name this run can supply for one model -> its value."""
     load_ids = [r[0] for r in db.execute(
         """select id from loads where run_id = ? and model_id = ? and merged_into is null
-           and coalesce(status, 'loaded') != 'failed' order by id""", [run_id, model_id]).fetchall()]
+           and coalesce(status, 'loaded') != 'failed' and coalesce(trigger, '') != 'fit' order by id""",
+        [run_id, model_id]).fetchall()]  # a fit load's context is the fit test's, not the run's
     out = _load_facts(db, load_ids)
     # measured loads only, as the article's Load column: a canary's reload or a probe's is no load time
     secs = [r[0] for r in db.execute(
@@ -122,6 +124,7 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
     frozen = db.execute("select c.toml_text from runs r join campaigns c on c.id = r.campaign_id where r.id = ?",
                         [run_id]).fetchone()
     out |= load_rule_values(db.conn, run_id, model_id, frozen[0] if frozen else None)
+    out |= fit_rule_values(db.conn, run_id, model_id)
     pinned = db.execute("select max(pinned) from cells where run_id = ? and model_id = ?", [run_id, model_id]).fetchone()
     out["pinned"] = bool(pinned and pinned[0])
     return out

@@ -46,7 +46,7 @@ def type_of(name: str, *, probes: set[str] | frozenset[str], classes: set[str] |
     """num/str/bool/verdict for a name the run can supply, else None."""
     if name.startswith("incumbent."):
         name = name[len("incumbent."):]
-    if name in LOAD_AXES:
+    if name in LOAD_AXES or name == "fit.max_context":  # the largest [fit] context that fits (daemon/load/fit.py)
         return "num"
     parts = name.split(".")
     head = parts[0]
