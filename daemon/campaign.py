@@ -175,11 +175,14 @@ def _axes(load: LoadSettings | None, depth: DepthSettings | None, path: str, pro
         if load.prompt_class not in prompt_tokens:
             raise CampaignError(path, "load.prompt_class", f"expected one of {', '.join(sorted(prompt_tokens))}, "
                                                            f"got {validate.describe(load.prompt_class)}")
-        total = sum(load.requests(s) for s in load.streams)
+        total = load.total_requests()
         if total > MAX_PLANNED_SAMPLES:  # each request is a stored sample: a plan that cannot end is refused now
-            raise CampaignError(path, "load.requests_per_stream",
+            key = "load.requests_per_stream" if load.streams else (
+                "load.duration_s" if load.duration_s is not None else "load.requests_per_rate")
+            raise CampaignError(path, key,
                                 f"the load steps come to {total:,} requests per model "
-                                f"(streams x requests_per_stream); at most {MAX_PLANNED_SAMPLES:,}")
+                                f"(streams x requests_per_stream, plus each rate step's); "
+                                f"at most {MAX_PLANNED_SAMPLES:,}")
         if load.max_tokens is None:
             load = load.model_copy(update={"max_tokens": max_tokens})
     if depth is not None:

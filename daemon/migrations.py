@@ -605,3 +605,16 @@ def m020_fit_checks(db: sqlite_utils.Database) -> None:
         if_not_exists=True,
     )
     db["fit_checks"].create_index(["run_id"], if_not_exists=True)
+
+
+@migrations(name="m021_load_rates")
+def m021_load_rates(db: sqlite_utils.Database) -> None:
+    # issue 17: open-loop Poisson rate steps ([load] rates). A step states its offered rate and
+    # the seed its arrivals were drawn from; each request when it was due, when it was sent and
+    # how many requests were in flight then (itself included), so arrivals can be checked later
+    for name, kind in (("rate_rps", float), ("seed", int), ("duration_s", float)):
+        if name not in db["load_steps"].columns_dict:
+            db["load_steps"].add_column(name, kind)
+    for name, kind in (("scheduled_s", float), ("sent_s", float), ("in_flight", int)):
+        if name not in db["load_samples"].columns_dict:
+            db["load_samples"].add_column(name, kind)

@@ -17,7 +17,7 @@ import altair as alt
 from cardproof.daemon.campaign_check import CampaignError
 from cardproof.daemon.load.campaign import Slo
 from cardproof.daemon.load.slo import frozen_slo as slo_of
-from cardproof.daemon.load.slo import knee, meets
+from cardproof.daemon.load.slo import knee, meets, step_x
 from cardproof.daemon.load.stats import StepFigures, run_steps
 
 from . import charts
@@ -36,20 +36,34 @@ def frozen_slo(campaign_text: str | None, run_id: int) -> Slo | None:
 
 def _row(f: StepFigures, slo: Slo | None) -> dict:
     ok, failed = meets(f, slo) if slo else (None, [])
-    return {"f": f, "streams": f.step["streams"], "queueing": f.step["queueing"], "slots": f.step["total_slots"],
-            "meets": ok, "failed": failed, "cell": f.step["cell_id"]}
+    return {"f": f, "streams": f.step["streams"], "x": step_x(f), "queueing": f.step["queueing"],
+            "slots": f.step["total_slots"], "meets": ok, "failed": failed, "cell": f.step["cell_id"],
+            "step": f.step["id"]}
+
+
+def _swept(figures: list[StepFigures], slo: Slo | None) -> dict:
+    """Rows of one model's steps of one axis, the largest step meeting the level, the first beyond it, the knee."""
+    rows = [_row(f, slo) for f in figures]
+    # a step whose stream count or rate was damaged (read as NULL) is listed, but states no level and no knee
+    met = [r for r in rows if r["meets"] and r["x"] is not None]
+    best = max(met, key=lambda r: r["x"]) if met else None
+    beyond = next((r for r in sorted((r for r in rows if r["x"] is not None), key=lambda r: r["x"])
+                   if best and r["x"] > best["x"] and not r["meets"]), None)
+    k = knee(figures)
+    return {"rows": rows, "best": best, "beyond": beyond, "knee": step_x(k) if k else None,
+            "max_at_slo": best["x"] if best else (0 if slo else None)}
 
 
 def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
-    """Per model: its load steps (with service level and knee) and its depth steps."""
+    """Per model: its stream steps and rate steps (with service level and knee) and its depth steps."""
     conn = db.conn if hasattr(db, "conn") else db
     try:
         steps = run_steps(conn, run_id)
     except sqlite3.OperationalError:  # a database from before m015: no steps to show
         steps = []
-    slo = frozen_slo(campaign_text, run_id) if any(f.step["axis"] == "load" for f in steps) else None
-    out: dict = {"load": [], "depth": [], "slo": slo}
-    for axis in ("load", "depth"):
+    slo = frozen_slo(campaign_text, run_id) if any(f.step["axis"] in ("load", "rate") for f in steps) else None
+    out: dict = {"load": [], "rate": [], "depth": [], "slo": slo}
+    for axis in ("load", "rate", "depth"):
         by_model: dict[str, list[StepFigures]] = {}
         for f in steps:
             if f.step["axis"] == axis:
@@ -58,61 +72,71 @@ def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
             if axis == "depth":
                 out["depth"].append({"model": model, "rows": figures})
                 continue
-            rows = [_row(f, slo) for f in figures]
-            # a step whose stream count was damaged (read as NULL) is listed, but states no level and no knee
-            met = [r for r in rows if r["meets"] and isinstance(r["streams"], int)]
-            best = max(met, key=lambda r: r["streams"]) if met else None
-            beyond = next((r for r in rows if best and isinstance(r["streams"], int) and r["streams"] > best["streams"]
-                           and not r["meets"]), None)
-            k = knee([f for f in figures if isinstance(f.step["streams"], int)])
-            out["load"].append({"model": model, "rows": rows, "best": best, "beyond": beyond,
-                                "knee": k.step["streams"] if k else None,
-                                "max_streams_at_slo": best["streams"] if best else (0 if slo else None)})
+            entry = {"model": model, **_swept(figures, slo)}
+            if axis == "load":
+                entry["max_streams_at_slo"] = entry["max_at_slo"]
+            out[axis].append(entry)
     return out
 
 
 # -- charts ------------------------------------------------------------------
 
-def _load_rows(entry: dict, L: Lang) -> list[dict]:
+def _load_rows(entry: dict, L: Lang, axis: str = "load") -> list[dict]:
+    """Chart rows of one model's steps: ``x`` is streams (``load``) or offered requests/s (``rate``)."""
     rows = []
     for r in entry["rows"]:
         f = r["f"]
-        if not isinstance(r["streams"], int):
+        if r["x"] is None:
             continue
         for what, value in ((L.gettext("aggregate output tok/s"), f.output_tps),
                             (L.gettext("per-request decode tok/s (median)"), f.decode_tps.p50)):
             if value is not None:
-                rows.append({"streams": r["streams"], "what": charts._label(what), "value": value, "panel": "tps"})
+                rows.append({"x": r["x"], "what": charts._label(what), "value": value, "panel": "tps"})
+        if axis == "rate":
+            for what, value in ((L.gettext("offered requests/s"), r["x"]),
+                                (L.gettext("answered requests/s"), f.requests_per_s)):
+                if value is not None:
+                    rows.append({"x": r["x"], "what": charts._label(what), "value": value, "panel": "rps"})
         for what, value in ((L.gettext("TTFT p50 ms"), f.ttft_ms.p50), (L.gettext("TTFT p90 ms"), f.ttft_ms.p90)):
             if value is not None:
-                rows.append({"streams": r["streams"], "what": charts._label(what), "value": value, "panel": "ttft"})
+                rows.append({"x": r["x"], "what": charts._label(what), "value": value, "panel": "ttft"})
     return rows
 
 
-def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str):
-    """Throughput (aggregate and per request) and TTFT against streams; the SLO and the knee as rules."""
-    rows = _load_rows(entry, L)
-    x = alt.X("streams:Q", title=L.gettext("concurrent streams"), scale=alt.Scale(type="log", base=2),
-              axis=alt.Axis(values=sorted({r["streams"] for r in rows}), format="d"))
+def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str, axis: str = "load"):
+    """Throughput (aggregate and per request) and TTFT against streams or offered rate; SLO and knee as rules.
+
+    Rate steps get a middle panel: answered requests/s beside the offered rate.
+    """
+    rows = _load_rows(entry, L, axis)
+    xs = sorted({r["x"] for r in rows})
+    if axis == "rate":
+        x = alt.X("x:Q", title=L.gettext("offered requests/s (Poisson arrivals)"), scale=alt.Scale(type="log"),
+                  axis=alt.Axis(values=xs, format="~g"))
+    else:
+        x = alt.X("x:Q", title=L.gettext("concurrent streams"), scale=alt.Scale(type="log", base=2),
+                  axis=alt.Axis(values=xs, format="d"))
     base = alt.Chart(alt.Data(values=rows))
-    tps = base.transform_filter("datum.panel == 'tps'").mark_line(point=True).encode(
-        x=x, y=alt.Y("value:Q", title=L.gettext("tok/s")), color=alt.Color("what:N", title=None, sort=None))
-    ttft = base.transform_filter("datum.panel == 'ttft'").mark_line(point=True).encode(
-        x=x, y=alt.Y("value:Q", title=L.gettext("ms")), color=alt.Color("what:N", title=None, sort=None))
-    marks_tps, marks_ttft = [tps], [ttft]
+
+    def panel(name: str, unit: str):
+        return base.transform_filter(f"datum.panel == '{name}'").mark_line(point=True).encode(
+            x=x, y=alt.Y("value:Q", title=L.gettext(unit)), color=alt.Color("what:N", title=None, sort=None))
+
+    marks_tps, marks_ttft = [panel("tps", "tok/s")], [panel("ttft", "ms")]
     if entry["knee"] is not None:
-        knee_rule = alt.Chart(alt.Data(values=[{"streams": entry["knee"], "label": L.gettext("knee")}])).mark_rule(
-            strokeDash=[4, 3], color="grey").encode(x="streams:Q")
-        marks_tps.append(knee_rule)
+        marks_tps.append(alt.Chart(alt.Data(values=[{"x": entry["knee"]}])).mark_rule(
+            strokeDash=[4, 3], color="grey").encode(x="x:Q"))
     if slo and slo.per_user_decode_tps is not None:
         marks_tps.append(alt.Chart(alt.Data(values=[{"v": slo.per_user_decode_tps}])).mark_rule(color="firebrick")
                          .encode(y="v:Q"))
     if slo and slo.ttft_p90_ms is not None:
         marks_ttft.append(alt.Chart(alt.Data(values=[{"v": slo.ttft_p90_ms}])).mark_rule(color="firebrick")
                           .encode(y="v:Q"))
-    top = alt.layer(*marks_tps).properties(width=charts._WIDTH, height=160)
-    bottom = alt.layer(*marks_ttft).properties(width=charts._WIDTH, height=140)
-    return charts._svg(alt.vconcat(top, bottom).resolve_scale(color="independent")
+    parts = [alt.layer(*marks_tps).properties(width=charts._WIDTH, height=160)]
+    if axis == "rate":
+        parts.append(panel("rps", "requests/s").properties(width=charts._WIDTH, height=120))
+    parts.append(alt.layer(*marks_ttft).properties(width=charts._WIDTH, height=140))
+    return charts._svg(alt.vconcat(*parts).resolve_scale(color="independent")
                        .properties(title=charts._label(title)), L)
 
 
@@ -140,17 +164,18 @@ def depth_chart(rows: list[dict], L: Lang, title: str):
 
 def axes_charts(axes: dict | None, run_id: int, L: Lang, img_dir: Path | None) -> dict:
     """Write the Load and Context charts of a run for ``L``; the file names by model position."""
-    out: dict = {"load": {}, "depth": {}}
+    out: dict = {"load": {}, "rate": {}, "depth": {}}
     if not axes:
         return out
-    for i, entry in enumerate(axes["load"]):
-        if not _load_rows(entry, L):
-            continue
-        name = f"run-{run_id}-load-{i}-{L.code}.svg"
-        if img_dir is not None:
-            title = f"{entry['model']} · " + L.gettext("Load: concurrent streams")
-            charts.write_svg(img_dir / name, load_chart(entry, axes["slo"], L, title))
-        out["load"][entry["model"]] = f"img/{name}"
+    for axis, heading in (("load", "Load: concurrent streams"), ("rate", "Load: Poisson request rates")):
+        for i, entry in enumerate(axes.get(axis, [])):
+            if not _load_rows(entry, L, axis):
+                continue
+            name = f"run-{run_id}-{axis}-{i}-{L.code}.svg"
+            if img_dir is not None:
+                title = f"{entry['model']} · " + L.gettext(heading)
+                charts.write_svg(img_dir / name, load_chart(entry, axes["slo"], L, title, axis))
+            out[axis][entry["model"]] = f"img/{name}"
     for i, entry in enumerate(axes["depth"]):
         name = f"run-{run_id}-context-{i}-{L.code}.svg"
         rows = depth_rows(entry, L)

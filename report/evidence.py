@@ -9,6 +9,7 @@ are picked by fact (:func:`journal_excerpt`), never by a time window.
 from __future__ import annotations
 
 import re
+import sqlite3
 
 from cardproof.daemon.logs.summary import load_summaries
 
@@ -128,6 +129,7 @@ def run_evidence(db, run_id: int, *, max_lines_per_load: int = 2000) -> dict:
         "unattributed": {"count": n_un, "shown": [{"id": i, "text": display_text(r)} for i, r in un_lines]},
         "gaps": [dict(zip(("at", "reason", "reason_json", "lines_skipped", "kind", "name"), g)) for g in gaps],
         "total_lines": conn.execute("select count(*) from log_lines where run_id = ?", [run_id]).fetchone()[0],
+        "steps": step_samples(db, run_id),
     }
 
 
@@ -143,3 +145,32 @@ def fact_anchor(evidence: dict, load_id: int, name: str, device: str | None = No
             where = where[0] if where else None
         return f"#line-{where}" if where is not None else None
     return None
+
+
+def step_samples(db, run_id: int) -> list[dict]:
+    """Every load, rate and depth step of a run with its samples, for the evidence page's step table.
+
+    Each step: ``id``, ``axis``, ``model``, ``streams``/``rate_rps``/``depth_tokens``
+    and ``samples`` (the sample row with the step's per-request columns:
+    ``stream``, ``in_flight``, ``sent_s``, ``queue_ms``). The page gives each
+    step the anchor ``step-<id>`` and links it back to ``fig-step-<id>``.
+    """
+    conn = db.conn if hasattr(db, "conn") else db
+    try:
+        cur = conn.execute(
+            "select st.*, m.name as model from load_steps st left join models m on m.id = st.model_id "
+            "where st.run_id = ? order by st.position, st.id", [run_id])
+    except sqlite3.OperationalError:  # a database from before m015: no steps
+        return []
+    names = [d[0] for d in cur.description]
+    steps = [dict(zip(names, row)) for row in cur.fetchall()]
+    extra = {"stream", "in_flight", "sent_s", "queue_ms"} & {
+        r[1] for r in conn.execute("pragma table_info(load_samples)")}
+    cols = ", ".join(f"ls.{c}" for c in sorted(extra))
+    for st in steps:
+        cur = conn.execute(
+            f"select s.*{', ' + cols if cols else ''} from samples s left join load_samples ls on ls.sample_id = s.id "
+            "where s.cell_id = ? order by s.id", [st["cell_id"]])
+        snames = [d[0] for d in cur.description]
+        st["samples"] = [dict(zip(snames, row)) for row in cur.fetchall()]
+    return steps

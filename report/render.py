@@ -71,7 +71,7 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
 
 
 # Anchors that live on a run's evidence page: a link to one from the article goes there.
-_EVIDENCE_LINK = re.compile(r"(?<!\\)\]\(#((?:cell|sample|line|lines|load)-[A-Za-z0-9_-]+|probe-\d+|probe-exchanges|log-evidence|observed|lines-unattributed)\)")
+_EVIDENCE_LINK = re.compile(r"(?<!\\)\]\(#((?:cell|sample|line|lines|load|step)-[A-Za-z0-9_-]+|probe-\d+|probe-exchanges|log-evidence|observed|lines-unattributed)\)")
 
 
 def link_evidence(markdown: str, run_id: int) -> MD:

@@ -6,6 +6,7 @@ run stored in SQLite, ``cardproof report build`` with ``mkdocs build --strict``.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import statistics
 
@@ -91,6 +92,7 @@ def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_
     agg = {s: g / w for s, g, w in conn.execute(
         "select st.streams, sum(s.generated_tokens), st.wall_s from load_steps st join samples s on s.cell_id = st.cell_id "
         "where st.axis = 'load' group by st.id")}
+    steps = sorted(i for (i,) in conn.execute("select id from load_steps where run_id = ?", [run_id]))
     prompt_n = statistics.median(r[0] for r in conn.execute(
         "select s.prompt_tokens from load_steps st join samples s on s.cell_id = st.cell_id where st.depth_tokens = 400"))
     # the refusal is said in the page's language with its numbers (a Said of daemon/load/depth.py)
@@ -100,6 +102,10 @@ def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_
              "abgelehnt: Tiefe 5.000 Token")):
         L = Lang(lang)
         md = (project / "site" / "runs" / f"run-{run_id}{suffix}.md").read_text()
+        # every step's first cell is its anchor and a link to its samples on the evidence page
+        linked = re.compile(rf'<span id="fig-step-(\d+)"></span>\[([^\]]*)\]\(run-{run_id}-evidence\.md#step-(\d+)\)')
+        assert sorted(int(a) for a, _, b in linked.findall(md) if a == b) == steps
+        md = linked.sub(r"\2", md)
         assert heading in md and context in md
         load = md[md.index(heading):md.index(context)]
         for streams, tps in agg.items():

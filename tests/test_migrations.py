@@ -35,6 +35,7 @@ APPLIED_ORDER = [
     "m017_run_indexes",
     "m018_said_reasons",
     "m020_fit_checks",
+    "m021_load_rates",
 ]
 
 

@@ -23,6 +23,11 @@ MAX_STREAMS = 256  # concurrent requests of one step: one thread each
 MAX_STEPS = 32  # steps per axis
 MAX_REQUESTS_PER_STREAM = 1_000
 MAX_DEPTH_REPETITIONS = 1_000
+MAX_RATE_RPS = 1_000.0  # offered requests per second of one rate step
+MAX_REQUESTS_PER_RATE = 10_000
+MAX_RATE_DURATION_S = 3_600.0
+MAX_SEED = 2**63 - 1
+DEFAULT_REQUESTS_PER_RATE = 8
 MAX_SLO_MS = 86_400_000.0
 MAX_SLO_TPS = 1e6
 
@@ -52,6 +57,28 @@ def Steps(lo: int, hi: int) -> Any:  # noqa: N802 -- read as a type in model dec
     return Annotated[tuple[int, ...], BeforeValidator(_steps(lo, hi))]
 
 
+def _rates(items: Any) -> tuple[float, ...]:
+    """A non-empty list of at most MAX_STEPS distinct finite rates above 0, order kept."""
+    if not isinstance(items, list) or not items:
+        raise validate.Invalid(f"expected a non-empty list of requests per second above 0 up to "
+                               f"{MAX_RATE_RPS:,.0f}, got {validate.describe(items)}")
+    if len(items) > MAX_STEPS:
+        raise validate.Invalid(f"expected at most {MAX_STEPS} steps, got {len(items):,}")
+    out: list[float] = []
+    for i, item in enumerate(items):
+        try:
+            value = validate.number(item, 0, MAX_RATE_RPS, above=True)
+        except validate.Invalid as exc:
+            raise validate.Invalid(str(exc), at=(i,)) from None
+        if value in out:
+            raise validate.Invalid(f"{item} is listed twice", at=(i,))
+        out.append(value)
+    return tuple(out)
+
+
+Rates = Annotated[tuple[float, ...], BeforeValidator(_rates)]
+
+
 class Slo(Section):
     """``[load.slo]``: a service level a load step meets or not; an unset bound is no condition."""
 
@@ -66,17 +93,58 @@ class Slo(Section):
 
 
 class LoadSettings(Section):
-    """``[load]``: concurrency steps. ``max_tokens`` unset: the campaign's (filled in by ``campaign.py``)."""
+    """``[load]``: concurrency steps (``streams``) and/or open-loop Poisson rate steps (``rates``).
 
-    streams: Steps(1, MAX_STREAMS) = Field(
-        description=f"a non-empty list of integers from 1 to {MAX_STREAMS}")
+    ``max_tokens`` unset: the campaign's (filled in by ``campaign.py``). A
+    rate step sends ``requests_per_rate`` requests, or with ``duration_s``
+    every arrival of the seeded schedule before that time; the schedule is a
+    function of ``seed`` and the rate alone (:mod:`arrivals`), so the plan is
+    known when the campaign is read and a run can be repeated exactly.
+    """
+
+    streams: Steps(1, MAX_STREAMS) | None = Field(
+        default=None, description=f"a non-empty list of integers from 1 to {MAX_STREAMS}")
     requests_per_stream: validate.Int(1, MAX_REQUESTS_PER_STREAM) = 2
+    rates: Rates | None = Field(
+        default=None, description=f"a non-empty list of requests per second above 0 up to {MAX_RATE_RPS:,.0f}")
+    requests_per_rate: validate.Int(1, MAX_REQUESTS_PER_RATE) | None = None
+    duration_s: validate.Number(0, MAX_RATE_DURATION_S, above=True) | None = None
+    seed: validate.Int(0, MAX_SEED) = 0
     prompt_class: validate.checked(class_name, str) = "short"
     max_tokens: validate.Int(1, MAX_TOKENS) | None = None
     slo: Slo | None = None
 
+    @model_validator(mode="after")
+    def _some_steps(self):
+        if self.streams is None and self.rates is None:
+            raise validate.Invalid(f"expected a non-empty list of integers from 1 to {MAX_STREAMS} "
+                                   f"(or load.rates, or both)", at=("streams",))
+        if self.requests_per_rate is not None and self.duration_s is not None:
+            raise validate.Invalid("expected requests_per_rate or duration_s, not both", at=("duration_s",))
+        if self.duration_s is not None:
+            for rate in self.rates or ():
+                if len(self.rate_schedule(rate, cap=MAX_REQUESTS_PER_RATE)) > MAX_REQUESTS_PER_RATE:
+                    raise validate.Invalid(f"the step at {rate:g} requests/s comes to more than "
+                                           f"{MAX_REQUESTS_PER_RATE:,} requests in {self.duration_s:g} s",
+                                           at=("duration_s",))
+        return self
+
     def requests(self, streams: int) -> int:
         return streams * self.requests_per_stream
+
+    def rate_schedule(self, rate_rps: float, cap: int = MAX_REQUESTS_PER_RATE) -> list[float]:
+        """Planned send times (seconds from the step's start) of the step at ``rate_rps``; at most ``cap``."""
+        from .arrivals import poisson_schedule  # here: arrivals imports nothing of the campaign
+        if self.duration_s is not None:
+            return poisson_schedule(rate_rps, self.seed, duration_s=self.duration_s, cap=cap)
+        return poisson_schedule(rate_rps, self.seed, count=self.requests_per_rate or DEFAULT_REQUESTS_PER_RATE)
+
+    def total_requests(self) -> int:
+        """Every request the load steps of one model send (streams and rates)."""
+        total = sum(self.requests(s) for s in self.streams or ())
+        for rate in self.rates or ():
+            total += len(self.rate_schedule(rate))
+        return total
 
 
 class DepthSettings(Section):
@@ -94,6 +162,6 @@ class DepthSettings(Section):
 
 def planned_samples(load: LoadSettings | None, depth: DepthSettings | None, n_models: int) -> int:
     """How many samples the load and depth steps add to a run's plan (refused depth steps count too)."""
-    per_model = (sum(load.requests(s) for s in load.streams) if load else 0) + \
+    per_model = (load.total_requests() if load else 0) + \
         (len(depth.tokens) * depth.repetitions if depth else 0)
     return per_model * n_models

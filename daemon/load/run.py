@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..run_record import sync_point
 from .depth import run_depth_step
+from .rate import run_rate_step
 from .stats import step_figures
 from .steps import server_shape
 from .sweep import run_stream_step
@@ -31,7 +32,7 @@ def run_axes(ctx: "RunContext", model: str, load_id: int | None) -> None:
     if campaign.load is not None:
         load = campaign.load
         tokens = campaign.prompt_tokens[load.prompt_class]
-        for streams in load.streams:
+        for streams in load.streams or ():
             shape = server_shape(ctx.backend, model)  # asked per step: a server that died says so
             step = run_stream_step(ctx.store, ctx.backend, streams=streams, settings=load, prompt_tokens=tokens,
                                    shape=shape, counted=counted, **common)
@@ -41,6 +42,16 @@ def run_axes(ctx: "RunContext", model: str, load_id: int | None) -> None:
                 step["queueing"]]
             ctx.echo(f"load {model} {streams} streams: {f.requests - f.errors}/{f.requests} answered, "
                      f"{_fmt(f.output_tps)} tok/s aggregate, TTFT p50 {_fmt(f.ttft_ms.p50)} ms{queueing}")
+        for rate_rps in load.rates or ():
+            shape = server_shape(ctx.backend, model)
+            step = run_rate_step(ctx.store, ctx.backend, rate_rps=rate_rps, settings=load, prompt_tokens=tokens,
+                                 shape=shape, counted=counted, **common)
+            sync_point(ctx.store)
+            f = step_figures(ctx.store.db.conn, step)
+            ctx.echo(f"load {model} {rate_rps:g} requests/s offered (Poisson, seed {load.seed}): "
+                     f"{f.requests - f.errors}/{f.requests} answered, {_fmt(f.requests_per_s)} requests/s, "
+                     f"{_fmt(f.output_tps)} tok/s aggregate, TTFT p50 {_fmt(f.ttft_ms.p50)} ms, "
+                     f"at most {f.max_in_flight if f.max_in_flight is not None else '—'} in flight")
     if campaign.depth is not None:
         for depth_tokens in campaign.depth.tokens:
             shape = server_shape(ctx.backend, model)

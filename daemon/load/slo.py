@@ -56,13 +56,23 @@ def meets(f: StepFigures, slo: Slo) -> tuple[bool, list[tuple[str, float | int |
     return not failed, failed
 
 
+def step_x(f: StepFigures) -> float | None:
+    """Where a step lies on its axis: streams of a stream step, the offered rate of a rate step."""
+    key = "rate_rps" if f.step.get("axis") == "rate" else "streams"
+    value = f.step.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value <= 0:
+        return None  # a damaged value: the step is listed, but states no level and no knee
+    return value
+
+
 def knee(figures: list[StepFigures]) -> StepFigures | None:
     """The first step after which no later step raises aggregate output tok/s by ``KNEE_GAIN`` or more.
 
-    None with fewer than two answered steps, or when the last step still
-    gains (the knee lies beyond the sweep).
+    Steps in the order of their axis (streams or offered rate). None with
+    fewer than two answered steps, or when the last step still gains (the
+    knee lies beyond the sweep).
     """
-    steps = [f for f in figures if f.output_tps and isinstance(f.step.get("streams"), int)]
+    steps = sorted((f for f in figures if f.output_tps and step_x(f) is not None), key=step_x)
     if len(steps) < 2:
         return None
     for i, f in enumerate(steps[:-1]):
@@ -71,27 +81,37 @@ def knee(figures: list[StepFigures]) -> StepFigures | None:
     return None
 
 
-def rule_values(conn: sqlite3.Connection, run_id: int, model_id: int, campaign_text: str | None) -> dict:
-    """``load.max_streams_at_slo`` and ``load.knee_streams`` of one model, where the run has them.
+#: rule names per axis: the most of the axis meeting the level, and the knee
+RULES = {"load": ("load.max_streams_at_slo", "load.knee_streams"),
+         "rate": ("load.max_rate_at_slo", "load.knee_rate")}
 
-    The first is 0 when no step meets the level, absent without a level or
-    without steps; the second is absent where throughput still rises.
+
+def rule_values(conn: sqlite3.Connection, run_id: int, model_id: int, campaign_text: str | None) -> dict:
+    """``load.max_streams_at_slo``/``load.knee_streams`` and ``load.max_rate_at_slo``/``load.knee_rate``.
+
+    Of one model, where the run has such steps. A "max" is 0 when no step
+    meets the level, absent without a level or without steps; a knee is
+    absent where throughput still rises.
     """
     try:
-        steps = [f for f in run_steps(conn, run_id, "load") if f.step["model_id"] == model_id]
+        steps = [f for f in run_steps(conn, run_id) if f.step["model_id"] == model_id]
     except sqlite3.OperationalError:  # a database from before load steps
         return {}
-    if not steps:
-        return {}
     out: dict = {}
+    if not any(f.step.get("axis") in RULES for f in steps):
+        return out
     try:
         slo = frozen_slo(campaign_text, f"run {run_id} campaign")
     except CampaignError:
         slo = None  # a level that no longer reads decides nothing: the rule stays undecided
-    if slo is not None:
-        met = [f.step["streams"] for f in steps if isinstance(f.step["streams"], int) and meets(f, slo)[0]]
-        out["load.max_streams_at_slo"] = float(max(met, default=0))
-    k = knee(steps)
-    if k is not None:
-        out["load.knee_streams"] = float(k.step["streams"])
+    for axis, (at_slo, knee_name) in RULES.items():
+        of_axis = [f for f in steps if f.step.get("axis") == axis]
+        if not of_axis:
+            continue
+        if slo is not None:
+            met = [step_x(f) for f in of_axis if step_x(f) is not None and meets(f, slo)[0]]
+            out[at_slo] = float(max(met, default=0))
+        k = knee(of_axis)
+        if k is not None:
+            out[knee_name] = float(step_x(k))
     return out

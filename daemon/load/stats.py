@@ -64,13 +64,18 @@ class StepFigures:
     e2e_ms: Spread
     queue_ms: Spread  # TTFT minus the server's prefill time
     error_kinds: dict[str, int] = field(default_factory=dict)
+    # rate steps (open loop): what was offered, how fast requests really went out, the most in flight
+    rate_rps: float | None = None  # offered, as the campaign asked
+    sent_rps: float | None = None  # requests sent per second between the first and the last send
+    max_in_flight: int | None = None  # over every request sent, answered or not
+    late_ms: Spread = field(default_factory=lambda: Spread(0))  # sent after its planned time, by this much
 
 
 def step_figures(conn: sqlite3.Connection, step: dict) -> StepFigures:
     """The figures of ``step`` (a ``load_steps`` row as a dict) from its samples."""
     rows = conn.execute(
         """select s.error_kind, s.generated_tokens, s.decode_tps, s.prefill_tps, s.prompt_tokens, s.ttft_ms,
-                  s.wall_ms, ls.queue_ms, ls.itl_ms_json
+                  s.wall_ms, ls.queue_ms, ls.itl_ms_json, ls.sent_s, ls.scheduled_s, ls.in_flight
            from samples s left join load_samples ls on ls.sample_id = s.id
            where s.cell_id = ? order by s.id""",
         [step["cell_id"]],
@@ -85,6 +90,10 @@ def step_figures(conn: sqlite3.Connection, step: dict) -> StepFigures:
     itl: list[float] = []
     for r in ok:
         itl += _intervals(r[8])
+    sent = sorted(r[9] for r in rows if _finite(r[9]))
+    flights = [r[11] for r in rows if isinstance(r[11], int) and not isinstance(r[11], bool)]
+    late = [(r[9] - r[10]) * 1000.0 for r in rows if _finite(r[9]) and _finite(r[10])]
+    rate = step.get("rate_rps")
     return StepFigures(
         step=step,
         requests=len(rows),
@@ -99,7 +108,15 @@ def step_figures(conn: sqlite3.Connection, step: dict) -> StepFigures:
         e2e_ms=Spread.of([r[6] for r in ok]),
         queue_ms=Spread.of([r[7] for r in ok]),
         error_kinds=errors,
+        rate_rps=rate if _finite(rate) else None,
+        sent_rps=(len(sent) - 1) / (sent[-1] - sent[0]) if len(sent) > 1 and sent[-1] > sent[0] else None,
+        max_in_flight=max(flights) if flights else None,
+        late_ms=Spread.of(late),
     )
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _intervals(text: str | None) -> list[float]:

@@ -46,11 +46,14 @@ def server_shape(backend: Backend, model: str) -> ServerShape:
 
 
 def new_step(store: Store, run_id: int, model_id: int, axis: str, *, pinned: bool, prompt_class: str,
-             max_tokens: int, requests: int, shape: ServerShape, streams: int = 1,
-             depth_tokens: int | None = None, refused_reason: Saying | None = None) -> dict:
-    """The step's cell (kind ``load``/``depth``: never in a median of the main table) and its row.
+             max_tokens: int, requests: int, shape: ServerShape, streams: int | None = 1,
+             depth_tokens: int | None = None, refused_reason: Saying | None = None,
+             rate: dict | None = None) -> dict:
+    """The step's cell (kind ``load``/``depth``/``rate``: never in a median of the main table) and its row.
 
     ``refused_reason`` is stored as English (``refused_reason``) and structured (``refused_json``).
+    ``rate``: a rate step's ``rate_rps``, ``seed`` and ``duration_s``; its
+    ``streams`` is None and whether it queued is known only once it ran.
     """
     position = store.db.execute("select count(*) from load_steps where run_id = ?", [run_id]).fetchone()[0]
     cell_position = store.db.execute("select coalesce(max(position), -1) + 1 from cells where run_id = ?",
@@ -63,19 +66,23 @@ def new_step(store: Store, run_id: int, model_id: int, axis: str, *, pinned: boo
         "run_id": run_id, "model_id": model_id, "cell_id": cell_id, "axis": axis, "position": position,
         "streams": streams, "depth_tokens": depth_tokens, "requests": requests, "prompt_class": prompt_class,
         "max_tokens": max_tokens, "total_slots": shape.total_slots, "n_ctx": shape.n_ctx,
-        "queueing": None if shape.total_slots is None else int(streams > shape.total_slots),
+        "queueing": None if shape.total_slots is None or streams is None else int(streams > shape.total_slots),
         "started_at": utcnow(), "refused_reason": english(refused_reason),
         "refused_json": json.dumps(said_json(refused_reason)) if said_json(refused_reason) else None,
+        **(rate or {}),
     }
     row["id"] = store.insert("load_steps", row)
     return row
 
 
-def store_request(store: Store, step_id: int, stream: int, sent: Sent) -> Taken:
-    """One request of a step: its sample row, and beside it the stream, queue time and chunk intervals."""
+def store_request(store: Store, step_id: int, stream: int | None, sent: Sent, arrival: dict | None = None) -> Taken:
+    """One request of a step: its sample row, and beside it the stream, queue time and chunk intervals.
+
+    ``arrival``: a rate step's ``scheduled_s``, ``sent_s`` and ``in_flight`` of the request.
+    """
     taken = store_sent(store, sent)
     res = sent.result
-    extra = {"sample_id": taken.sample_id, "step_id": step_id, "stream": stream, "chunks": 0}
+    extra = {"sample_id": taken.sample_id, "step_id": step_id, "stream": stream, "chunks": 0, **(arrival or {})}
     if res is not None:
         chunks = res.chunk_ms
         extra["chunks"] = len(chunks)

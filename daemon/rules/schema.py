@@ -19,7 +19,8 @@ from ``facts.py`` once the run has measured.
   ``probe.<name>.total`` (task counts).
 - ``load.max_streams_at_slo`` (the most concurrent streams of a ``[load]`` step
   meeting ``[load.slo]``; 0 when none does) and ``load.knee_streams`` (where
-  aggregate throughput stops rising).
+  aggregate throughput stops rising); ``load.max_rate_at_slo`` and
+  ``load.knee_rate`` the same over ``[load] rates`` (offered requests/s).
 - ``pinned``; and any of the above prefixed ``incumbent.`` for the pinned
   model's value (``decode.short >= 0.8 * incumbent.decode.short``).
 """
@@ -38,7 +39,8 @@ BUFFERS = (
     "draft_context_mib", "projector_mib",
 )
 MEDIANS = ("decode", "prefill", "ttft_ms")
-LOAD_AXES = ("load.max_streams_at_slo", "load.knee_streams")  # from [load] steps (daemon/load/slo.py)
+LOAD_AXES = ("load.max_streams_at_slo", "load.knee_streams",  # from [load] steps (daemon/load/slo.py)
+             "load.max_rate_at_slo", "load.knee_rate")
 PROBE_COUNTS = ("passed", "total")
 
 
