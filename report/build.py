@@ -9,6 +9,7 @@ This module decides what to render and writes the files.
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import partial
 from pathlib import Path
 
 from cardproof.daemon.store import open_store
@@ -28,6 +29,7 @@ from .tolerance import shielded
 from .summaries import ComparisonSummary, RunSummary, model_figures, no_headline_reason, previous_runs, ratio_range
 from .views import article_view, models_across
 from .lead_steps import lead_steps, steps_by_run, steps_print
+from .history.render import trend_series
 
 # Other modules and tests import these from here.
 from .article_parts import cell_value as _cellvalue, merged_caveats, render_caveat, run_charts as _charts  # noqa: F401
@@ -86,7 +88,7 @@ class _RecentViews(OrderedDict):
         return self[rid]
 
 
-def _page_producers():
+def _page_producers(history: list[dict] | None = None):
     """Pages beyond the runs and their comparisons, each ``produce(db, project, show_addresses=...) -> [Path]``.
 
     One place to add a kind of page; each producer decides itself what it
@@ -95,7 +97,8 @@ def _page_producers():
     from .history.render import write_trends  # each model across runs, with its steps (issue 20)
     from .observed import write_log_articles  # server logs imported with no run (issue 15)
 
-    return [write_log_articles, write_trends]
+    # the build's series, computed once for the leads' steps and the trend pages
+    return [write_log_articles, partial(write_trends, series=history)]
 
 
 def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[list[Path], dict, Path]:
@@ -113,7 +116,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     code = code_fingerprint() + ("+addresses" if show_addresses else "")
     prints = run_fingerprints(db, all_runs, project, code)
     # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key
-    starts = steps_by_run(db)
+    history = trend_series(db)  # once per build: the leads' steps here, the trend pages below
+    starts = steps_by_run(series=history)
     prev = previous_runs(all_runs)
     # A run article shows its own data, its comparison with the previous run and the campaign's
     # ratio range up to itself: its key covers the previous run and every earlier run of the campaign.
@@ -211,7 +215,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
             written.append(p)
     written += write_home(project / "site", lambda lang: render_home(all_runs, lang, comparisons,
                                                                     show_addresses=show_addresses))
-    for produce in _page_producers():
+    for produce in _page_producers(history):
         written += produce(db, project, show_addresses=show_addresses)
     _remove_stale(out_dir, cmp_dir, keys)
     manifest = {"pages": keys, "runs": {str(rid): s.to_json() for rid, s in summaries.items()},

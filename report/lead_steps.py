@@ -12,9 +12,7 @@ import hashlib
 import json
 
 from .history.render import METRIC_NAMES, cell_name
-from .history.render import _pages as trend_pages
-from .history.render import runs_of_steps
-from .history.series import build_series
+from .history.render import runs_of_steps, trend_series
 from .i18n import LANGUAGES, Lang
 from .mdsafe import MD
 
@@ -22,11 +20,13 @@ from .mdsafe import MD
 _TRENDS = "../trends"
 
 
-def steps_by_run(db) -> dict[int, list[dict]]:
-    """Run id -> the steps it starts ({series, step}), with the trend page names the site uses."""
-    series = build_series(db)
-    trend_pages(series)  # the final page names (two names that slug alike get distinct pages)
-    return runs_of_steps(series)
+def steps_by_run(db=None, series: list[dict] | None = None) -> dict[int, list[dict]]:
+    """Run id -> the steps it starts ({series, step}), with the trend page names the site uses.
+
+    ``series``: the build's :func:`~report.history.render.trend_series`, so the series are computed
+    once per build for the leads and the trend pages; without it they are read from ``db``.
+    """
+    return runs_of_steps(series if series is not None else trend_series(db))
 
 
 def steps_print(entries: list[dict] | None) -> str:

@@ -80,7 +80,11 @@ def step_sentence(series: dict, step: dict, L: Lang) -> MD:
     return text
 
 
-def _pages(series: list[dict]) -> dict[str, list[dict]]:
+def assign_pages(series: list[dict]) -> dict[str, list[dict]]:
+    """Page name -> its series; sets each series' final ``page`` (two names that slug alike get distinct pages).
+
+    The run articles' leads link these names, so both read the same assignment.
+    """
     pages: dict[str, list[dict]] = defaultdict(list)
     for s in series:
         pages[s["page"]].append(s)
@@ -191,8 +195,19 @@ def _env():
     return environment()
 
 
-def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Path]:
-    """Every trend page and the trends index, both languages; returns the files written."""
+def trend_series(db) -> list[dict]:
+    """Every series with its steps and final page names: computed once per build, read by the trend
+    pages and by the run articles' leads (report/lead_steps.py)."""
+    series = build_series(db)
+    assign_pages(series)
+    return series
+
+
+def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None) -> list[Path]:
+    """Every trend page and the trends index, both languages; returns the files written.
+
+    ``series``: :func:`trend_series` of this build where the caller has it already.
+    """
     out_dir = Path(project) / "site" / FOLDER
     img_dir = out_dir / "img"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -200,8 +215,9 @@ def write_trends(db, project: Path, *, show_addresses: bool = False) -> list[Pat
         old = json.loads((out_dir / _PRINTS).read_text())
     except (OSError, ValueError):
         old = {}
-    series = build_series(db)
-    pages = _pages(series)
+    if series is None:
+        series = trend_series(db)
+    pages = assign_pages(series)
     bench = bench_series(db, sorted({s["model"] for s in series}))
     prints, written = {}, []
     code = _code_fingerprint() + ("+addresses" if show_addresses else "")
