@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .axes import axes_view
+from .fit import fit_view
 from .compare import compare_runs
 from .contradictions import contradictions_for
 from .evidence import run_evidence
@@ -46,6 +47,7 @@ class ArticleView:
     clients: list[dict]
     provenance: list[dict]
     axes: dict  # the Load and Context sections (report/axes.py)
+    fit: list  # the fit table of the Context section (report/fit.py)
 
     @property
     def run_id(self) -> int:
@@ -88,6 +90,7 @@ def article_view(db, base: dict, *, previous_id: int | None, ratio: dict | None,
     so_far["clients"] = requests_by_client(db, rid, show_addresses=show_addresses)
     so_far["provenance"] = [p for p in counter_provenance(db, rid) if p["source"] != "none"]
     so_far["axes"] = axes_view(db, rid, base["run"].get("campaign_text"))
+    so_far["fit"] = fit_view(db, rid)
     return ArticleView(base=base, **{f.name: so_far[f.name] for f in fields(ArticleView) if f.name != "base"})
 
 

@@ -129,6 +129,7 @@ def _take(ev: LoadEvidence, f, line_id: int) -> None:
         per = ev.buffers.setdefault(f.device, {})
         per[f.name] = round(per.get(f.name, 0.0) + f.value_num, 3)
         ev.cite("kv" if f.name in KV else "buffers", line_id)
+        ev.cite(f"device:{f.device}", line_id)  # each device's figure links to its own lines
 
 
 @dataclass
