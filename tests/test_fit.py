@@ -104,6 +104,28 @@ def test_context_beyond_the_trained_context_is_refused_and_a_failed_load_does_no
     assert len(store.db.execute("select id from fit_checks").fetchall()) == 4
 
 
+def test_a_missing_file_or_binary_is_a_refusal_not_a_verdict_on_the_model(tmp_path, tiny_models, monkeypatch):
+    """A remote server's path, or no llama-server here: refused with the reason, nothing started."""
+    store, run_id, model_id = make_run(tmp_path / "s.db", model="tiny-a")
+    lines: list[str] = []
+    row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file="/srv/models/remote.gguf",
+                     settings=FitSettings(contexts=[2048]), source=None, echo=lines.append)
+    assert row["verdict"] == "refused" and row.get("load_id") is None
+    assert lines == ["fit tiny-a 2,048 tokens: refused: model file not on this machine: /srv/models/remote.gguf"]
+    monkeypatch.setenv("CARDPROOF_LLAMA_SERVER", str(tmp_path / "no-such-llama-server"))
+    row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(tiny_models["tiny-a"]),
+                     settings=FitSettings(contexts=[2048]), source=None, echo=lines.append)
+    assert row["verdict"] == "refused" and "no llama-server to start here: " in row["reasons_text"]
+    assert store.db.execute("select status from loads where id = ?", [row["load_id"]]).fetchone()[0] == "refused"
+
+
+def _recorded_model(folder: Path) -> Path:
+    """A file standing for the recorded server's model (not a GGUF: its trained context comes from the log)."""
+    path = folder / "recorded-model.bin"
+    path.write_bytes(b"recorded")
+    return path
+
+
 def _recorded_launch(log: Path, url: str, pid: int):
     def launch(args, log_path, timeout_s):
         shutil.copyfile(log, log_path)  # the recorded CUDA server's log stands in for this load's
@@ -126,7 +148,7 @@ def test_recorded_rtx5090_load_fits_with_resident_memory_share_and_free(llama_se
     source, pid = recorded_card
     store, run_id, model_id = make_run(tmp_path / "s.db", model="tiny-a")
     # no GGUF to read (the recorded model is not here): the trained context comes from the log
-    row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(tmp_path / "none.gguf"),
+    row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(_recorded_model(tmp_path)),
                      settings=FitSettings(contexts=[131072]), source=source, echo=lambda _: None,
                      launch=_recorded_launch(REAL_5090, llama_server.url, pid))
     assert row["verdict"] == "fits", row["reasons_text"]
@@ -153,7 +175,7 @@ def test_recorded_two_card_load_does_not_fit_and_says_why(llama_server, tmp_path
             from cardproof.daemon.load.fit import LaunchFailed
             shutil.copyfile(RECORDED / log, log_path)
             raise LaunchFailed("exited with status 1")
-    row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(tmp_path / "x.gguf"),
+    row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(_recorded_model(tmp_path)),
                      settings=FitSettings(contexts=[262144]), source=source, echo=lambda _: None, launch=launch)
     assert row["verdict"] == "does_not_fit"
     for words in reasons:

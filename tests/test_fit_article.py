@@ -23,7 +23,7 @@ from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 from memory_support import FIXTURES as NVML, StandIn
-from test_fit import REAL_5090, RECORDED, _recorded_launch
+from test_fit import REAL_5090, RECORDED, _recorded_launch, _recorded_model
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def fit_db(llama_server, tmp_path_factory):
     try:
         source = RecordedSource(NVML / "fit_rtx5090.json", pids={"SERVER": server.pid}, device_prefixes=[str(dev)])
         common = dict(store=store, run_id=out.run_id, model="tiny-a", model_id=model_id,
-                      model_file=str(tmp / "recorded.gguf"), echo=lambda s: None)
+                      model_file=str(_recorded_model(tmp)), echo=lambda s: None)
         fit_model(**common, settings=FitSettings(contexts=[131072]), source=source,
                   launch=_recorded_launch(REAL_5090, llama_server.url, server.pid))
         fit_model(**common, settings=FitSettings(contexts=[262144]), source=source,

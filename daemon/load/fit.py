@@ -64,14 +64,18 @@ class Launched:
 
 def start_server(args: list[str], log_path: Path, timeout_s: float) -> Launched:
     """A real llama-server with ``args``; :class:`LaunchFailed` with the reason when it does not come up."""
-    server = llamacpp.LlamaServerProcess(args, log_path=log_path)
+    server = llamacpp.LlamaServerProcess(args, log_path=log_path)  # LlamaServerMissing: no binary here
     try:
         server.start(ready_timeout_s=timeout_s)
     except llamacpp.LlamaServerFailed as exc:
         server.stop()
         code = server.proc.returncode if server.proc is not None else None
-        raise LaunchFailed(f"exited with status {code}" if code not in (None, -15)
-                           else f"not ready after {timeout_s:g} s") from exc
+        if "not healthy" in str(exc) or code is None:
+            raise LaunchFailed(f"not ready after {timeout_s:g} s") from exc
+        raise LaunchFailed(f"exited with status {code}" if code >= 0 else f"killed by signal {-code}") from exc
+    except BaseException:
+        server.stop()  # interrupted while loading: no server is left running behind the run
+        raise
     return Launched(server.url, server.proc.pid if server.proc else None, server.stop)
 
 
@@ -155,6 +159,11 @@ def fit_one(store: Store, *, run_id: int, model: str, model_id: int, model_file:
     memory: dict = {}
     try:
         server = launch(args, log_path, settings.load_timeout_s)
+    except llamacpp.LlamaServerMissing as exc:
+        # no server binary on this machine says nothing about the model: refused, not "does not fit"
+        store.update("loads", load_id, {"status": "refused", "error_text": str(exc), "ended_at": utcnow()})
+        return _store(store, row, "refused", [Said("no llama-server to start here: {error}",
+                                                   {"error": Said.quoted(str(exc)[:300])})], [])
     except (LaunchFailed, OSError) as exc:
         load_error = str(exc)
         store.update("loads", load_id, {"status": "failed", "error_text": load_error, "ended_at": utcnow(),
@@ -188,6 +197,9 @@ def fit_one(store: Store, *, run_id: int, model: str, model_id: int, model_file:
 def _refusal(context: int, trained: int | None, model_file: str | None) -> Said | None:
     if not model_file:
         return Said("no model file known: set file in the model's [[models]] table", {})
+    if not Path(model_file).is_file():
+        # a remote server's path, or a file moved since: a load here would fail for a reason that is not fit
+        return Said("model file not on this machine: {path}", {"path": Said.quoted(model_file)})
     if trained is not None and context > trained:
         return Said("context {context:,} tokens exceeds the model's trained context of {trained:,} tokens",
                     {"context": context, "trained": trained})
