@@ -129,9 +129,11 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
                             f"reasoning setting); at most {MAX_PLANNED_SAMPLES:,}")
     axes = _axes(f.load, f.depth, path, prompt_tokens, camp.max_tokens, len(f.models), planned)
     fit = getattr(f, "fit", None)  # [fit] names campaign models only (daemon/load/fit_settings.py)
-    for i, name in enumerate((fit.models or ()) if fit is not None else ()):
+    named = [(f"fit.models[{i}]", n) for i, n in enumerate(fit.models or ())] if fit is not None else []
+    named += [(f"fit.per_model.{n}", n) for n in (fit.per_model if fit is not None else {})]
+    for key, name in named:
         if name not in {m.name for m in f.models}:
-            raise CampaignError(path, f"fit.models[{i}]", f"unknown model {validate.quoted(name)} "
+            raise CampaignError(path, key, f"unknown model {validate.quoted(name)} "
                                 f"(models: {', '.join(m.name for m in f.models)})")
     return Campaign(
         name=name,

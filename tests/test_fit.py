@@ -67,8 +67,8 @@ def test_cpu_only_run_says_not_on_a_card_with_the_real_buffers_and_kv_growing(ll
         assert tuple(load) == ("fit", "loaded", "fit test")
     # f16 K and V for every cell: four times the context, four times the KV cache
     assert rows[1]["kv_host_mib"] == pytest.approx(4 * rows[0]["kv_host_mib"]) and rows[0]["kv_host_mib"] > 0
-    assert any(line.startswith("fit tiny-a 2,048 tokens: not on a card (KV 0.0 MiB on cards, 1.0 MiB on host")
-               for line in lines)
+    assert any(line.startswith("fit tiny-a 2,048 tokens: not on a card (KV 0.0 MiB on cards, 1.0 MiB on host; "
+                               "buffers CPU 5.") for line in lines), lines
     # not on a card is not a fit: the largest context that fits is 0, and a rule over it is decided
     outcomes = dict(conn.execute("select rule_name, outcome from rule_results where run_id = ?", [out.run_id]))
     assert outcomes == {"fits_8k": "fail", "none_fits": "pass"}
@@ -215,11 +215,28 @@ def test_evidence_reader_skips_malformed_lines_and_keeps_the_draft_apart():
     ("contexts = [2048]\nload_timeout_s = 0", "fit.load_timeout_s"),
     ("contexts = [2048]\ncolour = 1", "fit.colour"),
     ("contexts = 2048", "fit.contexts"),
+    ("models = [\"tiny-a\"]", "fit.contexts"),
+    ("models = [\"tiny-a\"]\n[fit.per_model]\ntiny-a = [2048]", "fit.models"),
+    ("max_tokens = 8", "fit.contexts"),
+    ("[fit.per_model]\nnope = [2048]", "fit.per_model.nope"),
+    ("[fit.per_model]\ntiny-a = [2048, 0]", "fit.per_model.tiny-a[1]"),
+    ("[fit.per_model]\ntiny-a = 2048", "fit.per_model.tiny-a"),
+    ("contexts = [2048]\nper_model = 3", "fit.per_model"),
 ])
 def test_a_bad_fit_table_is_refused_naming_the_key(table, key):
     with pytest.raises(CampaignError) as exc:
         parse_campaign(campaign_text("http://127.0.0.1:1") + f"\n[fit]\n{table}\n")
     assert f"'{key}'" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_per_model_contexts_beside_the_shared_ones():
+    text = campaign_text("http://127.0.0.1:1", models=("tiny-a", "tiny-b")) + \
+        '\n[fit]\ncontexts = [1024]\nmodels = ["tiny-a"]\n[fit.per_model]\ntiny-b = [4096, 2048]\n'
+    fit = parse_campaign(text).sections["fit"]
+    assert fit.plan(("tiny-a", "tiny-b")) == [("tiny-a", (1024,)), ("tiny-b", (4096, 2048))]
+    only = parse_campaign(campaign_text("http://127.0.0.1:1", models=("tiny-a", "tiny-b"))
+                          + "\n[fit.per_model]\ntiny-b = [2048]\n").sections["fit"]
+    assert only.plan(("tiny-a", "tiny-b")) == [("tiny-b", (2048,))]
 
 
 def test_a_bad_fit_table_exits_2_on_the_command_line(tmp_path):

@@ -99,3 +99,32 @@ def test_fit_table_in_both_languages_with_every_figure_linked(fit_db, tmp_path):
         # a device's buffers link to that device's own line
         cuda1 = re.search(rf"\[CUDA1 [\d.,]+ MiB\]\(run-{run_id}-evidence\.md#line-(\d+)\)", fit)[1]
         assert "CUDA1" in conn.execute("select raw from log_lines where id = ?", [int(cuda1)]).fetchone()[0]
+
+
+def test_damaged_fit_rows_are_shown_escaped_and_never_stop_the_build(fit_db, tmp_path):
+    """Rows a damaged or hostile database holds: text where numbers belong, broken JSON, markup in a verdict."""
+    db, run_id = fit_db
+    hostile = tmp_path / "hostile.db"
+    hostile.write_bytes(db.read_bytes())
+    conn = sqlite3.connect(hostile)
+    model_id = conn.execute("select id from models where name = 'tiny-a'").fetchone()[0]
+    rows = [
+        {"context_tokens": "lots", "verdict": "<script>alert(1)</script>", "buffers_json": "[1, 2]",
+         "evidence_json": "{", "reasons_json": "not json", "reasons_text": "**bold** <b>x</b>"},
+        {"context_tokens": 4096, "verdict": "fits", "buffers_json": '{"CUDA0": {"kv_buffer_mib": "x"}, "a|b": 3}',
+         "evidence_json": '{"kv": ["<x>"], "ctx": [1e999], "missing": "all"}', "resident_mib": "1e9",
+         "card_total_mib": 0, "free_mib": float("nan")},
+    ]
+    for i, r in enumerate(rows):
+        cols = {"run_id": run_id, "model_id": model_id, "position": 100 + i, **r}
+        conn.execute(f"insert into fit_checks ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
+                     list(cols.values()))
+    conn.commit()
+    project = tmp_path / "proj"
+    _build(hostile, project)
+    md = (project / "site" / "runs" / f"run-{run_id}.md").read_text()
+    fit = md[md.index("### Fit on the cards"):]
+    fit = fit[:fit.index("\n## ")]
+    assert "<script>" not in fit and "<b>x</b>" not in fit
+    assert "&lt;script&gt;" in fit or "\\<script" in fit
+    assert "| **fits** |" in fit  # the damaged figures print as dashes, the row is still there

@@ -101,14 +101,15 @@ def run_fit(ctx: "RunContext") -> None:
     settings: FitSettings | None = ctx.campaign.sections.get("fit")
     if settings is None:
         return
-    names = settings.models or tuple(m.name for m in ctx.campaign.models)
+    plan = settings.plan(tuple(m.name for m in ctx.campaign.models))
     pinned = {m.name for m in ctx.campaign.models if m.pinned}
-    _free_router(ctx, [n for n in names if n not in pinned])
+    _free_router(ctx, [n for n, _ in plan if n not in pinned])
     source = ctx.mem.source if ctx.mem is not None else None
-    for name in names:
+    for name, contexts in plan:
         row = ctx.store.db.execute("select path from models where id = ?", [ctx.model_ids[name]]).fetchone()
         fit_model(ctx.store, run_id=ctx.run_id, model=name, model_id=ctx.model_ids[name],
-                  model_file=row[0] if row else None, settings=settings, source=source, echo=ctx.echo)
+                  model_file=row[0] if row else None, settings=settings, source=source, echo=ctx.echo,
+                  contexts=contexts)
 
 
 def _free_router(ctx: "RunContext", names: list[str]) -> None:
@@ -125,11 +126,12 @@ def _free_router(ctx: "RunContext", names: list[str]) -> None:
 
 def fit_model(store: Store, *, run_id: int, model: str, model_id: int, model_file: str | None,
               settings: FitSettings, source, echo: Callable[[str], None],
-              launch: Callable[[list[str], Path, float], Launched] = start_server) -> list[dict]:
-    """Every context of ``settings`` for one model; returns the stored rows."""
+              launch: Callable[[list[str], Path, float], Launched] = start_server,
+              contexts: tuple[int, ...] | None = None) -> list[dict]:
+    """Every context (``contexts``, else ``settings.contexts``) for one model; returns the stored rows."""
     trained = trained_context(model_file)
     rows = []
-    for context in settings.contexts:
+    for context in contexts or settings.contexts or ():
         row = fit_one(store, run_id=run_id, model=model, model_id=model_id, model_file=model_file,
                       context=context, trained=trained, settings=settings, source=source, launch=launch)
         echo(summary(model, row))
@@ -353,6 +355,9 @@ def summary(model: str, row: dict) -> str:
     parts = []
     if row.get("kv_card_mib") or row.get("kv_host_mib"):
         parts.append(f"KV {row['kv_card_mib'] or 0:.1f} MiB on cards, {row['kv_host_mib'] or 0:.1f} MiB on host")
+    buffers = json.loads(row.get("buffers_json") or "{}")
+    if buffers:  # what the server allocated, card or not: a CPU-only load still shows its own figures
+        parts.append("buffers " + ", ".join(f"{d} {sum(b.values()):.1f} MiB" for d, b in sorted(buffers.items())))
     if row.get("resident_mib") is not None:
         parts.append(f"resident {row['resident_mib']:.0f} MiB of {row['card_total_mib']:.0f} MiB")
     return head + (f" ({'; '.join(parts)})" if parts else "")
