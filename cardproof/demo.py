@@ -38,6 +38,20 @@ run = ["tools", "thinking", "reasoning", "coding"]
 repeat = 2
 max_tokens = 64
 
+# A small concurrency sweep and a context-depth sweep, kept within the tiny models'
+# context: the article's Load and Context sections. The router serves one slot per
+# model, so the 2- and 4-stream steps show queueing.
+[load]
+streams = [1, 2, 4]
+requests_per_stream = 2
+prompt_class = "short"
+max_tokens = 16
+
+[depth]
+tokens = [0, 256, 1024]
+repetitions = 2
+max_tokens = 16
+
 [rules]
 candidate = 'probe.reasoning == "PASS" and decode.short >= 100'
 

@@ -147,7 +147,8 @@ def test_demo_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "step 4/4" in proc.stderr, proc.stderr[-2000:]
-    assert "[30/30]" in proc.stderr, proc.stderr[-2000:]
+    # 30 cell samples, then 40 in the load and depth steps: all of them measured
+    assert "[30/70]" in proc.stderr and "70/70 samples measured" in proc.stderr, proc.stderr[-2000:]
     assert (tmp_path / "proj" / "build" / "site" / "index.html").exists()
     de_runs = tmp_path / "proj" / "build" / "site" / "de" / "runs"
     assert (de_runs / "run-1" / "index.html").exists() or (de_runs / "run-1.html").exists()
@@ -161,6 +162,9 @@ def test_demo_end_to_end(tmp_path):
     assert drafted and drafted > 0
     # demo leaves no server behind
     assert "llama-server at http://127.0.0.1:" in proc.stderr
+    from test_demo_axes import assert_demo_axes  # the Load and Context sections with charts, both languages
+
+    assert_demo_axes(tmp_path / "proj", tmp_path / "demo" / "cardproof.db")
 
 
 def test_message_catalogues_never_disagree():
