@@ -14,7 +14,7 @@ import sqlite3
 
 #: verdict -> the words the table shows (catalogue message ids)
 VERDICT_WORDS = {"fits": "fits", "does_not_fit": "does not fit", "not_on_card": "not on a card",
-                 "refused": "refused"}
+                 "refused": "refused", "unknown": "no verdict"}
 #: what a "fits" needs and a load may not give (fit_evidence.judge's names) -> catalogue message ids
 MISSING_WORDS = {"offloaded layers": "no offload line in the log", "KV buffer": "no KV buffer line in the log",
                  "context size": "no context size in the log", "card memory": "no card memory reading"}

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from cardproof.cli import cli
 from cardproof.daemon.campaign import CampaignError, parse_campaign
 from cardproof.daemon.load.fit import Launched, fit_model
-from cardproof.daemon.load.fit_evidence import read_lines
+from cardproof.daemon.load.fit_evidence import judge, read_lines
 from cardproof.daemon.load.fit_settings import FitSettings
 from cardproof.daemon.memory import RecordedSource
 from cardproof.daemon.runner import run_campaign
@@ -198,6 +198,26 @@ def test_evidence_reader_skips_malformed_lines_and_keeps_the_draft_apart():
     assert ev.kv_card_mib == 64.0 and ev.buffers["CPU"] == {"draft_kv_buffer_mib": 8.0}
     assert ev.kv_host_mib == 8.0  # the draft's cache on the CPU is host memory all the same
     assert ev.evidence["kv"] == [3, 6]
+
+
+@pytest.mark.parametrize("name, verdict, layers, kv_card_mib, kv_host_mib, reasons", [
+    # real published logs (tests/fixtures/logs/real/README.md), read as a fit load's own log
+    ("ik-llama-pr237-15x3090.log", "fits", (62, 62), 10980.0, 0.0, []),
+    ("llama-runner-metal-2026.log", "fits", (43, 43), 1064.0, 0.0, []),  # MTL0 is the GPU's memory
+    ("ollama-0.24-cpu.log", "not_on_card", (None, None), 0.0, 2048.0, []),
+    ("dockerbuildfiles-gemma4-mtp-draft.log", "unknown", (None, None), 0.0, 0.0,
+     ["the log names no buffer and no offloaded layers"]),  # its mlock and fitting warnings are no failure
+    ("local-llama-failed-load.log", "unknown", (None, None), 0.0, 0.0,
+     ["the log names no buffer and no offloaded layers"]),
+])
+def test_real_published_logs_give_the_verdict_their_lines_support(name, verdict, layers, kv_card_mib, kv_host_mib,
+                                                                  reasons):
+    raw = (HERE / "fixtures" / "logs" / "real" / name).read_bytes().decode("utf-8", "replace").splitlines()
+    ev = read_lines(list(enumerate(raw, 1)))
+    v = judge(ev, context_tokens=ev.ctx_size or 1, load_error=None, request_error=None, card_readable=True)
+    assert (v.verdict, (ev.offloaded_layers, ev.total_layers)) == (verdict, layers)
+    assert (ev.kv_card_mib, ev.kv_host_mib) == (pytest.approx(kv_card_mib), pytest.approx(kv_host_mib))
+    assert [r.english() for r in v.reasons] == reasons and ev.oom_lines == []
 
 
 @pytest.mark.parametrize("table, key", [

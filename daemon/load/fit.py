@@ -46,7 +46,7 @@ MAX_LOG_BYTES = 64 * 2**20  # a runaway log is read up to here: a fit load's fac
 
 
 VERDICT_WORDS = {"fits": "fits", "does_not_fit": "does not fit", "not_on_card": "not on a card",
-                 "refused": "refused"}
+                 "refused": "refused", "unknown": "no verdict"}
 
 
 class LaunchFailed(Exception):

@@ -25,10 +25,19 @@ _N_CTX_TRAIN = re.compile(r"\bn_ctx_train\s+=\s+(\d{1,12})\b")
 # the allocator's own words when a buffer does not fit (CUDA, HIP, Vulkan, Metal, ggml's allocator);
 # "failed to mlock ... Cannot allocate memory" is a warning about pinning host pages, not a failed buffer
 _OOM = re.compile(r"out of memory|cudaMalloc failed|hipMalloc failed|ErrorOutOfDeviceMemory|"
-                  r"failed to allocate|unable to allocate|insufficient memory", re.IGNORECASE)
+                  r"failed to allocate|unable to allocate|insufficient memory|cannot allocate memory", re.IGNORECASE)
 # why a load ended early, in the loader's words ("failed to load model", "error loading model: ...")
 _LOAD_ERROR = re.compile(r"failed to load|error loading|failed to read|failed to create|exception", re.IGNORECASE)
 _NOT_OOM = re.compile(r"mlock|this warning is normal during memory fitting", re.IGNORECASE)
+
+# Metal names its device MTL0, MTL1 in buffer lines: GPU memory (unified on Apple silicon, but the GPU's share)
+_METAL = re.compile(r"^MTL\d+$")
+
+
+def on_card(device: str | None) -> bool:
+    """A llama.cpp device name that is a GPU's memory, Metal's ``MTL0`` included."""
+    return is_card_device(device) or bool(device and _METAL.match(device))
+
 
 #: buffer facts shown per device, in the order a reader thinks of them
 _TARGET = ("model_buffer_mib", "kv_buffer_mib", "kv_swa_buffer_mib", "rs_buffer_mib", "compute_buffer_mib",
@@ -58,18 +67,18 @@ class LoadEvidence:
 
     @property
     def kv_card_mib(self) -> float:
-        return round(sum(v for d, f in self.buffers.items() if is_card_device(d)
+        return round(sum(v for d, f in self.buffers.items() if on_card(d)
                          for k, v in f.items() if k in KV), 3)
 
     @property
     def kv_host_mib(self) -> float:
-        return round(sum(v for d, f in self.buffers.items() if not is_card_device(d)
+        return round(sum(v for d, f in self.buffers.items() if not on_card(d)
                          for k, v in f.items() if k in KV), 3)
 
     @property
     def on_card(self) -> bool:
         """Some buffer lies on a card, or the log says layers went to one."""
-        return any(is_card_device(d) for d in self.buffers) or bool(self.offloaded_layers)
+        return any(on_card(d) for d in self.buffers) or bool(self.offloaded_layers)
 
 
 def read_lines(lines: list[tuple[int, str]]) -> LoadEvidence:
@@ -134,7 +143,7 @@ def _take(ev: LoadEvidence, f, line_id: int) -> None:
 
 @dataclass
 class Verdict:
-    verdict: str  # fits | does_not_fit | not_on_card
+    verdict: str  # fits | does_not_fit | not_on_card | unknown
     reasons: list[Said]  # why not (does_not_fit), or what a CPU-only load still shows
     missing: list[str]  # evidence a "fits" would need and the load did not give: the verdict rests on the rest
 
@@ -163,6 +172,9 @@ def judge(ev: LoadEvidence, *, context_tokens: int, load_error: str | None, requ
         reasons.append(Said("the request failed: {error}", {"error": Said.quoted(request_error[:300])}))
     if reasons:
         return Verdict("does_not_fit", reasons, missing)
+    if not on_card and not ev.buffers:
+        # a log without a single buffer line proves neither a card nor the CPU: no verdict is guessed
+        return Verdict("unknown", [Said("the log names no buffer and no offloaded layers", {})], missing)
     if not on_card:
         # plainly: nothing of this load is on a card; its buffers are still reported beside the verdict
         return Verdict("not_on_card", [], missing)
@@ -185,7 +197,7 @@ def rule_values(conn, run_id: int, model_id: int) -> dict:
     """
     try:
         rows = conn.execute("select context_tokens, verdict from fit_checks where run_id = ? and model_id = ? "
-                            "and verdict != 'refused'", [run_id, model_id]).fetchall()
+                            "and verdict in ('fits', 'does_not_fit', 'not_on_card')", [run_id, model_id]).fetchall()
     except sqlite3.OperationalError:  # a database from before the fit test
         return {}
     if not rows:
