@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from importlib import resources
@@ -37,11 +36,12 @@ def scaffold(project: Path) -> None:
             dst.write_text(text)
 
 
-def mkdocs_build(project: Path) -> Path:
-    """``mkdocs build --strict``; raises ReportError with mkdocs' own complaint."""
+def mkdocs_build(project: Path, *, full: bool = False) -> Path:
+    """``mkdocs build --strict``, of the changed pages only where that is safe (report/site_build.py);
+    raises ReportError with mkdocs' own complaint. ``full`` forces a build of every page."""
     project = Path(project).resolve()
     proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(project / "mkdocs.yml")],
+        [sys.executable, "-m", "cardproof.report.site_build", str(project), *(["--full"] if full else [])],
         cwd=project,
         capture_output=True,
         text=True,
@@ -56,10 +56,12 @@ def mkdocs_build(project: Path) -> Path:
     # beside each page every switch logs a 404 in the reader's console.
     sitemap = out / "sitemap.xml"
     if sitemap.exists():
+        data = sitemap.read_bytes()
         for folder in {page.parent for page in out.rglob("*.html")}:
             dst = folder / "sitemap.xml"
-            if not dst.exists():
-                shutil.copy(sitemap, dst)
+            # a partial build leaves the copies of the last one: refresh those that differ
+            if dst != sitemap and (not dst.exists() or dst.read_bytes() != data):
+                dst.write_bytes(data)
     return out
 
 
