@@ -232,6 +232,9 @@ def test_real_published_logs_give_the_verdict_their_lines_support(name, verdict,
     ('contexts = [2048]\nserver_args = ["-c", "4096"]', "fit.server_args[0]"),
     ('contexts = [2048]\nserver_args = ["--ctx-size=4096"]', "fit.server_args[0]"),
     ('contexts = [2048]\nserver_args = [""]', "fit.server_args[0]"),
+    ('contexts = [2048]\nserver_args = ["-ctk", "q8_0", "--log-file", "/tmp/x"]', "fit.server_args[2]"),
+    ('contexts = [2048]\nserver_args = ["-lv=0"]', "fit.server_args[0]"),
+    ('contexts = [2048]\nserver_args = ["-ctk", 8]', "fit.server_args[1]"),
     ("contexts = [2048]\nload_timeout_s = 0", "fit.load_timeout_s"),
     ("contexts = [2048]\ncolour = 1", "fit.colour"),
     ("contexts = 2048", "fit.contexts"),
@@ -265,3 +268,16 @@ def test_a_bad_fit_table_exits_2_on_the_command_line(tmp_path):
     result = CliRunner().invoke(cli, ["run", str(path), "--db", str(tmp_path / "c.db")])
     assert result.exit_code == 2 and "key 'fit.contexts[0]'" in result.output
     assert not (tmp_path / "c.db").exists()
+
+
+def test_server_args_reach_the_fit_load(tmp_path, tiny_models):
+    """Real server: the campaign's own flags (a q8_0 K cache) change what the log reports for the same context."""
+    store, run_id, model_id = make_run(tmp_path / "s.db", model="tiny-a")
+    common = dict(run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(tiny_models["tiny-a"]),
+                  source=None, echo=lambda _: None)
+    plain, = fit_model(store, settings=FitSettings(contexts=[4096]), **common)
+    q8, = fit_model(store, settings=FitSettings(contexts=[4096], server_args=("-ctk", "q8_0")), **common)
+    assert plain["verdict"] == q8["verdict"] == "not_on_card"
+    # f16 K and V at 4096 cells; q8_0 K is 34 bytes per 32 values instead of 64
+    assert q8["kv_host_mib"] == pytest.approx(plain["kv_host_mib"] * (1 + 34 / 64) / 2, rel=0.01)
+    assert json.loads(q8["server_args_json"]) == ["-ctk", "q8_0"]

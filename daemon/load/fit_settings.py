@@ -26,10 +26,13 @@ MAX_PER_MODEL = 64
 # cardproof sets these itself for every fit load; a second value would make the row lie about its context
 OWN_FLAGS = frozenset({"-m", "--model", "-c", "--ctx-size", "--port", "--host", "-np", "--parallel",
                        "--models-preset", "-hf", "--hf-repo", "-mu", "--model-url"})
+# the server's log is the test's evidence: an argument that silences or moves it would leave no verdict
+LOG_FLAGS = frozenset({"--log-file", "--log-disable", "-lv", "--verbosity", "--log-verbosity", "-v",
+                       "--verbose", "--log-colors", "-q", "--quiet"})
 
 
 def _server_args(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list):
+    if not isinstance(value, (list, tuple)):  # a tuple: settings built in code
         raise validate.Invalid(f"expected a list of strings, got {validate.describe(value)}")
     if len(value) > MAX_SERVER_ARGS:
         raise validate.Invalid(f"expected at most {MAX_SERVER_ARGS} arguments, got {len(value):,}")
@@ -39,9 +42,13 @@ def _server_args(value: Any) -> tuple[str, ...]:
             arg = validate.text(item, what="a non-empty string", max_chars=4096)
         except validate.Invalid as exc:
             raise validate.Invalid(str(exc), at=(i,)) from None
-        if arg.split("=", 1)[0] in OWN_FLAGS:
+        flag = arg.split("=", 1)[0]
+        if flag in OWN_FLAGS:
             raise validate.Invalid(f"{validate.quoted(arg)} is set by cardproof for every fit load "
                                    f"(model file, context, slots, address)", at=(i,))
+        if flag in LOG_FLAGS:
+            raise validate.Invalid(f"{validate.quoted(arg)} would change the server's log, which is the "
+                                   f"fit test's evidence", at=(i,))
         out.append(arg)
     return tuple(out)
 
