@@ -286,3 +286,41 @@ def test_damaged_rate_rows_are_named_and_the_site_still_builds(rates_db, tmp_pat
     assert f"[—](run-{run_id}-evidence.md#step-{first})" in rows[0]  # the damaged rate: no figure
     assert "| — |" in rows[1]  # no send times, no in-flight count: no figure
     assert f"run-{run_id}-rate-0-en.svg" not in section  # no step left on the axis: no chart from a guess
+
+
+def test_sigterm_mid_rate_step_ends_the_run_promptly_as_interrupted_with_what_it_stored(parallel_server,  # noqa: F811
+                                                                                        tmp_path):
+    """Hundreds of Poisson arrivals in flight when SIGTERM comes: no further sends, the run marked interrupted
+    within seconds, every answer stored before it kept."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    camp = tmp_path / "c.toml"
+    camp.write_text(rate_text(parallel_server.url, rates=(200,), per_rate=2000, max_tokens=64))
+    db = tmp_path / "t.db"
+    proc = subprocess.Popen([sys.executable, "-m", "cardproof.cli", "run", str(camp), "--db", str(db)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+    try:
+        deadline = time.monotonic() + 120
+        seen = 0
+        while time.monotonic() < deadline and seen < 5:
+            time.sleep(0.05)
+            try:
+                seen = sqlite3.connect(db).execute("select count(*) from samples where kind = 'rate'").fetchone()[0]
+            except sqlite3.Error:
+                seen = 0
+        assert seen >= 5, "the step never got going"
+        sent_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        took = time.monotonic() - sent_at
+    finally:
+        proc.kill()
+        proc.wait()
+    assert took < 15, took
+    conn = sqlite3.connect(db)
+    status = conn.execute("select status from runs").fetchone()[0]
+    stored = conn.execute("select count(*) from samples where kind = 'rate'").fetchone()[0]
+    assert status == "interrupted" and seen <= stored < 2000
