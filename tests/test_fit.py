@@ -281,3 +281,24 @@ def test_server_args_reach_the_fit_load(tmp_path, tiny_models):
     # f16 K and V at 4096 cells; q8_0 K is 34 bytes per 32 values instead of 64
     assert q8["kv_host_mib"] == pytest.approx(plain["kv_host_mib"] * (1 + 34 / 64) / 2, rel=0.01)
     assert json.loads(q8["server_args_json"]) == ["-ctk", "q8_0"]
+
+
+def test_a_failed_fit_load_leaves_the_run_going_to_the_next_model(llama_server, tmp_path, tiny_models):
+    """A whole run: tiny-a's file is a corrupt copy (its fit load fails), tiny-b's fit load still runs."""
+    broken = tmp_path / "tiny-a-broken.gguf"
+    data = tiny_models["tiny-a"].read_bytes()
+    broken.write_bytes(data[: len(data) // 2])
+    text = campaign_text(llama_server.url, models=("tiny-a", "tiny-b"), reps=1)
+    text = text.replace('name = "tiny-a"\n', f'name = "tiny-a"\nfile = "{broken}"\n') + "\n[fit]\ncontexts = [1024]\n"
+    db = tmp_path / "f.db"
+    store = open_store(db)
+    lines: list[str] = []
+    out = run_campaign(store, parse_campaign(text), echo=lines.append)
+    store.close()
+    assert out.status == "completed"
+    rows = sqlite3.connect(db).execute(
+        "select m.name, f.verdict, f.reasons_text from fit_checks f join models m on m.id = f.model_id "
+        "order by f.position").fetchall()
+    assert [r[:2] for r in rows] == [("tiny-a", "does_not_fit"), ("tiny-b", "not_on_card")]
+    assert rows[0][2].startswith("the load failed: ") and "corrupted or incomplete" in rows[0][2]
+    assert [line for line in lines if line.startswith("fit ")][1].startswith("fit tiny-b 1,024 tokens: not on a card")
