@@ -1,11 +1,14 @@
 """Does the harness add measurable overhead? Runner vs a bare httpx loop.
 
-Starts a real llama-server (router mode, tiny models), then alternates
-blocks of requests sent through cardproof's runner (campaign, backend,
-SQLite writes, progress lines) and through a bare httpx streaming loop with
-the same request body. Prints the median wall time per request of each and
-their ratio (goal <= 1.05), and checks that every stored decode tok/s equals
-the server's own print_timing line for that request.
+Starts a real llama-server (router mode, tiny models), then runs rounds of
+three blocks: one through cardproof's runner (campaign, backend, SQLite
+writes, progress lines) and two through a bare httpx streaming loop with
+the same request body, the order rotated each round so that a drift of the
+machine's load falls on every arm. Prints the median wall time per request
+of each, the ratio runner/bare (goal <= 1.05) with a 95 % bootstrap
+interval, the same for bare/bare (an A/A control: the noise floor of this
+run on this machine), each round's ratio, and checks that every stored
+decode tok/s equals the server's own print_timing line for that request.
 
 Then a load step of 8 streams through cardproof's sweep: the client's own
 CPU time per request (stream threads sending and reading, the writer
@@ -13,10 +16,16 @@ storing) as a share of the request's end-to-end time (goal < 5 %). CPU
 time is the time not spent waiting on the socket. The load average is
 printed beside the figures: on a busy machine they say little.
 
-``--profile`` prints where one runner block's time goes (cProfile), the
-socket waits left out.
+``--phases`` prints each phase of a runner request (prompt, load watcher,
+stream, counters, JSON, insert and commit, progress line, ...) in ms per
+request (``bench/request_phases.py``); ``--profile`` prints where one
+runner block's time goes (cProfile), the socket waits left out. ``--dump
+FILE`` writes the shape of the stored sample and gate rows
+(``bench/store_shape.py``): the same before and after a change of the
+runner's per-request path, or something stored was dropped.
 
-    python bench/runner_overhead.py [--blocks 4] [--per-block 10] [--streams 8] [--profile]
+    python bench/runner_overhead.py [--rounds 6] [--per-block 8] [--streams 8] [--phases] [--profile]
+                                    [--dump FILE]
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import io
 import json
 import os
 import pstats
+import random
 import threading
 import statistics
 import sys
@@ -45,12 +55,16 @@ from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
 
+sys.path.insert(0, str(Path(__file__).parent))  # the bench's own helpers beside it
+from store_shape import store_shape  # noqa: E402
+
 MODEL = "tiny-b"
 MAX_TOKENS = 32
 
 
-def bare_loop(url: str, n: int) -> list[float]:
-    times = []
+def bare_loop(url: str, n: int) -> tuple[list[float], list[float]]:
+    """Wall and process CPU seconds of each of ``n`` requests sent with nothing but httpx and the event reader."""
+    times, cpus = [], []
     with httpx.Client(base_url=url, timeout=60) as client:
         for _ in range(n):
             body = {
@@ -62,45 +76,51 @@ def bare_loop(url: str, n: int) -> list[float]:
                 "chat_template_kwargs": {"enable_thinking": False},
                 "stream_options": {"include_usage": True},
             }
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             with client.stream("POST", "/v1/chat/completions", json=body, headers={"Connection": "close"}) as r:
                 # the runner's own event reader: lines end only at CR/LF, not at U+2028 inside an answer
                 for data in sse_payloads(r):
                     if data.strip() != "[DONE]":
                         json.loads(data)
             times.append(time.perf_counter() - t0)
-    return times
+            cpus.append(time.process_time() - c0)
+    return times, cpus
 
 
-def runner_block(url: str, store, n: int) -> list[float]:
-    text = f"""
+BLOCK = """
 [campaign]
 name = "bench"
 prompt_classes = ["short"]
 repetitions = {n}
-max_tokens = {MAX_TOKENS}
+max_tokens = {max_tokens}
 [server]
 url = "{url}"
 [[models]]
-name = "{MODEL}"
+name = "{model}"
 """
-    marks: list[float] = []
+
+
+def runner_block(url: str, store, n: int) -> tuple[list[float], list[float]]:
+    """Wall and process CPU seconds between the runner's progress lines: one interval per request."""
+    text = BLOCK.format(n=n, url=url, model=MODEL, max_tokens=MAX_TOKENS)
+    marks: list[tuple[float, float]] = []
 
     def echo(line: str) -> None:
         if line.startswith("["):
-            marks.append(time.perf_counter())
+            marks.append((time.perf_counter(), time.process_time()))
 
     # the first request's interval starts after the (already-loaded) model check
-    start = [0.0]
+    start = [(0.0, 0.0)]
 
     def echo_first(line: str) -> None:
         if line.startswith("load ") or line.startswith("run "):
-            start[0] = time.perf_counter()
+            start[0] = (time.perf_counter(), time.process_time())
         echo(line)
 
     run_campaign(store, parse_campaign(text, "bench.toml"), echo=echo_first)
-    points = [start[0]] + marks
-    return [b - a for a, b in zip(points, points[1:])]
+    points = start + marks
+    return ([b[0] - a[0] for a, b in zip(points, points[1:])],
+            [b[1] - a[1] for a, b in zip(points, points[1:])])
 
 
 def profile_block(url: str, store, n: int) -> str:
@@ -173,12 +193,77 @@ def load_average() -> str:
     return "load average {:.2f} {:.2f} {:.2f} on {} CPUs".format(*os.getloadavg(), os.cpu_count())
 
 
+def quantile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1] if q != 0.5 else \
+        statistics.median(values)
+
+
+def bootstrap_ratio(num: list[float], den: list[float], *, q: float = 0.5, draws: int = 2000,
+                    seed: int = 17) -> tuple[float, float]:
+    """95 % interval of quantile q of num / the same of den, each resampled with replacement on its own."""
+    rng = random.Random(seed)
+    ratios = sorted(quantile(rng.choices(num, k=len(num)), q) / quantile(rng.choices(den, k=len(den)), q)
+                    for _ in range(draws))
+    return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
+
+
+def interleaved(url: str, store, rounds: int, per_block: int):
+    """``rounds`` rounds of a runner block and two bare blocks (A/A control), the order rotated each round.
+
+    Rotating spreads a drift of the machine's load over all three arms;
+    returns the per-request wall and CPU seconds of each arm, the order of
+    blocks sent (arm, requests) for matching the server's log, and each
+    round's runner/bare ratio of block medians.
+    """
+    times: dict[str, list[float]] = {"runner": [], "bare": [], "bare2": []}
+    cpus: dict[str, list[float]] = {"runner": [], "bare": [], "bare2": []}
+    order: list[tuple[str, int]] = []
+    per_round: list[float] = []
+    arms = ["runner", "bare", "bare2"]
+    for r in range(rounds):
+        medians = {}
+        for arm in arms[r % 3:] + arms[:r % 3]:
+            got, cpu = runner_block(url, store, per_block) if arm == "runner" else bare_loop(url, per_block)
+            times[arm] += got
+            cpus[arm] += cpu
+            medians[arm] = statistics.median(got)
+            order.append((arm, per_block))
+        per_round.append(medians["runner"] / statistics.median([medians["bare"], medians["bare2"]]))
+        print(f"round {r + 1}/{rounds}: runner/bare {per_round[-1]:.3f}, bare2/bare "
+              f"{medians['bare2'] / medians['bare']:.3f} ({load_average()})", file=sys.stderr)
+    return times, cpus, order, per_round
+
+
+def phases(url: str, store, n: int) -> str:
+    """Each phase's milliseconds per request of one runner block (``bench/request_phases.py``)."""
+    from request_phases import PhaseClock, phase_table
+
+    echo_s = [0.0]
+    clock = PhaseClock()
+    sink = open(os.devnull, "w")  # noqa: SIM115 -- a real write per line, as the CLI's progress lines are
+
+    def echo(line: str) -> None:
+        t0 = time.perf_counter()
+        print(line, file=sink, flush=True)
+        echo_s[0] += time.perf_counter() - t0
+
+    with clock.installed(), sink:
+        t0 = time.perf_counter()
+        run_campaign(store, parse_campaign(BLOCK.format(n=n, url=url, model=MODEL, max_tokens=MAX_TOKENS),
+                                           "bench.toml"), echo=echo)
+        block_s = time.perf_counter() - t0
+    return f"one runner block of {n} requests, {block_s * 1000 / n:.2f} ms per request in all\n" + \
+        phase_table(clock, n, block_s, echo_s[0])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--blocks", type=int, default=4)
-    ap.add_argument("--per-block", type=int, default=10)
-    ap.add_argument("--streams", type=int, default=8)
-    ap.add_argument("--profile", action="store_true", help="print where one runner block's time goes")
+    ap.add_argument("--rounds", type=int, default=6, help="rounds of runner, bare and bare2 blocks")
+    ap.add_argument("--per-block", type=int, default=8)
+    ap.add_argument("--streams", type=int, default=8, help="streams of the client-overhead step (0: skip it)")
+    ap.add_argument("--profile", action="store_true", help="print where one runner block's time goes (cProfile)")
+    ap.add_argument("--phases", action="store_true", help="print each phase's ms per request of one runner block")
+    ap.add_argument("--dump", type=Path, help="write the shape of the stored sample and gate rows to this file")
     args = ap.parse_args()
     print(f"before: {load_average()}")
     work = Path(tempfile.mkdtemp(prefix="cardproof-bench-"))
@@ -193,37 +278,53 @@ def main() -> int:
         httpx.post(server.url + "/models/load", json={"model": MODEL}, timeout=60)
         bare_loop(server.url, 3)  # warm-up, not counted
         store = open_store(work / "bench.db")
-        runner_t, bare_t = [], []
-        for b in range(args.blocks):
-            runner_t += runner_block(server.url, store, args.per_block)
-            bare_t += bare_loop(server.url, args.per_block)
-            print(f"block {b + 1}/{args.blocks}: runner {len(runner_t)} requests, bare {len(bare_t)} requests", file=sys.stderr)
+        times, cpus, order, per_round = interleaved(server.url, store, args.rounds, args.per_block)
         time.sleep(0.5)
         logged = print_timings(server.log_path.read_text(errors="replace"))
         stored = [r[0] for r in store.db.execute("select decode_tps from samples order by id")]
-        streamed = stream_overhead(server.url, store, args.streams, 4)
+        if args.dump:
+            args.dump.write_text(json.dumps(store_shape(store.db.conn), indent=1, sort_keys=True) + "\n")
+        streamed = stream_overhead(server.url, store, args.streams, 4) if args.streams else None
+        phase_text = phases(server.url, store, args.per_block) if args.phases else None
         profile = profile_block(server.url, store, args.per_block) if args.profile else None
     finally:
         server.stop()
-    # the log holds warm-up, runner and bare requests interleaved in blocks; pick the runner ones
-    per = args.per_block
-    runner_logged = []
-    idx = 3  # skip warm-up
-    for _ in range(args.blocks):
-        runner_logged += logged[idx: idx + per]
-        idx += 2 * per
+    # the log holds warm-up, runner and bare requests in the order the blocks ran; pick the runner ones
+    runner_logged, idx = [], 3  # skip warm-up
+    for arm, n in order:
+        if arm == "runner":
+            runner_logged += logged[idx: idx + n]
+        idx += n
     mismatches = sum(1 for s, lg in zip(stored, runner_logged) if abs(s - lg["eval"][2]) > 0.006)
-    r_med, b_med = statistics.median(runner_t), statistics.median(bare_t)
+    r_med, b_med = statistics.median(times["runner"]), statistics.median(times["bare"] + times["bare2"])
     ratio = r_med / b_med
-    print(f"runner: median {r_med * 1000:.2f} ms per request (n={len(runner_t)})")
-    print(f"bare httpx: median {b_med * 1000:.2f} ms per request (n={len(bare_t)})")
-    print(f"ratio runner/bare: {ratio:.3f} (goal <= 1.05) -> {'OK' if ratio <= 1.05 else 'OVER'}")
+    lo, hi = bootstrap_ratio(times["runner"], times["bare"] + times["bare2"])
+    aa = statistics.median(times["bare2"]) / statistics.median(times["bare"])
+    aa_lo, aa_hi = bootstrap_ratio(times["bare2"], times["bare"])
+    print(f"runner: median {r_med * 1000:.2f} ms per request (n={len(times['runner'])})")
+    print(f"bare httpx: median {b_med * 1000:.2f} ms per request (n={len(times['bare']) + len(times['bare2'])})")
+    print(f"ratio runner/bare: {ratio:.3f} [95 % bootstrap {lo:.3f}-{hi:.3f}] (goal <= 1.05) -> "
+          f"{'OK' if ratio <= 1.05 else 'OVER'}")
+    # on a shared machine most requests wait for a CPU; the fastest tenth are the ones least disturbed
+    p10 = quantile(times["runner"], 0.1) / quantile(times["bare"] + times["bare2"], 0.1)
+    p10_lo, p10_hi = bootstrap_ratio(times["runner"], times["bare"] + times["bare2"], q=0.1)
+    print(f"ratio runner/bare of the fastest tenth (p10): {p10:.3f} [95 % bootstrap {p10_lo:.3f}-{p10_hi:.3f}]")
+    print(f"A/A control bare2/bare: {aa:.3f} [95 % bootstrap {aa_lo:.3f}-{aa_hi:.3f}]: the noise floor of this run")
+    print(f"per round runner/bare: {' '.join(f'{x:.3f}' for x in per_round)}; median {statistics.median(per_round):.3f},"
+          f" {sum(x <= 1.05 for x in per_round)}/{len(per_round)} rounds <= 1.05")
+    r_cpu, b_cpu = statistics.median(cpus["runner"]), statistics.median(cpus["bare"] + cpus["bare2"])
+    # CPU time hardly depends on how busy the machine is: the runner's own cost even where wall times are noise
+    print(f"client CPU per request: runner {r_cpu * 1000:.2f} ms, bare {b_cpu * 1000:.2f} ms: the runner's own "
+          f"{(r_cpu - b_cpu) * 1000:+.2f} ms ({(r_cpu - b_cpu) / b_med:+.1%} of a bare request's wall time)")
     print(f"stored decode tok/s equal to the server's print_timing: {len(stored) - mismatches}/{len(stored)}")
-    share = streamed["client_ms"] / streamed["e2e_ms"]
-    print(f"{args.streams} streams: client CPU {streamed['client_ms']:.2f} ms per request, median request "
-          f"{streamed['e2e_ms']:.1f} ms end to end (n={streamed['n']}): {share:.1%} (goal < 5 %) -> "
-          f"{'OK' if share < 0.05 else 'OVER'}")
+    if streamed:
+        share = streamed["client_ms"] / streamed["e2e_ms"]
+        print(f"{args.streams} streams: client CPU {streamed['client_ms']:.2f} ms per request, median request "
+              f"{streamed['e2e_ms']:.1f} ms end to end (n={streamed['n']}): {share:.1%} (goal < 5 %) -> "
+              f"{'OK' if share < 0.05 else 'OVER'}")
     print(f"after: {load_average()}")
+    if phase_text:
+        print(phase_text)
     if profile:
         print(profile)
     return 0 if mismatches == 0 and len(stored) == len(runner_logged) else 1
