@@ -18,7 +18,7 @@ from cardproof.daemon.campaign_check import CampaignError
 from cardproof.daemon.load.campaign import Slo
 from cardproof.daemon.load.slo import frozen_slo as slo_of
 from cardproof.daemon.load.slo import knee, meets, step_x
-from cardproof.daemon.load.stats import StepFigures, run_steps
+from cardproof.daemon.load.stats import StepFigures, rate_digits, run_steps
 
 from . import charts
 from .i18n import Lang
@@ -36,7 +36,8 @@ def frozen_slo(campaign_text: str | None, run_id: int) -> Slo | None:
 
 def _row(f: StepFigures, slo: Slo | None) -> dict:
     ok, failed = meets(f, slo) if slo else (None, [])
-    return {"f": f, "streams": f.step["streams"], "x": step_x(f), "queueing": f.step["queueing"],
+    return {"f": f, "streams": f.step["streams"], "x": step_x(f), "x_digits": rate_digits(step_x(f)),
+            "queueing": f.step["queueing"],
             "slots": f.step["total_slots"], "meets": ok, "failed": failed, "cell": f.step["cell_id"],
             "step": f.step["id"]}
 
@@ -73,6 +74,7 @@ def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
                 out["depth"].append({"model": model, "rows": figures})
                 continue
             entry = {"model": model, **_swept(figures, slo)}
+            entry["knee_digits"] = rate_digits(entry["knee"])
             if axis == "load":
                 entry["max_streams_at_slo"] = entry["max_at_slo"]
             out[axis].append(entry)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
+from cardproof.daemon.load.stats import rate_digits
 from cardproof.daemon.logs.summary import load_summaries
 
 #: Facts whose lines tell the speculative-decoding story of a load.
@@ -173,4 +174,5 @@ def step_samples(db, run_id: int) -> list[dict]:
             "where s.cell_id = ? order by s.id", [st["cell_id"]])
         snames = [d[0] for d in cur.description]
         st["samples"] = [dict(zip(snames, row)) for row in cur.fetchall()]
+        st["rate_digits"] = rate_digits(st.get("rate_rps"))
     return steps

@@ -172,8 +172,8 @@ def test_article_shows_rate_steps_in_both_languages(rates_db, tmp_path):
         for rate, f in figures.items():
             step = f.step["id"]
             row = next(line for line in section.splitlines() if f'id="fig-step-{step}"' in line)
-            assert f"[{L.num(rate, 2)}](#step-{step}" not in row  # rewritten to the evidence page
-            assert f"[{L.num(rate, 2)}](run-{run_id}-evidence.md#step-{step}" in row
+            assert f"[{L.num(rate, 0)}](#step-{step}" not in row  # rewritten to the evidence page
+            assert f"[{L.num(rate, 0)}](run-{run_id}-evidence.md#step-{step}" in row
             for value in (L.num(f.sent_rps, 2), L.num(f.requests_per_s, 2), str(f.max_in_flight), L.num(f.output_tps),
                           f"{f.requests - f.errors}/{f.requests}"):
                 assert value in row, (lang, value, row)
@@ -324,3 +324,10 @@ def test_sigterm_mid_rate_step_ends_the_run_promptly_as_interrupted_with_what_it
     status = conn.execute("select status from runs").fetchone()[0]
     stored = conn.execute("select count(*) from samples where kind = 'rate'").fetchone()[0]
     assert status == "interrupted" and seen <= stored < 2000
+
+
+def test_offered_rates_are_shown_as_written():
+    from cardproof.daemon.load.stats import rate_digits
+
+    assert [rate_digits(r) for r in (2.0, 0.5, 0.25, 1000.0, 0.125, 1 / 3)] == [0, 1, 2, 0, 3, 3]
+    assert [rate_digits(r) for r in (None, "fast", float("nan"), True)] == [0, 0, 0, 0]

@@ -71,7 +71,7 @@ def _label(step: tuple) -> str:
     axis, streams, rate, depth = step
     if axis == "load":
         return f"{streams} stream"
-    return f"{rate:.2f} requests/s" if axis == "rate" else f"depth {depth:,} tokens"
+    return f"{rate:g} requests/s" if axis == "rate" else f"depth {depth:,} tokens"
 
 
 def test_each_step_row_links_to_its_samples_and_back(site, browser):

@@ -141,3 +141,13 @@ def run_steps(conn: sqlite3.Connection, run_id: int, axis: str | None = None) ->
     )
     names = [d[0] for d in cur.description]
     return [step_figures(conn, dict(zip(names, row))) for row in cur.fetchall()]
+
+
+def rate_digits(rate_rps) -> int:
+    """Decimals that show an offered rate as the campaign wrote it: 2 -> "2", 0.5 -> "0.5", 0.25 -> "0.25"."""
+    if not isinstance(rate_rps, (int, float)) or isinstance(rate_rps, bool) or not math.isfinite(rate_rps):
+        return 0
+    for digits in range(3):
+        if abs(rate_rps * 10 ** digits - round(rate_rps * 10 ** digits)) < 1e-9 * max(1.0, abs(rate_rps)):
+            return digits
+    return 3
