@@ -133,13 +133,24 @@ def _recorded_launch(log: Path, url: str, pid: int):
     return launch
 
 
-@pytest.fixture
-def recorded_card(tmp_path):
+def _card_fixture(tmp_path, name):
     dev = tmp_path / "dev"
     dev.mkdir()
     server = StandIn(dev / "nvidia0")
-    yield RecordedSource(NVML / "fit_rtx5090.json", pids={"SERVER": server.pid}, device_prefixes=[str(dev)]), \
-        server.pid
+    return RecordedSource(NVML / name, pids={"SERVER": server.pid}, device_prefixes=[str(dev)]), server
+
+
+@pytest.fixture
+def recorded_card(tmp_path):
+    source, server = _card_fixture(tmp_path, "fit_rtx5090.json")
+    yield source, server.pid
+    server.stop()
+
+
+@pytest.fixture
+def recorded_two_cards(tmp_path):
+    source, server = _card_fixture(tmp_path, "fit_two_3090.json")
+    yield source, server.pid
     server.stop()
 
 
@@ -165,9 +176,9 @@ def test_recorded_rtx5090_load_fits_with_resident_memory_share_and_free(llama_se
     ("partial_offload_kv_cpu.log", ["7 of 65 layers on the CPU", "KV cache on the CPU: 1,024.0 MiB"]),
     ("oom.log", ["the load failed: ", "out of memory in the log: ", "cudaMalloc failed: out of memory"]),
 ])
-def test_recorded_two_card_load_does_not_fit_and_says_why(llama_server, tmp_path, recorded_card, log, reasons):
+def test_recorded_two_card_load_does_not_fit_and_says_why(llama_server, tmp_path, recorded_two_cards, log, reasons):
     """Recorded logs in the real server's line shapes and recorded NVML readings (no NVIDIA GPU here)."""
-    source, pid = recorded_card
+    source, pid = recorded_two_cards
     store, run_id, model_id = make_run(tmp_path / "s.db", model="tiny-a")
     launch = _recorded_launch(RECORDED / log, llama_server.url, pid)
     if log == "oom.log":
@@ -181,6 +192,11 @@ def test_recorded_two_card_load_does_not_fit_and_says_why(llama_server, tmp_path
     for words in reasons:
         assert words in row["reasons_text"]
     assert "mlock" not in row["reasons_text"]  # a warning about pinning host pages is no out-of-memory
+    if log == "partial_offload_kv_cpu.log":  # both cards read: the server's memory on each, summed
+        assert row["resident_mib"] == pytest.approx(22700 + 21800)
+        assert row["card_total_mib"] == pytest.approx(2 * 24576) and row["free_mib"] == pytest.approx(1476 + 2476)
+    else:  # the server never came up: no reading of its memory is taken
+        assert row["resident_mib"] is None and row["load_id"] is not None
 
 
 def test_evidence_reader_skips_malformed_lines_and_keeps_the_draft_apart():

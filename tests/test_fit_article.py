@@ -44,7 +44,9 @@ def fit_db(llama_server, tmp_path_factory):
                       model_file=str(_recorded_model(tmp)), echo=lambda s: None)
         fit_model(**common, settings=FitSettings(contexts=[131072]), source=source,
                   launch=_recorded_launch(REAL_5090, llama_server.url, server.pid))
-        fit_model(**common, settings=FitSettings(contexts=[262144]), source=source,
+        two_cards = RecordedSource(NVML / "fit_two_3090.json", pids={"SERVER": server.pid},
+                                   device_prefixes=[str(dev)])
+        fit_model(**common, settings=FitSettings(contexts=[262144]), source=two_cards,
                   launch=_recorded_launch(RECORDED / "partial_offload_kv_cpu.log", llama_server.url, server.pid))
         # no card reading: the verdict rests on the log alone and the article says so
         fit_model(**common, settings=FitSettings(contexts=[65536]), source=None,

@@ -331,7 +331,10 @@ def _fill(row: dict, ev: LoadEvidence, memory: dict, request_error: str | None) 
         "kv_card_mib": ev.kv_card_mib, "kv_host_mib": ev.kv_host_mib,
         "buffers_json": json.dumps(ev.buffers, sort_keys=True),
         "request_ok": int(request_error is None and row.get("load_id") is not None and row.get("request_ms") is not None),
-        "request_error": request_error, **memory,
+        "request_error": request_error,
+        # no reading where the server never came up: the row says so by NULLs, not by missing keys
+        **{"resident_mib": None, "card_total_mib": None, "free_mib": None, "memory_source": None,
+           "memory_note": None}, **memory,
     })
 
 
