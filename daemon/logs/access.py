@@ -56,10 +56,20 @@ def gin_time(printed: str, parts: tuple[str, ...]) -> tuple[str, str | None]:
     as printed, with the reason as the note: never a guessed date, never an
     error that stops the import.
     """
-    try:
-        return datetime(*(int(p) for p in parts)).isoformat(), None
-    except ValueError as exc:
-        return printed, f"not a date: {exc}"
+    hit = _GIN_TIMES.get(printed)
+    if hit is None:
+        try:
+            hit = datetime(*(int(p) for p in parts)).isoformat(), None
+        except ValueError as exc:
+            hit = printed, f"not a date: {exc}"
+        if len(_GIN_TIMES) >= 4096:
+            _GIN_TIMES.clear()
+        _GIN_TIMES[printed] = hit
+    return hit
+
+
+# a busy Ollama prints many requests per second: each printed second is read once
+_GIN_TIMES: dict[str, tuple[str, str | None]] = {}
 
 
 def parse_access(text: str) -> Access | None:

@@ -213,9 +213,17 @@ class RealtimeFormatter:
     def __init__(self):
         self._second = None
         self._prefix = ""
+        self._head = None  # the digits before the microseconds that self._prefix was made from
 
-    def __call__(self, usec: int | str | None) -> str | None:
+    def __call__(self, usec: int | str | bytes | None) -> str | None:
         if usec is None:
+            return None
+        # journalctl's export format hands over the digits as bytes: within one second only the
+        # last six change, so they are copied as they are instead of converting the number
+        if type(usec) is bytes and len(usec) > 6 and usec.isdigit():
+            head = usec[:-6]
+            if head == self._head or self._set_second(head):
+                return f"{self._prefix}.{usec[-6:].decode()}+00:00"
             return None
         try:
             usec = int(usec)
@@ -229,4 +237,18 @@ class RealtimeFormatter:
                 return None
             self._second = second
             self._prefix = stamp.strftime("%Y-%m-%dT%H:%M:%S")
+            self._head = None
         return f"{self._prefix}.{micro:06d}+00:00"
+
+    def _set_second(self, head: bytes) -> bool:
+        """Make ``head`` (seconds since the epoch, as digits) the cached second; False if it is no date."""
+        second = int(head)
+        if second != self._second:
+            try:
+                stamp = datetime.fromtimestamp(second, timezone.utc)
+            except (OverflowError, OSError, ValueError):
+                return False
+            self._second = second
+            self._prefix = stamp.strftime("%Y-%m-%dT%H:%M:%S")
+        self._head = head
+        return True
