@@ -120,9 +120,10 @@ def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str, axis: str = "l
                   axis=alt.Axis(values=xs, format="d"))
     base = alt.Chart(alt.Data(values=rows))
 
-    def panel(name: str, unit: str):
+    def panel(name: str, unit: str, scale: alt.Scale | None = None):
         return base.transform_filter(f"datum.panel == '{name}'").mark_line(point=True).encode(
-            x=x, y=alt.Y("value:Q", title=L.gettext(unit)), color=alt.Color("what:N", title=None, sort=None))
+            x=x, y=alt.Y("value:Q", title=L.gettext(unit), scale=scale or alt.Undefined),
+            color=alt.Color("what:N", title=None, sort=None))
 
     marks_tps, marks_ttft = [panel("tps", "tok/s")], [panel("ttft", "ms")]
     if entry["knee"] is not None:
@@ -136,7 +137,8 @@ def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str, axis: str = "l
                           .encode(y="v:Q"))
     parts = [alt.layer(*marks_tps).properties(width=charts._WIDTH, height=160)]
     if axis == "rate":
-        parts.append(panel("rps", "requests/s").properties(width=charts._WIDTH, height=120))
+        # log: an answered rate far below the offered one stays readable beside it
+        parts.append(panel("rps", "requests/s", alt.Scale(type="log")).properties(width=charts._WIDTH, height=120))
     parts.append(alt.layer(*marks_ttft).properties(width=charts._WIDTH, height=140))
     return charts._svg(alt.vconcat(*parts).resolve_scale(color="independent")
                        .properties(title=charts._label(title)), L)
