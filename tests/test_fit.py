@@ -27,6 +27,7 @@ from cardproof.daemon.memory import RecordedSource
 from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
+from malformed_server import Answer, FakeServer
 from memory_support import FIXTURES as NVML, StandIn, make_run
 
 HERE = Path(__file__).parent
@@ -318,3 +319,28 @@ def test_a_failed_fit_load_leaves_the_run_going_to_the_next_model(llama_server, 
     assert [r[:2] for r in rows] == [("tiny-a", "does_not_fit"), ("tiny-b", "not_on_card")]
     assert rows[0][2].startswith("the load failed: ") and "corrupted or incomplete" in rows[0][2]
     assert [line for line in lines if line.startswith("fit ")][1].startswith("fit tiny-b 1,024 tokens: not on a card")
+
+
+@pytest.mark.parametrize("answer, words", [
+    (Answer(b'{"choices": []}', "application/json"), "the answer holds no choices"),
+    (Answer(b'{"choices": [', "application/json"), "JSONDecodeError"),
+    (Answer(b'[1, 2]', "application/json"), "the answer holds no choices"),
+    (Answer(b'{"error": {"message": "context full"}}', "application/json", status=500), "HTTP 500"),
+    (Answer(b'{"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": "12", '
+            b'"completion_tokens": 1e999}}', "application/json"), None),
+])
+def test_a_malformed_answer_to_the_one_request_is_a_failed_request(tmp_path, recorded_card, answer, words):
+    """A fake server on 127.0.0.1 answers the request (hostile bodies no real server sends on purpose);
+    the log and card readings are the recorded RTX 5090 ones (no NVIDIA GPU here)."""
+    source, pid = recorded_card
+    store, run_id, model_id = make_run(tmp_path / "s.db", model="tiny-a")
+    with FakeServer([answer]) as fake:
+        row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id,
+                         model_file=str(_recorded_model(tmp_path)), settings=FitSettings(contexts=[131072]),
+                         source=source, echo=lambda _: None, launch=_recorded_launch(REAL_5090, fake.url, pid))
+    if words is None:  # answered; counts of the wrong kind are stored as unknown, never as text or inf
+        assert row["verdict"] == "fits" and row["request_ok"] == 1
+        assert row["prompt_tokens"] is None and row["completion_tokens"] is None
+    else:
+        assert row["verdict"] == "does_not_fit" and row["request_ok"] == 0
+        assert row["reasons_text"].startswith("the request failed: ") and words in row["reasons_text"]
