@@ -344,3 +344,16 @@ def test_a_malformed_answer_to_the_one_request_is_a_failed_request(tmp_path, rec
     else:
         assert row["verdict"] == "does_not_fit" and row["request_ok"] == 0
         assert row["reasons_text"].startswith("the request failed: ") and words in row["reasons_text"]
+
+
+def test_own_flags_an_older_server_lacks_are_left_out(tmp_path, monkeypatch):
+    """A real llama-server knows every flag the fit test passes; a build without --fit gets the rest."""
+    from cardproof.daemon.load import fit
+
+    assert fit.own_args() == list(fit.OWN_ARGS)  # the real binary here
+    old = tmp_path / "llama-server"
+    old.write_text("#!/bin/sh\necho '-ngl, --gpu-layers N  layers'\necho '-lv, --verbosity N'\n"
+                   "echo '--log-colors [on|off]'\necho '--no-webui'\n")
+    old.chmod(0o755)
+    monkeypatch.setenv("CARDPROOF_LLAMA_SERVER", str(old))
+    assert fit.own_args() == ["-ngl", "999", "-lv", "4", "--log-colors", "off", "--no-webui"]

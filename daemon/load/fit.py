@@ -21,6 +21,8 @@ load that fails is a ``does_not_fit`` row, and the test goes on.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,35 @@ if TYPE_CHECKING:
     from ..runner import RunContext
 
 OWN_ARGS = ("-ngl", "999", "--fit", "off", "-lv", "4", "--log-colors", "off", "--no-webui")
+_HELP_CACHE: dict[str, str] = {}
+
+
+def own_args() -> list[str]:
+    """:data:`OWN_ARGS` less the flags this llama-server does not know (``--fit`` came in 2026 builds).
+
+    An older binary would refuse an unknown flag and every context would read
+    as a failed load; a flag it lacks is a behaviour it lacks, so leaving it
+    out changes nothing. Without a binary the list is returned whole (the
+    start then fails with the binary's own reason).
+    """
+    try:
+        binary = llamacpp.find_binary()
+        key = str(binary)
+        if key not in _HELP_CACHE:
+            out = subprocess.run([key, "--help"], env=llamacpp.server_env(binary), capture_output=True,
+                                 text=True, timeout=30)
+            _HELP_CACHE[key] = out.stdout + out.stderr
+    except (llamacpp.LlamaServerMissing, OSError, subprocess.SubprocessError):
+        return list(OWN_ARGS)
+    known = _HELP_CACHE[key]
+    args, i = [], 0
+    while i < len(OWN_ARGS):
+        flag = OWN_ARGS[i]
+        takes = i + 1 < len(OWN_ARGS) and not OWN_ARGS[i + 1].startswith("-")
+        if re.search(rf"(^|[\s,]){re.escape(flag)}([\s,=]|$)", known, re.MULTILINE):
+            args += OWN_ARGS[i:i + 1 + takes]
+        i += 1 + takes
+    return args
 REQUEST_PROMPT_TOKENS = 32
 MAX_LOG_BYTES = 64 * 2**20  # a runaway log is read up to here: a fit load's facts come in its first lines
 
@@ -151,7 +182,7 @@ def fit_one(store: Store, *, run_id: int, model: str, model_id: int, model_file:
     if refused is not None:
         return _store(store, row, "refused", [refused], [])
     log_path = _log_path(store, run_id, model_id, position, context)
-    args = ["-m", model_file, "-c", str(context), "--parallel", "1", *OWN_ARGS, *settings.server_args]
+    args = ["-m", model_file, "-c", str(context), "--parallel", "1", *own_args(), *settings.server_args]
     row["log_path"] = str(log_path)
     load_id = store.insert("loads", {"run_id": run_id, "model_id": model_id, "trigger": "fit",
                                      "requested_at": utcnow(), "status": "loading", "model_file": model_file})
