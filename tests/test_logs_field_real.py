@@ -86,6 +86,32 @@ CORPUS = {
                                              "CUDA_Host": 2588.05},
                       "output_buffer_mib": {"CUDA_Host": 0.99}}),
         ]},
+    # classic speculative decoding: -md with a 0.6B draft model (read by hand, README); it aborts on an
+    # assert after both contexts are made, before it serves anything: no requests, no draft acceptance
+    "ik-llama-pr645-draft-model-assert.log": {
+        "lines": 543, "requests": 0, "observed_unplaced": [],
+        "loads": [
+            _l("DeepSeek-R1-0528-UD-Q3_K_XL-00001-of-00007.gguf",
+               "/home/chico/.lmstudio/models/unsloth/DeepSeek-R1-0528-GGUF/DeepSeek-R1-0528-UD-Q3_K_XL-00001-of-00007.gguf",
+               [(1, 543)], open_=False, status="failed",
+               end="crashed: GGML_ASSERT(src0->ne[2] == src1->ne[2] && src0->ne[2] == dst->ne[2]) failed",
+               facts={"offloaded_layers": 62, "total_layers": 62, "ctx_size": 16384,
+                      "model_buffer_mib": {"CPU": 233856.00, "CUDA_Host": 497.11, "CUDA0": 9925.05,
+                                           "CUDA1": 18956.00, "CUDA2": 18956.00},
+                      "kv_buffer_mib": {"CUDA0": 583.34}, "kv_cache_type_k": "q8_0",
+                      "compute_buffer_mib": {"CUDA0": 4496.02, "CUDA1": 1272.00, "CUDA2": 1272.00,
+                                             "CUDA_Host": 368.05},
+                      "output_buffer_mib": {"CUDA_Host": 0.99},
+                      "draft_model": "/home/chico/.lmstudio/models/jukofyork/DeepSeek-R1-DRAFT-0.6B-v2.0-GGUF/"
+                                     "DeepSeek-R1-DRAFT-0.6B-128k-Q4_0.gguf",
+                      "draft_offloaded_layers": 25, "draft_total_layers": 25, "draft_ctx_size": 16384,
+                      "draft_model_buffer_mib": {"CPU": 62.14, "CUDA0": 120.15, "CUDA1": 48.06, "CUDA2": 141.41},
+                      "draft_kv_buffer_mib": {"CUDA0": 91.88, "CUDA1": 36.75, "CUDA2": 18.38},
+                      "draft_kv_cache_type_k": "q8_0", "draft_kv_cache_type_v": "f16",
+                      "draft_compute_buffer_mib": {"CUDA0": 487.00, "CUDA1": 487.00, "CUDA2": 487.00,
+                                                   "CUDA_Host": 33.76},
+                      "draft_output_buffer_mib": {"CUDA_Host": 0.49}}),
+        ]},
     "ik-llama-issue425-journald-cuda.log": {"lines": 9, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "llama-cpp-issue24681-compose-router.log": {"lines": 12, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "llama-cpp-issue7637-json-format.log": {

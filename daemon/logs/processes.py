@@ -182,7 +182,12 @@ class Streams:
             m = _CRASH.search(text)
             if m and not proc.get("crashed"):
                 proc["crashed"] = True  # its backtrace still follows, until the next start
-                hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=f"crashed: {m[1] or m[2]}")
+                # a crash before the model was ready is a load that failed, not a loaded model that died
+                failed = {} if proc.get("ready") else {"status": "failed"}
+                hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=f"crashed: {m[1] or m[2]}",
+                                  **failed)
+        if "model loaded" in text:
+            proc["ready"] = True
         if has_phase_word(text):
             self.owner._phase(load, line_id, text, ts)
         return load, how, None

@@ -70,11 +70,17 @@ def parse_offloaded(text: str) -> list[Fact]:
 _KV_TYPES = re.compile(r"K \((\w+)\):.*?V \((\w+)\):")
 
 
-@parser("K (")
+# With MLA (DeepSeek in ik_llama.cpp) one compressed cache replaces K and V, stored in the K type
+# (-ctk): "KV self size  =  583.31 MiB, c^KV (q8_0):  583.31 MiB, kv^T: not used" -- there is no V cache
+_MLA_KV_TYPE = re.compile(r"\bc\^KV \((\w+)\):")
+
+
+@parser("K (", "c^KV (")
 def parse_kv_types(text: str) -> list[Fact]:
     m = _KV_TYPES.search(text)
     if not m:
-        return []
+        m = _MLA_KV_TYPE.search(text)
+        return [Fact("kv_cache_type_k", value_text=m[1])] if m else []
     return [Fact("kv_cache_type_k", value_text=m[1]), Fact("kv_cache_type_v", value_text=m[2])]
 
 
@@ -134,14 +140,16 @@ def parse_spec_none(text: str) -> list[Fact]:
 
 
 # "common_speculative_init_result: loading draft model '/models/draft.gguf'"
-# older "srv    load_model: loading draft model '/models/draft.gguf'"
-_DRAFT_MODEL = re.compile(r"loading draft model '([^']+)'")
+# older "srv    load_model: loading draft model '/models/draft.gguf'"; the 2024 builds and ik_llama.cpp
+# name it as a field of the message instead: 'INFO [ load_model] loading draft model | tid="1" ...
+# model="/models/draft.gguf"', and their JSON log as '"msg":"loading draft model",...,"model":"..."'
+_DRAFT_MODEL = re.compile(r"""loading draft model(?: '([^']+)'|.*?\bmodel"?\s*[=:]\s*"((?:[^"\\]|\\.)+)")""")
 
 
 @parser("loading draft model")
 def parse_draft_model(text: str) -> list[Fact]:
     m = _DRAFT_MODEL.search(text)
-    return [Fact("draft_model", value_text=m[1])] if m else []
+    return [Fact("draft_model", value_text=m[1] or m[2])] if m else []
 
 
 # "srv    load_model: [spec] estimated memory usage of MTP context is 2250.06 MiB"
