@@ -22,6 +22,8 @@ from ..mdsafe import MD, publishable, publishing, translator
 from ..site import write_if_changed as _write_if_changed
 from . import chart
 from .llama_bench import bench_series
+from .numbers import dates, formatter
+from .tables import row_maker
 from .series import METRICS, OK, build_series
 
 FOLDER = "trends"
@@ -247,9 +249,10 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
             view["bench"] = sorted((p for points in page_bench.values() for p in points),
                                    key=lambda p: (str(p["test"]), str(p["date"] or ""), p["id"]))
             with publishing(show_addresses=show_addresses):
+                _ = translator(L.gettext, CATALOGUE)
                 text = _env().get_template("trend.md.j2").render(
-                    _=translator(L.gettext, CATALOGUE), L=L, page=view, charts=charts_out,
-                    metric_names=METRIC_NAMES, metrics=list(METRICS))
+                    _=_, L=L, page=view, charts=charts_out, metric_names=METRIC_NAMES, metrics=list(METRICS),
+                    num=formatter(L), when=dates(L), row=row_maker(L, _, list(METRICS)))
             if _write_if_changed(path, text):
                 written.append(path)
     for lang in LANGUAGES:

@@ -1,0 +1,55 @@
+"""The rows of a trend page's cell tables as trusted Markdown, built in Python.
+
+A page of a year of nightly runs prints hundreds of rows with a dozen
+figures each; through the template every figure, run id and count went
+through the page's escaping and masking one expression at a time (most of a
+trend page's time). Here each row is put together once from parts that are
+already safe: numbers from ``numbers.formatter``, dates and builds escaped
+once per distinct value, catalogue messages via the page's translator.
+The row's layout is the one the template printed before.
+"""
+
+from __future__ import annotations
+
+from ..i18n import Lang
+from ..mdsafe import MD, code_span
+from .numbers import dates, formatter
+from .series import OK
+
+
+def row_maker(L: Lang, _, metrics: list[str]):
+    """``row(point) -> MD``: one table row of a point, in ``L``, with a column per metric."""
+    num, when = formatter(L), dates(L)
+    builds: dict = {}
+    states: dict = {}
+    changed = _("changed")
+
+    def build(value) -> MD:
+        if value not in builds:
+            builds[value] = code_span(value or "—")
+        return builds[value]
+
+    def state(value) -> MD:
+        if value not in states:
+            states[value] = _("usable") if value == OK else _(value)
+        return states[value]
+
+    def row(p: dict) -> MD:
+        rid = int(p["run_id"])
+        parts = [MD(f"| [{rid}](../runs/run-{rid}.md) | "), when(p["started_at"]), MD(" | "),
+                 build(p["server_build"]), MD(" | ")]
+        for m in metrics:
+            s = p["spread"].get(m)
+            if s:
+                parts += [MD("["), num(s.median), MD(f"](../runs/run-{rid}-evidence.md#cell-{int(p['cell_id'])})"
+                                                    "<br><small>"), num(s.low), MD("–"), num(s.high),
+                          MD(f" · n={int(s.n)}</small> | ")]
+            else:
+                parts.append(MD("— | "))
+        parts.append(state(p["state"]))
+        if p["changes"]:
+            parts += [MD(" · "), changed, MD(": "), MD(", ").join(_(n) for n, _a, _b in p["changes"])]
+        parts.append(MD(" |"))
+        return MD("").join(parts)
+
+    return row
