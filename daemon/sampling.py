@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from typing import Callable
 
@@ -11,7 +12,8 @@ from .backends import Backend, BackendError
 from .backends.base import SampleResult
 from .backends.validate import check_sample
 from .prompts import new_nonce
-from .store import Store, dumps, utcnow
+from .store import Store, StoreError, dumps, utcnow
+from .storefile import shown
 
 _FIELDS = (
     "prompt_tokens", "generated_tokens", "prompt_ms", "predicted_ms", "prefill_tps",
@@ -95,17 +97,45 @@ def store_sent(store: Store, sent: Sent) -> Taken:
     if sent.result is None:
         kind, text = sent.error or ("internal", "no result")
         row.update({"error_kind": kind, "error_text": text, "counter_source": "none"})
-        return Taken(False, store.insert("samples", row), f"exception ({kind}): {text[:160]}")
+        return Taken(False, insert_sample(store, row), f"exception ({kind}): {text[:160]}")
     res = sent.result
     row.update({k: getattr(res, k) for k in _FIELDS})
     row["request_json"] = sent.request_json
     row["response_json"] = sent.response_json
-    sample_id = store.insert("samples", row)
+    sample_id = insert_sample(store, row)
     text = (
         f"decode {_rate(res.decode_tps)} tok/s, prefill {_rate(res.prefill_tps)} tok/s, "
         f"prompt {res.prompt_tokens} tok, {res.generated_tokens} generated, stop={res.stop_reason}"
     )
     return Taken(True, sample_id, text, result=res)
+
+
+_PLAIN = (type(None), int, float, str, bytes)
+_SQL: dict[tuple[str, ...], str] = {}
+
+
+def insert_sample(store: Store, row: dict) -> int:
+    """Insert one sample row and commit at once (a crash never loses a taken sample), as ``Store.insert`` does.
+
+    One prepared INSERT instead of sqlite-utils' insert: that reads the
+    table's columns and views and opens a savepoint on every call, about
+    two thirds of a sample's storing time (issue 17: the runner's cost per
+    request). The row is the same; a value that is not a plain SQL value
+    goes through ``Store.insert``, which turns it into JSON as before.
+    """
+    if not all(type(v) in _PLAIN for v in row.values()):
+        return store.insert("samples", row)
+    columns = tuple(row)
+    sql = _SQL.get(columns)
+    if sql is None:
+        sql = _SQL[columns] = (f"insert into samples ({', '.join(f'[{c}]' for c in columns)}) "
+                               f"values ({', '.join('?' * len(columns))})")
+    conn = store.db.conn
+    try:
+        with conn:
+            return conn.execute(sql, tuple(row.values())).lastrowid
+    except sqlite3.Error as exc:
+        raise StoreError(f"{shown(store.path)}: cannot write to table samples: {exc}") from exc
 
 
 def take_sample(store: Store, backend: Backend, req: SampleRequest) -> Taken:

@@ -85,3 +85,42 @@ def test_phase_clock_counts_a_phase_inside_another_only_once():
     assert clock.seconds["inner"] >= 0.05
     assert 0.02 <= clock.seconds["outer"] < 0.05  # its own 20 ms, not the inner 50
     assert clock.calls == {"inner": 1, "outer": 1}
+
+
+def _sample_row(run_id: int) -> dict:
+    return {"run_id": run_id, "repetition": 2, "nonce": "n-1", "started_at": "2026-11-30T20:00:00+00:00",
+            "kind": "measure", "load_id": None, "prompt_tokens": 101, "generated_tokens": 32, "prompt_ms": 5.25,
+            "predicted_ms": 11.5, "prefill_tps": 19238.1, "decode_tps": 2782.6, "ttft_ms": 6.0, "wall_ms": 19.0,
+            "stop_reason": "length", "answer_chars": 140, "reasoning_chars": 0, "draft_tokens": None,
+            "draft_accepted": None, "cached_tokens": 0, "counter_source": "timings",
+            "request_json": '{"max_tokens":32}', "response_json": '{"answer":"\u2028x"}'}
+
+
+def test_sample_insert_stores_the_row_store_insert_stores(tmp_path):
+    """The prepared INSERT of a sample writes exactly what ``Store.insert`` (sqlite-utils) writes."""
+    from cardproof.daemon.sampling import insert_sample
+
+    store = open_store(tmp_path / "s.db")
+    run = store.insert("runs", {"status": "running"})
+    a = store.insert("samples", _sample_row(run))
+    b = insert_sample(store, _sample_row(run))
+    odd = _sample_row(run) | {"error_text": {"not": "plain"}, "answer_chars": True}  # sqlite-utils' own conversions
+    c = store.insert("samples", odd)
+    d = insert_sample(store, dict(odd))
+    rows = {r[0]: r[1:] for r in store.db.execute("select * from samples")}
+    assert b == a + 1 and rows[a] == rows[b]
+    assert rows[c] == rows[d] and rows[c] != rows[a]
+    assert store.db.conn.in_transaction is False  # committed at once
+
+
+def test_sample_insert_failure_names_the_file_and_keeps_earlier_rows(tmp_path):
+    from cardproof.daemon.sampling import insert_sample
+    from cardproof.daemon.store import StoreError
+
+    store = open_store(tmp_path / "s.db")
+    run = store.insert("runs", {"status": "running"})
+    first = insert_sample(store, _sample_row(run))
+    with pytest.raises(StoreError, match=r"s\.db.*cannot write to table samples"):
+        insert_sample(store, _sample_row(run) | {"no_such_column": 1})
+    again = open_store(tmp_path / "s.db", mode="ro")
+    assert [r[0] for r in again.db.execute("select id from samples")] == [first]
