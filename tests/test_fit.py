@@ -20,7 +20,8 @@ from click.testing import CliRunner
 
 from cardproof.cli import cli
 from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.load.fit import Launched, fit_model
+from cardproof.daemon.load.fit import fit_model
+from cardproof.daemon.load.fit_server import Launched
 from cardproof.daemon.load.fit_evidence import judge, read_lines
 from cardproof.daemon.load.fit_settings import FitSettings
 from cardproof.daemon.memory import RecordedSource
@@ -184,7 +185,7 @@ def test_recorded_two_card_load_does_not_fit_and_says_why(llama_server, tmp_path
     launch = _recorded_launch(RECORDED / log, llama_server.url, pid)
     if log == "oom.log":
         def launch(args, log_path, timeout_s):  # noqa: F811 -- the server gave up: it never became ready
-            from cardproof.daemon.load.fit import LaunchFailed
+            from cardproof.daemon.load.fit_server import LaunchFailed
             shutil.copyfile(RECORDED / log, log_path)
             raise LaunchFailed("exited with status 1")
     row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(_recorded_model(tmp_path)),
@@ -348,7 +349,7 @@ def test_a_malformed_answer_to_the_one_request_is_a_failed_request(tmp_path, rec
 
 def test_own_flags_an_older_server_lacks_are_left_out(tmp_path, monkeypatch):
     """A real llama-server knows every flag the fit test passes; a build without --fit gets the rest."""
-    from cardproof.daemon.load import fit
+    from cardproof.daemon.load import fit_server as fit
 
     assert fit.own_args() == list(fit.OWN_ARGS)  # the real binary here
     old = tmp_path / "llama-server"
