@@ -46,8 +46,10 @@ def run_rate_step(store: Store, backend: Backend, *, run_id: int, model: str, mo
     senders: list[threading.Thread] = []
     client = step_client(backend, min(total, MAX_IN_FLIGHT))
 
-    def one(i: int, arrival: dict) -> None:
+    def one(i: int, due: float) -> None:
         try:
+            with lock:  # the send time as this thread starts the request: what the wire sees, thread start included
+                arrival = {"scheduled_s": due, "sent_s": time.perf_counter() - t0, "in_flight": flying[0]}
             req = SampleRequest(run_id, step["cell_id"], model_id, model, i,
                                 lambda nonce: build_prompt(prompt_tokens, nonce), settings.max_tokens, False,
                                 kind="rate", client=client, load_id=load_id)
@@ -68,8 +70,7 @@ def run_rate_step(store: Store, backend: Backend, *, run_id: int, model: str, mo
                     return
             with lock:
                 flying[0] += 1
-                arrival = {"scheduled_s": due, "sent_s": time.perf_counter() - t0, "in_flight": flying[0]}
-            t = threading.Thread(target=one, args=(i, arrival), daemon=True, name=f"cardproof-rate-{i}")
+            t = threading.Thread(target=one, args=(i, due), daemon=True, name=f"cardproof-rate-{i}")
             senders.append(t)
             t.start()
 
