@@ -1,0 +1,117 @@
+"""GuideLLM's half of the peer bench: its own venv, a local tokenizer, a scenario per step, its figures.
+
+GuideLLM is installed from PyPI into a virtual environment of its own
+(never a cardproof dependency). It runs offline here: the Hugging Face
+tokenizer it sizes prompts with is built from the tiny model's GGUF
+vocabulary (``peer_tokenizer.py``), the Hub, datasets and transformers are
+told to stay offline, and its synthetic prompts need no download. The
+scenario file format is GuideLLM's from 0.5 on (``guidellm run
+--scenario``); older versions had other commands and are not supported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+from cardproof.daemon.tinymodels import CHAT_TEMPLATE, TINY_MODELS, build_vocab
+
+
+def guidellm_bin(venv_dir: Path, version: str | None) -> Path:
+    """GuideLLM's command in its own venv, installed there from PyPI the first time."""
+    exe = venv_dir / "bin" / "guidellm"
+    if exe.exists():
+        return exe
+    print(f"installing GuideLLM into {venv_dir} (its own venv; not a cardproof dependency) ...", file=sys.stderr)
+    venv.EnvBuilder(with_pip=True, clear=True).create(venv_dir)
+    spec = f"guidellm=={version}" if version else "guidellm"
+    subprocess.run([str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", spec], check=True)
+    return exe
+
+
+def guidellm_version(venv_dir: Path) -> str:
+    code = "from importlib.metadata import version; print(version('guidellm'))"
+    out = subprocess.run([str(venv_dir / "bin" / "python"), "-c", code], capture_output=True, text=True, check=False)
+    return out.stdout.strip() or "unknown"
+
+
+def local_tokenizer(venv_dir: Path, model: str, n_ctx: int, out: Path) -> Path:
+    """A Hugging Face tokenizer folder for the tiny ``model``, built from its GGUF vocabulary (no Hub access)."""
+    tokens, scores, types = build_vocab(next(t.vocab for t in TINY_MODELS if t.name == model))
+    vocab = {"tokens": tokens, "scores": scores, "types": types, "chat_template": CHAT_TEMPLATE, "n_ctx": n_ctx}
+    subprocess.run([str(venv_dir / "bin" / "python"), str(Path(__file__).with_name("peer_tokenizer.py")), str(out)],
+                   input=json.dumps(vocab), text=True, check=True)
+    return out
+
+
+def scenario(url: str, model: str, streams: int, requests: int, prompt_tokens: int, max_tokens: int,
+             tokenizer: str, out: Path, *, profile: str = "concurrent") -> dict:
+    """One GuideLLM step: the same model, prompt size and answer length as cardproof's step.
+
+    ``max_tokens`` pinned (GuideLLM sends its ``output_tokens`` as the
+    request's ``max_tokens``); the end-of-sequence token is honoured by both,
+    as cardproof sends no ``ignore_eos``; ``cache_prompt`` false and
+    thinking off, as cardproof sends them to a llama.cpp server.
+    """
+    kind = {"kind": "synchronous"} if profile == "synchronous" else {"kind": "concurrent", "streams": [streams]}
+    return {"spec": {
+        "backend": {"kind": "openai_http", "target": url, "model": model, "request_format": "/v1/chat/completions",
+                    "extras": {"body": {"cache_prompt": False, "chat_template_kwargs": {"enable_thinking": False}}}},
+        "profile": kind,
+        "constraints": [{"kind": "max_requests", "count": requests}],
+        "tokenizer": {"kind": "hf_auto", "model": tokenizer},
+        "data": [{"kind": "synthetic_text", "prompt_tokens": prompt_tokens, "output_tokens": max_tokens}],
+        "outputs": [{"kind": "json", "path": str(out)}],
+    }}
+
+
+def run_step(exe: Path, spec: dict, label: str, out: Path) -> Path:
+    """Run one GuideLLM scenario; its JSON report's path. A failure ends the bench with GuideLLM's own words."""
+    path = Path(spec["spec"]["outputs"][0]["path"])
+    file = out / f"guidellm-{label}.scenario.json"
+    file.write_text(json.dumps(spec, indent=1))
+    # nothing may reach for the Hub: the tokenizer is a local folder, the prompts synthetic
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                        "GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL": "WARNING"}
+    done = subprocess.run([str(exe), "run", "--scenario", str(file), "--disable-console-interactive"],
+                          env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not path.exists():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
+        sys.exit(f"GuideLLM failed at step {label} (exit {done.returncode}):\n" + "\n".join(tail))
+    return path
+
+
+def _successful(metrics: dict, name: str, which: str) -> float | None:
+    part = (metrics.get(name) or {}).get("successful") or {}
+    value = part.get(which)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def figures(path: Path) -> dict:
+    """GuideLLM's figures of one step, under cardproof's names.
+
+    ``output_tps``: all output tokens of the step over its duration (the same
+    definition as cardproof's aggregate; GuideLLM's own ``successful.mean``
+    of its rate, kept as ``output_tps_own``, equals it in 0.8). ``tpot_ms``: the median over
+    tokens of each request's (end-to-end - TTFT) / (output tokens - 1),
+    GuideLLM's ``inter_token_latency_ms``.
+    """
+    data = json.loads(path.read_text())
+    bench = data["benchmarks"][0]
+    m = bench["metrics"]
+    tokens = _successful(m, "output_token_count", "total_sum")
+    duration = bench.get("duration")
+    return {
+        "output_tps": tokens / duration if tokens and duration else None,
+        "output_tps_own": _successful(m, "output_tokens_per_second", "mean"),
+        "ttft_ms": _successful(m, "time_to_first_token_ms", "median"),
+        "tpot_ms": _successful(m, "inter_token_latency_ms", "median"),
+        "prompt_tokens": _successful(m, "prompt_token_count", "median"),
+        "output_tokens": _successful(m, "output_token_count", "median"),
+        "requests": int(_successful(m, "request_latency", "count") or 0),
+    }
+

@@ -1,0 +1,57 @@
+"""The peer bench's GuideLLM half (bench/peer_guidellm.py): what it asks GuideLLM and how it reads the answer.
+
+GuideLLM itself is not installed in cardproof's environment (it lives in a
+venv of its own, bench/peer_agreement.py): the report read here is a
+recorded one, trimmed from a real GuideLLM 0.8.1 run against the tiny
+model on llama-server (tests/fixtures/guidellm_0.8.1_report.json).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import peer_guidellm  # noqa: E402
+
+REPORT = Path(__file__).parent / "fixtures" / "guidellm_0.8.1_report.json"
+
+
+def test_figures_are_read_under_cardproofs_definitions():
+    f = peer_guidellm.figures(REPORT)
+    bench = json.loads(REPORT.read_text())["benchmarks"][0]
+    # aggregate: all output tokens of the step over its duration (GuideLLM's own mean rate says the same)
+    assert f["output_tps"] == pytest.approx(256.0 / bench["duration"])
+    assert f["output_tps_own"] == pytest.approx(bench["metrics"]["output_tokens_per_second"]["successful"]["mean"])
+    assert f["output_tps"] == pytest.approx(f["output_tps_own"], rel=1e-6)
+    assert f["tpot_ms"] == pytest.approx(bench["metrics"]["inter_token_latency_ms"]["successful"]["median"])
+    assert f["ttft_ms"] == pytest.approx(bench["metrics"]["time_to_first_token_ms"]["successful"]["median"])
+    assert (f["requests"], f["prompt_tokens"], f["output_tokens"]) == (8, 157.0, 32.0)
+
+
+def test_a_missing_metric_is_none_not_a_crash(tmp_path):
+    data = json.loads(REPORT.read_text())
+    del data["benchmarks"][0]["metrics"]["inter_token_latency_ms"]
+    data["benchmarks"][0]["metrics"]["time_to_first_token_ms"]["successful"]["median"] = "n/a"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    f = peer_guidellm.figures(path)
+    assert f["tpot_ms"] is None and f["ttft_ms"] is None and f["output_tps"] is not None
+
+
+@pytest.mark.parametrize("profile, streams", [("synchronous", 1), ("concurrent", 1), ("concurrent", 4)])
+def test_scenario_pins_what_cardproof_sends(tmp_path, profile, streams):
+    spec = peer_guidellm.scenario("http://127.0.0.1:9", "tiny-a", streams, 4 * streams, 128, 32, "/tok",
+                                  tmp_path / "out.json", profile=profile)["spec"]
+    assert spec["profile"] == ({"kind": "synchronous"} if profile == "synchronous"
+                               else {"kind": "concurrent", "streams": [streams]})
+    assert spec["data"] == [{"kind": "synthetic_text", "prompt_tokens": 128, "output_tokens": 32}]
+    assert spec["constraints"] == [{"kind": "max_requests", "count": 4 * streams}]
+    body = spec["backend"]["extras"]["body"]
+    assert body == {"cache_prompt": False, "chat_template_kwargs": {"enable_thinking": False}}
+    assert spec["tokenizer"] == {"kind": "hf_auto", "model": "/tok"}  # a local folder: nothing from the Hub
+    assert spec["outputs"] == [{"kind": "json", "path": str(tmp_path / "out.json")}]
