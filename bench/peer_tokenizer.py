@@ -12,9 +12,10 @@ are there, never in cardproof's): it reads the vocabulary as JSON on stdin
 The tiny models use llama.cpp's SentencePiece (SPM) tokenizer: "▁" marks a
 word start, every prefix of a piece is a piece, longer pieces win, and text
 without a piece falls back to byte tokens ``<0xNN>``. A Unigram model whose
-scores prefer fewer, longer pieces, with byte fallback, splits the same
-way for the text both tools send (checked against the server's
-``/tokenize`` by ``peer_agreement.py``, which prints both counts).
+scores prefer fewer, longer pieces, with byte fallback, splits text the
+same way closely enough to size prompts: ``peer_agreement.py`` prints the
+server's own prompt count of both tools' requests (GuideLLM's 128 asked
+tokens came back as 157, the chat template's ~29 tokens included).
 
     .../guidellm-venv/bin/python bench/peer_tokenizer.py OUT_DIR < vocab.json
 """
