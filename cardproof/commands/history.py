@@ -9,8 +9,19 @@ import click
 
 from .common import db_option, open_db
 
-_UNITS = {"decode_tps": "tok/s", "prefill_tps": "tok/s", "ttft_ms": "ms", "load_seconds": "s"}
-_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time"}
+_UNITS = {"decode_tps": "tok/s", "prefill_tps": "tok/s", "ttft_ms": "ms", "load_seconds": "s", "aggregate_tps": "tok/s"}
+_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time",
+          "aggregate_tps": "aggregate tok/s"}
+
+
+def cell_text(series: dict) -> str:
+    """'short, reasoning off', 'load 4 streams, short', 'depth 4096 tokens, short'."""
+    kind = series.get("kind", "measure")
+    if kind == "load":
+        return f"load {series['streams']} streams, {series['prompt_class']}"
+    if kind == "depth":
+        return f"depth {series['depth_tokens']} tokens, {series['prompt_class']}"
+    return f"{series['prompt_class']}, reasoning {'on' if series['reasoning'] else 'off'}"
 
 
 def step_sentence(series: dict, step: dict) -> str:
@@ -20,8 +31,8 @@ def step_sentence(series: dict, step: dict) -> str:
 
     verb = "rose" if step["change"] > 0 else "fell"
     lo, hi = sorted((abs(step["low"]), abs(step["high"])))
-    text = (f"{_NAMES[step['metric']]} of {series['model']} ({series['prompt_class']}, reasoning "
-            f"{'on' if series['reasoning'] else 'off'}) {verb} {abs(step['change']) * 100:.1f} % "
+    text = (f"{_NAMES[step['metric']]} of {series['model']} ({cell_text(series)}) {verb} "
+            f"{abs(step['change']) * 100:.1f} % "
             f"({lo * 100:.1f}–{hi * 100:.1f} %) "
             f"between run {step['before']['run_id']}{build(step['before'])} and run "
             f"{step['after']['run_id']}{build(step['after'])}, and stayed there for {step['stayed']} run(s)")
@@ -61,18 +72,21 @@ def register(cli: click.Group) -> None:
         unstable cells are listed but never start or end one.
         """
         from cardproof.report.history import build_series
+        from cardproof.report.history.render import assign_pages
         from cardproof.report.tolerance import shielded
 
         store = open_db(db, readonly=True)
         try:
             with shielded(store):  # damaged rows: named on stderr, read as NULL
                 series = build_series(store.db, campaign=campaign, model=model)
+                assign_pages(series)  # the page names the site uses (two names that slug alike differ)
         finally:
             store.close()
         if as_json:
             click.echo(json.dumps([{
                 "campaign": s["campaign"], "model": s["model"], "prompt_class": s["prompt_class"],
-                "reasoning": s["reasoning"], "min_effect": s["min_effect"], "page": s["page"],
+                "reasoning": s["reasoning"], "kind": s.get("kind", "measure"), "streams": s.get("streams"),
+                "depth_tokens": s.get("depth_tokens"), "min_effect": s["min_effect"], "page": s["page"],
                 "points": [_point_json(p) for p in s["points"]], "steps": [_step_json(st) for st in s["steps"]],
             } for s in series], indent=2, default=str))
             return
@@ -82,8 +96,7 @@ def register(cli: click.Group) -> None:
             return
         for s in series:
             shown = [p for p in s["points"] if p["state"] != "ok"]
-            click.echo(f"{s['campaign']} · {s['model']} · {s['prompt_class']} · reasoning "
-                       f"{'on' if s['reasoning'] else 'off'}: {len(s['points'])} runs "
+            click.echo(f"{s['campaign']} · {s['model']} · {cell_text(s).replace(', ', ' · ')}: {len(s['points'])} runs "
                        f"({len(shown)} not usable for steps), {len(s['steps'])} step(s)")
             for st in s["steps"]:
                 click.echo("  " + step_sentence(s, st))

@@ -14,12 +14,24 @@ from . import svg
 from .series import OK
 
 
+def cell_label(s: dict, L: Lang) -> str:
+    """The cell's name as plain text for a chart (the page's heading is the same words as Markdown)."""
+    kind = s.get("kind", "measure")
+    if kind == "load":
+        first = L.gettext("load: {n} streams").format(n=L.num(s["streams"], 0))
+    elif kind == "depth":
+        first = L.gettext("depth {tokens} tokens").format(tokens=L.num(s["depth_tokens"], 0))
+    else:
+        return (L.gettext(s["prompt_class"]) + " · "
+                + (L.gettext("reasoning on") if s["reasoning"] else L.gettext("reasoning off")))
+    return first + " · " + L.gettext(s["prompt_class"])
+
+
 def trend_rows(page_series: list[dict], metric: str, L: Lang) -> list[dict]:
     """One row per point with a figure for ``metric``: raw values (the table rounds them once)."""
     rows = []
     for s in page_series:
-        label = charts._label(L.gettext(s["prompt_class"]) + " · "
-                              + (L.gettext("reasoning on") if s["reasoning"] else L.gettext("reasoning off")))
+        label = charts._label(cell_label(s, L))
         for p in s["points"]:
             sp = p["spread"].get(metric)
             if sp is None:

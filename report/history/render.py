@@ -24,16 +24,19 @@ from . import chart
 from .llama_bench import bench_series
 from .numbers import dates, formatter
 from .tables import row_maker
-from .series import METRICS, OK, build_series
+from .series import METRICS, OK, build_series, slug
 
 FOLDER = "trends"
 _PRINTS = ".trends.json"
 #: rows of a cell's table beyond those that matter (steps, changes, unusable runs): the latest runs
 TABLE_RUNS = 60
-METRIC_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time"}
-_FILE_KEYS = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "ttft", "load_seconds": "load"}
+METRIC_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time",
+                "aggregate_tps": "aggregate tok/s"}
+_FILE_KEYS = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "ttft", "load_seconds": "load",
+              "aggregate_tps": "aggregate"}
 METRIC_AXES = {"decode_tps": "decode tok/s (median, min–max)", "prefill_tps": "prefill tok/s (median, min–max)",
-               "ttft_ms": "TTFT ms (median, min–max)", "load_seconds": "load time s (median, min–max)"}
+               "ttft_ms": "TTFT ms (median, min–max)", "load_seconds": "load time s (median, min–max)",
+               "aggregate_tps": "aggregate tok/s (one figure per run)"}
 
 
 def _suffix(lang: str) -> str:
@@ -46,8 +49,26 @@ def _run_link(p: dict, L: Lang) -> MD:
 
 
 def cell_name(s: dict, L: Lang) -> MD:
+    """'short · reasoning off', 'load: 4 streams · short', 'depth 4,096 tokens · short' in ``L``."""
+    kind = s.get("kind", "measure")
+    if kind == "load":
+        return MD("{} · {}").format(MD(L.gettext("load: {n} streams")).format(n=L.num(s["streams"], 0)),
+                                    L.gettext(s["prompt_class"]))
+    if kind == "depth":
+        return MD("{} · {}").format(MD(L.gettext("depth {tokens} tokens")).format(tokens=L.num(s["depth_tokens"], 0)),
+                                    L.gettext(s["prompt_class"]))
     return MD("{} · {}").format(L.gettext(s["prompt_class"]),
                                 (L.gettext("reasoning on") if s["reasoning"] else L.gettext("reasoning off")))
+
+
+def cell_anchor(s: dict) -> str:
+    """The page anchor of a series' table: distinct per prompt class and reasoning, streams, depth."""
+    kind = s.get("kind", "measure")
+    if kind == "load":
+        return f"cell-load-{int(s['streams'])}-{slug(s['prompt_class'])}"
+    if kind == "depth":
+        return f"cell-depth-{int(s['depth_tokens'])}-{slug(s['prompt_class'])}"
+    return f"cell-{s['prompt_class']}-{'on' if s['reasoning'] else 'off'}"
 
 
 def step_sentence(series: dict, step: dict, L: Lang) -> MD:
@@ -120,10 +141,11 @@ def _fingerprint(page_series: list[dict], bench: dict, code: str) -> str:
 
     def point(p):
         return [p["run_id"], p["started_at"], p["server_build"], p["cell_id"], p["state"], p["changes"],
-                [(m, sp and (sp.median, sp.low, sp.high, sp.n)) for m, sp in p["spread"].items()]]
+                [(m, sp and (sp.median, sp.low, sp.high, sp.n)) for m, sp in p["spread"].items()], p.get("anchor")]
 
     for s in page_series:
         h.update(json.dumps([s["campaign"], s["model"], s["prompt_class"], s["reasoning"], s["min_effect"],
+                             s.get("kind"), s.get("streams"), s.get("depth_tokens"),
                              [point(p) for p in s["points"]],
                              [[st["metric"], st["before"]["run_id"], st["after"]["run_id"], st["ratio"], st["low"],
                                st["high"], st["stayed"], st["changes"], st["skipped"]] for st in s["steps"]]],
@@ -151,7 +173,8 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["campaign", "model", "prompt_class", "reasoning", "run", "started_at", "server_build", "state",
-                    *[f"{m}_{part}" for m in METRICS for part in ("median", "low", "high", "n")]])
+                    *[f"{m}_{part}" for m in METRICS for part in ("median", "low", "high", "n")],
+                    "cell_kind", "streams", "depth_tokens"])
         for s in page_series:
             for p in s["points"]:
                 figures = []
@@ -160,7 +183,8 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
                     figures += [sp.median, sp.low, sp.high, sp.n] if sp else ["", "", "", ""]
                 w.writerow([publishable(s["campaign"]), publishable(s["model"]), s["prompt_class"],
                             int(bool(s["reasoning"])), p["run_id"], p["started_at"] or "",
-                            publishable(p["server_build"] or ""), p["state"], *figures])
+                            publishable(p["server_build"] or ""), p["state"], *figures,
+                            s.get("kind", "measure"), s.get("streams") or "", s.get("depth_tokens") or ""])
 
 
 def _page_view(page_series: list[dict], L: Lang) -> dict:
@@ -182,7 +206,7 @@ def _page_view(page_series: list[dict], L: Lang) -> dict:
         "changes": [changes[r] for r in sorted(changes, key=lambda r: (changes[r]["point"]["started_at"] or "", r))],
         "not_usable": [p for p in points if p["state"] != OK],
         "bench": [],
-        "cells": [{"name": cell_name(s, L), "anchor": f"cell-{s['prompt_class']}-{'on' if s['reasoning'] else 'off'}",
+        "cells": [{"name": cell_name(s, L), "anchor": cell_anchor(s), "metrics": s.get("metrics", list(METRICS)),
                    **_table_points(s)} for s in page_series],
         "data_file": f"{first['page']}.csv",
     }
@@ -252,7 +276,7 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
                 _ = translator(L.gettext, CATALOGUE)
                 text = _env().get_template("trend.md.j2").render(
                     _=_, L=L, page=view, charts=charts_out, metric_names=METRIC_NAMES, metrics=list(METRICS),
-                    num=formatter(L), when=dates(L), row=row_maker(L, _, list(METRICS)))
+                    num=formatter(L), when=dates(L), row=row_maker(L, _))
             if _write_if_changed(path, text):
                 written.append(path)
     for lang in LANGUAGES:

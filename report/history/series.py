@@ -27,6 +27,16 @@ METRICS = {
     "prefill_tps": ("prefill_tps", True),
     "ttft_ms": ("ttft_ms", False),
     "load_seconds": (None, False),  # from the model's measured loads, not a sample column
+    # a load step's generated tokens of every answered request per second of the step's wall time:
+    # one figure per run (the bootstrap then resamples runs only)
+    "aggregate_tps": (None, True),
+}
+#: the metrics a series of each kind of cell has: a prompt-class cell, a load step (concurrent
+#: streams, daemon/load/), a context-depth step
+KIND_METRICS = {
+    "measure": ["decode_tps", "prefill_tps", "ttft_ms", "load_seconds"],
+    "load": ["decode_tps", "aggregate_tps", "ttft_ms"],
+    "depth": ["decode_tps", "prefill_tps"],
 }
 #: a point in one of these states is shown but never starts or ends a step
 OK = "ok"
@@ -53,15 +63,27 @@ def slug(text: str) -> str:
     return s or "x"
 
 
-def _state(run: dict, decode, decode_values: list[float]) -> str:
+def _state(run: dict, decode, decode_values: list[float], kind: str = "measure", refused: bool = False) -> str:
     if run["status"] != "completed":
         return str(run["status"] or "unknown")
+    if refused:  # a depth the server's context cannot hold, refused before any request
+        return "refused"
     if decode is None:
         return "no valid sample"
+    if kind != "measure":
+        # a load step's requests differ by stream and queue by design: their spread is the step's
+        # figure, not a sign of an unstable cell
+        return OK
     # the article's own rule (ratio, and the bootstrap interval where the campaign asks for it)
     cell = {"decode": decode, "valid": [{"decode_tps": v} for v in decode_values]}
     findings.judge_cell(cell, run["_limits"])
     return "unstable" if cell["unstable"] else OK
+
+
+def _step_axis_value(c: dict) -> bool:
+    """A load step has a positive number of streams, a depth step a positive depth (a damaged row has neither)."""
+    v = c["streams"] if c["kind"] == "load" else c["depth_tokens"]
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 def _excluded_samples(db, runs: list[dict]) -> set[int]:
@@ -88,7 +110,11 @@ def _excluded_samples(db, runs: list[dict]) -> set[int]:
 
 
 def build_series(db, campaign: str | None = None, model: str | None = None) -> list[dict]:
-    """Every series (campaign × model × prompt class × reasoning) with points in time order and steps per metric.
+    """Every series (campaign × model × cell) with points in time order and steps per metric.
+
+    A cell is a prompt class with reasoning on or off, a load step (its
+    number of concurrent streams and prompt class) or a context-depth step
+    (its depth in tokens); each kind has its metrics (``KIND_METRICS``).
 
     A point is one run's cell: its valid samples per metric (gates that
     exclude, errors left out), their spread, its state (``ok``, the run's
@@ -111,23 +137,42 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
     by_id = {r["id"]: r for r in runs}
     excluded = _excluded_samples(db, runs)
     cells: dict[int, dict] = {}
+    steps_table = "load_steps" in db.table_names()
+    step_columns = ("load_steps.id as step_id, load_steps.streams, load_steps.depth_tokens, load_steps.wall_s, "
+                    "load_steps.refused_reason, load_steps.prompt_class as step_class" if steps_table else
+                    "null as step_id, null as streams, null as depth_tokens, null as wall_s, "
+                    "null as refused_reason, null as step_class")
     for c in db.query(
-            """select cells.id, cells.run_id, cells.prompt_class, cells.reasoning, models.name as model
+            f"""select cells.id, cells.run_id, cells.prompt_class, cells.reasoning, models.name as model,
+                      coalesce(cells.kind, 'measure') as kind, {step_columns}
                from cells join models on models.id = cells.model_id
-               where coalesce(cells.kind, 'measure') = 'measure'"""):
-        if c["run_id"] in by_id and (model is None or c["model"] == model):
-            c["values"] = defaultdict(list)
-            cells[c["id"]] = c
-    for s in db.query(
-            """select cell_id, id, decode_tps, prefill_tps, ttft_ms, error_kind from samples
-               where coalesce(kind, 'measure') = 'measure' order by id"""):
-        c = cells.get(s["cell_id"])
-        if c is None or s["error_kind"] or s["id"] in excluded:
+               {"left join load_steps on load_steps.cell_id = cells.id" if steps_table else ""}
+               where coalesce(cells.kind, 'measure') in ('measure', 'load', 'depth')"""):
+        if c["run_id"] not in by_id or (model is not None and c["model"] != model):
             continue
-        for metric, (column, _) in METRICS.items():
+        if c["kind"] != "measure" and (c["step_id"] is None or not _step_axis_value(c)):
+            continue  # a step cell without its step row (or its streams/depth) cannot be placed in a series
+        c["values"] = defaultdict(list)
+        c["generated"] = 0
+        cells[c["id"]] = c
+    for s in db.query(
+            """select cell_id, id, decode_tps, prefill_tps, ttft_ms, generated_tokens, error_kind,
+                      coalesce(kind, 'measure') as kind from samples
+               where coalesce(kind, 'measure') in ('measure', 'load', 'depth') order by id"""):
+        c = cells.get(s["cell_id"])
+        # a cell's own requests only: a canary or probe in a measure cell never enters its series
+        if c is None or s["kind"] != c["kind"] or s["error_kind"] or s["id"] in excluded:
+            continue
+        for metric in KIND_METRICS[c["kind"]]:
+            column = METRICS[metric][0]
             v = s[column] if column else None
             if _figure(v):
                 c["values"][metric].append(float(v))
+        if isinstance(s["generated_tokens"], int) and s["generated_tokens"] > 0:
+            c["generated"] += s["generated_tokens"]
+    for c in cells.values():
+        if c["kind"] == "load" and c["generated"] and _figure(c["wall_s"]):
+            c["values"]["aggregate_tps"] = [c["generated"] / c["wall_s"]]
     loads: dict[tuple[int, str], list[float]] = defaultdict(list)
     for ld in db.query(
             """select loads.run_id, loads.trigger, loads.origin, loads.sample_id, loads.load_seconds,
@@ -142,31 +187,44 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
     grouped: dict[tuple, list[dict]] = defaultdict(list)
     for c in cells.values():
         run = by_id[c["run_id"]]
+        kind = c["kind"]
         values = dict(c["values"])
-        values["load_seconds"] = loads.get((run["id"], c["model"]), [])
-        spreads = {m: spread(values.get(m, [])) for m in METRICS}
-        grouped[(run["campaign_name"], c["model"], c["prompt_class"], bool(c["reasoning"]))].append({
+        if kind == "measure":
+            values["load_seconds"] = loads.get((run["id"], c["model"]), [])
+        spreads = {m: spread(values.get(m, [])) for m in KIND_METRICS[kind]}
+        cls = c["prompt_class"] if kind == "measure" else (c["step_class"] or c["prompt_class"])
+        streams = c["streams"] if kind == "load" else None
+        depth = c["depth_tokens"] if kind == "depth" else None
+        grouped[(run["campaign_name"], c["model"], kind, streams, depth, cls,
+                 bool(c["reasoning"]) if kind == "measure" else False)].append({
             "run_id": run["id"], "started_at": run["started_at"], "status": run["status"],
             "server_build": run["server_build"], "cell_id": c["id"], "values": values, "spread": spreads,
-            "state": _state(run, spreads["decode_tps"], values.get("decode_tps", [])),
+            "state": _state(run, spreads["decode_tps"], values.get("decode_tps", []), kind,
+                            bool(c["refused_reason"])),
             "conditions": run_conditions(run) | facts.get((run["id"], c["model"]), {}),
+            # where its samples are on the run's evidence page
+            "anchor": f"cell-{c['id']}" if kind == "measure" else f"step-{c['step_id']}",
             "_campaign_id": run["campaign_id"],
         })
     out = []
-    for (camp, mname, cls, reasoning), points in grouped.items():
+    for (camp, mname, kind, streams, depth, cls, reasoning), points in grouped.items():
         points.sort(key=lambda p: (p["started_at"] or "", p["run_id"]))
         for prev, p in zip([None, *points], points):
             p["changes"] = changed(prev["conditions"], p["conditions"]) if prev else []
         min_effect = settings_by_campaign[points[-1]["_campaign_id"]]["min_effect"]
         out.append({"campaign": camp, "model": mname, "prompt_class": cls, "reasoning": reasoning,
+                    "kind": kind, "streams": streams, "depth_tokens": depth, "metrics": KIND_METRICS[kind],
                     "page": f"trend-{slug(camp)}-{slug(mname)}", "min_effect": min_effect, "points": points})
-    out.sort(key=lambda s: (s["campaign"], s["model"], s["reasoning"], s["prompt_class"]))
+    # prompt-class cells first (as before), then load steps by streams, then depths
+    order = {"measure": 0, "load": 1, "depth": 2}
+    out.sort(key=lambda s: (s["campaign"], s["model"], order[s["kind"]], s["streams"] or 0,
+                            s["depth_tokens"] or 0, s["reasoning"], s["prompt_class"]))
     seen_models = set()
     for s in out:
         # a load time belongs to the model, not the cell: its steps are told once, with the model's first cell
         first = (s["campaign"], s["model"]) not in seen_models
         seen_models.add((s["campaign"], s["model"]))
-        s["steps"] = _steps(s, [m for m in METRICS if first or m != "load_seconds"])
+        s["steps"] = _steps(s, [m for m in s["metrics"] if first or m != "load_seconds"])
     return out
 
 
@@ -177,6 +235,8 @@ def _steps(series: dict, metrics: list[str]) -> list[dict]:
         higher_better = METRICS[metric][1]
         usable = [i for i, p in enumerate(points) if p["state"] == OK and p["values"].get(metric)]
         seed = f"{series['campaign']}|{series['model']}|{series['prompt_class']}|{series['reasoning']}|{metric}"
+        if series["kind"] != "measure":
+            seed += f"|{series['kind']}|{series['streams']}|{series['depth_tokens']}"
         for st in find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed):
             a, b = points[usable[st.before]], points[usable[st.after]]
             worse = (st.ratio < 1) == higher_better

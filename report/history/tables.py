@@ -17,8 +17,8 @@ from .numbers import dates, formatter
 from .series import OK
 
 
-def row_maker(L: Lang, _, metrics: list[str]):
-    """``row(point) -> MD``: one table row of a point, in ``L``, with a column per metric."""
+def row_maker(L: Lang, _):
+    """``row(point, metrics) -> MD``: one table row of a point, in ``L``, with a column per metric."""
     num, when = formatter(L), dates(L)
     builds: dict = {}
     states: dict = {}
@@ -34,14 +34,15 @@ def row_maker(L: Lang, _, metrics: list[str]):
             states[value] = _("usable") if value == OK else _(value)
         return states[value]
 
-    def row(p: dict) -> MD:
+    def row(p: dict, metrics: list[str]) -> MD:
         rid = int(p["run_id"])
+        anchor = p.get("anchor") or f"cell-{int(p['cell_id'])}"  # built by series.py from ids: no foreign text
         parts = [MD(f"| [{rid}](../runs/run-{rid}.md) | "), when(p["started_at"]), MD(" | "),
                  build(p["server_build"]), MD(" | ")]
         for m in metrics:
             s = p["spread"].get(m)
             if s:
-                parts += [MD("["), num(s.median), MD(f"](../runs/run-{rid}-evidence.md#cell-{int(p['cell_id'])})"
+                parts += [MD("["), num(s.median), MD(f"](../runs/run-{rid}-evidence.md#{anchor})"
                                                     "<br><small>"), num(s.low), MD("–"), num(s.high),
                           MD(f" · n={int(s.n)}</small> | ")]
             else:
