@@ -82,6 +82,7 @@ CORPUS = {
                       "model_buffer_mib": {"CPU": 289.98, "CUDA0": 12615.77, **{f"CUDA{i}": 15965.27 for i in range(1, 14)},
                                            "CUDA14": 12698.93},
                       "kv_buffer_mib": {"CUDA0": 1080.0, **{f"CUDA{i}": 720.0 for i in range(1, 14)}, "CUDA14": 540.0},
+                      "kv_cache_type_k": "f16",  # c^KV (f16): MLA's one cache, no V type
                       "compute_buffer_mib": {**{f"CUDA{i}": 5088.02 for i in range(14)}, "CUDA14": 5088.03,
                                              "CUDA_Host": 2588.05},
                       "output_buffer_mib": {"CUDA_Host": 0.99}}),
