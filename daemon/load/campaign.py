@@ -123,10 +123,15 @@ class LoadSettings(Section):
             raise validate.Invalid("expected requests_per_rate or duration_s, not both", at=("duration_s",))
         if self.duration_s is not None:
             for rate in self.rates or ():
-                if len(self.rate_schedule(rate, cap=MAX_REQUESTS_PER_RATE)) > MAX_REQUESTS_PER_RATE:
+                n = len(self.rate_schedule(rate, cap=MAX_REQUESTS_PER_RATE))
+                if n > MAX_REQUESTS_PER_RATE:
                     raise validate.Invalid(f"the step at {rate:g} requests/s comes to more than "
                                            f"{MAX_REQUESTS_PER_RATE:,} requests in {self.duration_s:g} s",
                                            at=("duration_s",))
+                if n == 0:  # the schedule is fixed by the seed: a step that would send nothing is known now
+                    raise validate.Invalid(f"expected a duration long enough for one arrival: the step at "
+                                           f"{rate:g} requests/s has none within {self.duration_s:g} s "
+                                           f"(seed {self.seed})", at=("duration_s",))
         return self
 
     def requests(self, streams: int) -> int:
