@@ -244,6 +244,8 @@ def test_server_killed_mid_rate_step_gives_exception_samples_and_the_sweep_goes_
     ("[load]\nrates = [1]\nduration_s = inf", "load.duration_s"),
     ("[load]\nrates = [1000]\nduration_s = 3600", "load.duration_s"),  # millions of arrivals
     ("[load]\nrates = [0.001]\nduration_s = 0.5", "load.duration_s"),  # a step that would send nothing
+    ("[load]\nrates = [1, 0.0001]", "load.rates[1]"),  # eight requests over a day
+    ("[load]\nrates = [5e-324]", "load.rates[0]"),  # the smallest float: gaps of infinity
     ("[load]\nrates = [1]\nrequests_per_rate = 5\nduration_s = 10", "load.duration_s"),
     ("[load]\nprompt_class = \"short\"", "load.streams"),  # neither streams nor rates
     ("[load]\nrates = [1]\nrequests_per_rate = 10001", "load.requests_per_rate"),

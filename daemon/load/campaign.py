@@ -121,7 +121,14 @@ class LoadSettings(Section):
                                    f"(or load.rates, or both)", at=("streams",))
         if self.requests_per_rate is not None and self.duration_s is not None:
             raise validate.Invalid("expected requests_per_rate or duration_s, not both", at=("duration_s",))
-        if self.duration_s is not None:
+        if self.duration_s is None:
+            for i, rate in enumerate(self.rates or ()):
+                last = self.rate_schedule(rate)[-1]
+                if not last <= MAX_RATE_DURATION_S:  # a rate so low its requests would take days to send
+                    raise validate.Invalid(f"expected a rate whose {len(self.rate_schedule(rate)):,} arrivals fit "
+                                           f"in {MAX_RATE_DURATION_S:,.0f} s; at {rate:g} requests/s the last one "
+                                           f"is due after {last:,.0f} s (seed {self.seed})", at=("rates", i))
+        else:
             for rate in self.rates or ():
                 n = len(self.rate_schedule(rate, cap=MAX_REQUESTS_PER_RATE))
                 if n > MAX_REQUESTS_PER_RATE:
