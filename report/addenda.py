@@ -213,11 +213,24 @@ def addenda_section(entries: list[dict], L: Lang) -> str:
     return "\n".join(lines) + "\n"
 
 
+def with_addenda(text: str, run_id: int, entries: list[dict], L: Lang) -> str:
+    """The article ``text`` with its *Addenda* section made of ``entries`` (none: without one)."""
+    text = str(text)  # plain text: an MD page would escape what is joined to it
+    section = addenda_section(entries, L).replace("run-{run}-evidence", f"run-{run_id}-evidence")
+    return _SECTION.sub("", text).rstrip("\n") + ("\n" + section if section else "\n")
+
+
+def published_runs(db: sqlite_utils.Database) -> set[int]:
+    """The runs some publication stated figures of: their articles carry an *Addenda* section."""
+    if "published_figures" not in db.table_names():
+        return set()
+    return {r[0] for r in db.execute("select distinct run_id from published_figures").fetchall()}
+
+
 def link_addenda(page: Path, run_id: int, entries: list[dict], L: Lang) -> bool:
     """Replace the article's *Addenda* section with ``entries`` (none: the section goes); True if changed."""
     text = page.read_text()
-    section = addenda_section(entries, L).replace("run-{run}-evidence", f"run-{run_id}-evidence")
-    new = _SECTION.sub("", text).rstrip("\n") + ("\n" + section if section else "\n")
+    new = with_addenda(text, run_id, entries, L)
     if new == text:
         return False
     page.write_text(new)

@@ -17,13 +17,14 @@ from cardproof.daemon.store import open_store
 from . import charts, queries
 from .compare import compare_runs
 from .contradictions.authored import AuthoredError
-from .fingerprints import MANIFEST, code_fingerprint, combine, read_manifest, run_fingerprints, write_manifest
+from .fingerprints import (MANIFEST, build_gate, code_fingerprint, combine, pages_state, read_gate, read_manifest,
+                           run_fingerprints, write_gate, write_manifest)
 from .home import write_home
-from .addenda import write_addenda
-from .exports import write_exports
-from .feed import date_articles, feed_environment
+from .addenda import addenda, published_runs, with_addenda
+from .exports import remove_stale_samples, sample_files, with_downloads, write_public_database, write_run_samples
+from .feed import date_line, dated, feed_environment
 from .site_settings import SiteSettingsError, read_site_settings, site_environment
-from .i18n import LANGUAGES
+from .i18n import LANGUAGES, Lang
 from .llama_bench import llama_bench_view
 from .tolerance import shielded
 from .summaries import ComparisonSummary, RunSummary, model_figures, no_headline_reason, previous_runs, ratio_range
@@ -54,6 +55,10 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     summary from the manifest. A page whose Markdown comes out unchanged is
     not written (its file time stays, so the site build can skip it).
     """
+    # before the store is read: a write during the build makes the next build look again
+    gate = build_gate(db_path, project, code_fingerprint() + ("+addresses" if show_addresses else ""))
+    if read_gate(project) == gate:
+        return []  # the store, code, notes and pages are as the last build left them: nothing to do
     store = open_store(db_path, mode="ro")  # the report only reads
     try:
         # damaged rows: named on stderr and read as NULL, the build goes on
@@ -61,9 +66,10 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
             written, manifest, manifest_path = _write_articles(store.db, project, progress, show_addresses)
         # only once every chart exists may the manifest call these articles fresh
         write_manifest(manifest_path, manifest)
-        return written
     finally:
         store.close()
+    write_gate(project, gate | pages_state(project))
+    return written
 
 
 class _RecentViews(OrderedDict):
@@ -153,7 +159,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
         key = f"run-{r['id']}"
         files = [_lang_file(out_dir, key, lang) for lang in LANGUAGES]
         ev_files = [_lang_file(out_dir, f"{key}-evidence", lang) for lang in LANGUAGES]
-        if fresh(key, files + ev_files):
+        if fresh(key, files + ev_files + sample_files(out_dir, r["id"])):
             return False
         base = views.of(r["id"])
         h = base["headline"]
@@ -166,14 +172,23 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
         view = article_view(db, base, previous_id=prev[r["id"]], ratio=ratio, views=views, project=project,
                             show_addresses=show_addresses).context()
         view["lead"] = view["lead"] | {"steps": lead_steps(starts.get(r["id"]))}  # issue 20: the steps it starts
+        # downloads, addenda and the feed's date are part of the page as first written: each file once
+        entries = addenda(db, r["id"]) if r["id"] in published else None
+        when = date_line(r["started_at"])
         for lang, path, ev_path in zip(LANGUAGES, files, ev_files):
-            if _write_if_changed(path, render_run(view, lang, out_dir / "img", project,
-                                                  show_addresses=show_addresses)):
+            text = render_run(view, lang, out_dir / "img", project, show_addresses=show_addresses)
+            if entries is not None:
+                text = with_addenda(text, r["id"], entries, Lang(lang))
+            if _write_if_changed(path, dated(text, when)):
                 written.append(path)
-            if _write_if_changed(ev_path, render_evidence(view, lang, show_addresses=show_addresses)):
+            ev_text = with_downloads(render_evidence(view, lang, show_addresses=show_addresses), r["id"], Lang(lang))
+            if _write_if_changed(ev_path, ev_text):
                 written.append(ev_path)
+        # issue 14 item 6: the run's samples (CSV, JSON) beside its evidence
+        written.extend(write_run_samples(db, out_dir, r["id"], show_addresses=show_addresses))
         return True
 
+    published = published_runs(db)  # these runs' articles carry an Addenda section (issue 14 item 7)
     comparisons: dict[int, ComparisonSummary] = {}
     total = len(all_runs)
     # Oldest first: a run's ratio range reads the summaries of its campaign's earlier runs, and its
@@ -218,6 +233,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     for produce in _page_producers(history):
         written += produce(db, project, show_addresses=show_addresses)
     _remove_stale(out_dir, cmp_dir, keys)
+    remove_stale_samples(out_dir, [r["id"] for r in all_runs])
     manifest = {"pages": keys, "runs": {str(rid): s.to_json() for rid, s in summaries.items()},
                 "comparisons": {c.key: c.to_json() for c in comparisons}}
     return written, manifest, manifest_path
@@ -248,10 +264,8 @@ def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_address
         written = write_articles(db_path, project, show_addresses=show_addresses)
     except AuthoredError as exc:
         raise ReportError(str(exc)) from exc
-    # issue 14 item 6: each run's samples (CSV, JSON) and the publishable database beside the evidence
-    written += write_exports(db_path, project / "site", show_addresses=show_addresses)
-    written += write_addenda(db_path, project / "site")  # issue 14 item 7: what changed since publication
-    date_articles(db_path, project / "site")  # the feed's item dates
+    # issue 14 item 6: the publishable database beside the evidence (each run's samples come with its articles)
+    written += write_public_database(db_path, project / "site", show_addresses=show_addresses)
     # a feed only where the public address is known; title and description from site.toml
     with feed_environment(site_url), site_environment(settings):
         out = mkdocs_build(project) if run_mkdocs else None

@@ -162,9 +162,80 @@ def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: boo
         conn.execute(f"update {quoted} set {sets} where rowid = ?", [*new.values(), rowid])
 
 
+def write_run_samples(db, runs_dir: Path, run_id: int, *, show_addresses: bool = False) -> list[Path]:
+    """One run's samples as CSV and JSON beside its articles; returns the files whose text changed."""
+    rows = run_samples(db, run_id, show_addresses=show_addresses)
+    written = []
+    for suffix, text in (("csv", samples_csv(rows)), ("json", samples_json(rows, run_id))):
+        path = runs_dir / f"run-{run_id}-samples.{suffix}"
+        if not path.exists() or path.read_text() != text:  # an unchanged run's files stay as they are
+            path.write_text(text)
+            written.append(path)
+    return written
+
+
+def sample_files(runs_dir: Path, run_id: int) -> list[Path]:
+    return [runs_dir / f"run-{run_id}-samples.{suffix}" for suffix in ("csv", "json")]
+
+
+def remove_stale_samples(runs_dir: Path, run_ids) -> None:
+    """The sample files of runs no longer in the database go."""
+    keep = {f"run-{i}-samples" for i in run_ids}
+    for f in list(runs_dir.glob("run-*-samples.csv")) + list(runs_dir.glob("run-*-samples.json")):
+        if f.stem not in keep:
+            f.unlink()
+
+
+#: beside the articles: the store's file state the published copy was made from
+_DATABASE_STATE = ".cardproof-database.json"
+
+
+def _file_state(db_path: Path, dst: Path, show_addresses: bool) -> list:
+    """What the published copy depends on, cheaply: the store's files (any write changes their size or
+    time, a WAL write the -wal file's), the copy's own, the masking and the code that masks."""
+    from .fingerprints import code_fingerprint
+
+    def stat(p: Path):
+        try:
+            st = p.stat()
+            return [st.st_size, st.st_mtime_ns]
+        except OSError:
+            return None
+
+    db_path = Path(db_path)
+    return [str(db_path.resolve()), stat(db_path), stat(db_path.with_name(db_path.name + "-wal")), stat(dst),
+            show_addresses, code_fingerprint()]
+
+
+def write_public_database(db_path: Path, docs_dir: Path, *, show_addresses: bool = False) -> list[Path]:
+    """The publishable database under ``downloads/``, made again only when the store's files changed.
+
+    Copying and VACUUMing the whole store costs seconds at a year of runs; a build that changed
+    nothing must not pay it. Returns ``[path]`` when the file changed, else ``[]``.
+    """
+    downloads = docs_dir / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
+    dst = downloads / DATABASE_NAME
+    state_path = docs_dir / _DATABASE_STATE
+    try:
+        if json.loads(state_path.read_text()) == _file_state(db_path, dst, show_addresses):
+            return []
+    except (OSError, ValueError):
+        pass  # no or a damaged record: made again
+    changed = public_database(Path(db_path), dst, show_addresses=show_addresses)
+    try:
+        state_path.write_text(json.dumps(_file_state(db_path, dst, show_addresses)))
+    except OSError:
+        pass  # only a shortcut for the next build
+    return [dst] if changed else []
+
+
 def write_exports(db_path: Path, docs_dir: Path, *, show_addresses: bool = False) -> list[Path]:
     """Each run's samples as CSV and JSON beside its articles, the publishable database under
-    ``downloads/``, and a *Downloads* section on each evidence page. Returns the files written."""
+    ``downloads/``, and a *Downloads* section on each evidence page. Returns the files written.
+
+    The report build does this per run as it renders the run (report/build.py); this does every run.
+    """
     runs_dir = docs_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -175,22 +246,11 @@ def write_exports(db_path: Path, docs_dir: Path, *, show_addresses: bool = False
         db = sqlite_utils.Database(conn)
         run_ids = [r[0] for r in db.execute("select id from runs order by id").fetchall()]
         for run_id in run_ids:
-            rows = run_samples(db, run_id, show_addresses=show_addresses)
-            for suffix, text in (("csv", samples_csv(rows)), ("json", samples_json(rows, run_id))):
-                path = runs_dir / f"run-{run_id}-samples.{suffix}"
-                if not path.exists() or path.read_text() != text:  # an unchanged run's files stay as they are
-                    path.write_text(text)
-                    written.append(path)
+            written += write_run_samples(db, runs_dir, run_id, show_addresses=show_addresses)
     finally:
         conn.close()
-    keep = {f"run-{i}-samples" for i in run_ids}
-    for f in list(runs_dir.glob("run-*-samples.csv")) + list(runs_dir.glob("run-*-samples.json")):
-        if f.stem not in keep:  # a run no longer in the database
-            f.unlink()
-    downloads = docs_dir / "downloads"
-    downloads.mkdir(exist_ok=True)
-    if public_database(Path(db_path), downloads / DATABASE_NAME, show_addresses=show_addresses):
-        written.append(downloads / DATABASE_NAME)
+    remove_stale_samples(runs_dir, run_ids)
+    written += write_public_database(db_path, docs_dir, show_addresses=show_addresses)
     for run_id in run_ids:
         for lang in LANGUAGES:
             page = runs_dir / (f"run-{run_id}-evidence.md" if lang == "en" else f"run-{run_id}-evidence.{lang}.md")
@@ -214,10 +274,18 @@ def downloads_section(run_id: int, L: Lang) -> str:
 _SECTION = re.compile(r"\n\n## [^\n]*\{#downloads\}\n\n" + re.escape(_DOWNLOADS_MARK) + r"[^\n]*\n", re.S)
 
 
+def with_downloads(text: str, run_id: int, L: Lang) -> str:
+    """The evidence page ``text`` with its *Downloads* section, once."""
+    text = str(text)  # plain text: an MD page would escape what is joined to it
+    section = downloads_section(run_id, L)
+    if section in text:
+        return text
+    return _SECTION.sub("", text).rstrip("\n") + section
+
+
 def link_downloads(page: Path, run_id: int, L: Lang) -> None:
     """Give the evidence page its *Downloads* section, once (a page kept from an earlier build has it)."""
     text = page.read_text()
-    section = downloads_section(run_id, L)
-    if section in text:
-        return
-    page.write_text(_SECTION.sub("", text).rstrip("\n") + section)
+    new = with_downloads(text, run_id, L)
+    if new != text:
+        page.write_text(new)

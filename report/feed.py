@@ -59,21 +59,41 @@ def feed_environment(site_url: str | None):
                 os.environ[k] = v
 
 
+def date_line(started) -> str | None:
+    """The front matter's ``date:`` line for a run that started at ``started``; None when unreadable."""
+    try:
+        when = datetime.fromisoformat(str(started))
+    except (TypeError, ValueError):
+        return None  # no readable start: the article carries no date, the feed lists it undated
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc)
+    return f'date: "{when.strftime(DATE_FORMAT)}"'
+
+
+def dated(text: str, line: str | None) -> str:
+    """``text`` with ``line`` as the front matter's ``date:`` (an earlier one replaced); as it was without one."""
+    text = str(text)  # plain text: an MD page would escape what is joined to it
+    m = _FRONT.match(text)
+    if not m or line is None:
+        return text
+    lines = [ln for ln in m.group(1).split("\n") if not ln.startswith("date:")] + [line]
+    return "---\n" + "\n".join(lines) + "\n---\n" + text[m.end():]
+
+
 def date_articles(db_path: Path, docs_dir: Path) -> None:
-    """Put each run's start time into its articles' front matter as ``date`` (the feed's item date)."""
+    """Put each run's start time into its articles' front matter as ``date`` (the feed's item date).
+
+    The report build dates each article as it renders it (``dated``); this is for pages written otherwise.
+    """
     conn = connect_readonly(db_path)
     try:
         runs = conn.execute("select id, started_at from runs").fetchall()
     finally:
         conn.close()
     for run_id, started in runs:
-        try:
-            when = datetime.fromisoformat(str(started))
-        except (TypeError, ValueError):
-            continue  # no readable start: the article carries no date, the feed lists it undated
-        if when.tzinfo is not None:
-            when = when.astimezone(timezone.utc)
-        line = f'date: "{when.strftime(DATE_FORMAT)}"'
+        line = date_line(started)
+        if line is None:
+            continue
         for lang in LANGUAGES:
             page = docs_dir / "runs" / (f"run-{run_id}.md" if lang == "en" else f"run-{run_id}.{lang}.md")
             if page.exists():
@@ -82,10 +102,6 @@ def date_articles(db_path: Path, docs_dir: Path) -> None:
 
 def _set_date(page: Path, line: str) -> None:
     text = page.read_text()
-    m = _FRONT.match(text)
-    if not m:
-        return
-    lines = [ln for ln in m.group(1).split("\n") if not ln.startswith("date:")] + [line]
-    new = "---\n" + "\n".join(lines) + "\n---\n" + text[m.end():]
+    new = dated(text, line)
     if new != text:
         page.write_text(new)

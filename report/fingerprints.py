@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from importlib import metadata, resources
 from pathlib import Path
 
@@ -19,7 +20,7 @@ MANIFEST = ".cardproof-build.json"
 
 # Rows a run article is made from, by the column that names the run.
 _RUN_TABLES = ("samples", "loads", "cells", "canaries", "memory_samples", "log_lines", "probe_results",
-               "rule_results")
+               "rule_results", "published_figures")  # published_figures: the Addenda
 # What the articles are made with besides the data.
 _CODE_SUFFIXES = (".py", ".j2", ".po", ".pot", ".toml")
 
@@ -57,8 +58,9 @@ def _table_queries(tables: set[str]) -> list[tuple[str, tuple[str, ...], str, st
     out = [(t, (t,), f"select count(*), max(id) from {t}",
             f"select run_id, count(*), max(id) from {t} group by run_id") for t in _RUN_TABLES if t in tables]
     out.append(("gate_results", ("gate_results", "samples"),
-                # judging again deletes and inserts (daemon/judge.py): count and highest id see it
-                "select count(*), max(id) from gate_results",
+                # judging again deletes and inserts (daemon/judge.py): count and highest id see it; a
+                # verdict updated in place (fired set) only the sum of fired does
+                "select count(*), max(id), sum(fired) from gate_results",
                 "select samples.run_id, count(*), max(gate_results.id), sum(fired) from gate_results "
                 "join samples on samples.id = gate_results.sample_id group by samples.run_id"))
     if "facts" in tables:
@@ -159,3 +161,74 @@ def read_manifest(path: Path) -> dict:
 
 def write_manifest(path: Path, keys: dict) -> None:
     Path(path).write_text(json.dumps(keys, indent=1, sort_keys=True))
+
+
+GATE = ".cardproof-build-gate.json"
+
+
+def _folder_state(folder: Path) -> str:
+    """One digest of a folder's entries (name, size, file time): any page written, removed or added changes it."""
+    h = hashlib.sha256()
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return "missing"
+    for e in entries:
+        if e.name.startswith("."):
+            continue  # the build's own records (manifest, caches, this gate) are not pages
+        try:
+            st = e.stat()
+        except OSError:
+            continue
+        h.update(f"{e.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def _file_state(path: Path) -> list | None:
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
+def build_gate(db_path: Path, project: Path, code: str) -> dict:
+    """What a whole build is made from, read without a query: the store's files (any write changes the
+    database's or its WAL's size or time), the code, the author's notes, the pages written and the manifest.
+
+    Equal to the last build's record: nothing can have changed, and a build that changes nothing
+    need not read the store at all (issue 19: a no-op rebuild at a year of runs in under 2 s).
+    """
+    db_path = Path(db_path)
+    wal = _file_state(db_path.with_name(db_path.name + "-wal"))
+    # a reader's open creates an empty WAL; empty, it holds nothing the database file does not
+    return {"db": [str(db_path.resolve()), _file_state(db_path), wal if wal and wal[0] else None],
+            "code": code, "notes": _folder_state(Path(project) / "notes")} | pages_state(project)
+
+
+def pages_state(project: Path) -> dict:
+    """The site folder's pages as the build left them: each folder's entries one level down, and the manifest."""
+    site = Path(project) / "site"
+    out = {"site": _folder_state(site), "manifest": _file_state(site / MANIFEST)}
+    try:
+        folders = sorted(e.name for e in os.scandir(site) if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        folders = []
+    for name in folders:
+        out[f"site/{name}"] = _folder_state(site / name)
+    return out
+
+
+def read_gate(project: Path) -> dict | None:
+    try:
+        data = json.loads((Path(project) / "site" / GATE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_gate(project: Path, gate: dict) -> None:
+    try:
+        (Path(project) / "site" / GATE).write_text(json.dumps(gate))
+    except OSError:
+        pass  # only a shortcut for the next build

@@ -67,7 +67,8 @@ def test_nothing_changed_reads_no_run_and_writes_no_page(gen, tmp_path, counted_
     project = tmp_path / "proj"
     scaffold(project)
     first = write_articles(gen.path, project)
-    assert len(_ours(first, project)) == 4 * 4 + 2 * 2 + 2  # articles+evidence, 2 comparisons, index
+    # articles+evidence, samples CSV+JSON, 2 comparisons, index
+    assert len(_ours(first, project)) == 4 * 4 + 4 * 2 + 2 * 2 + 2
     counted_views.clear()
     again = write_articles(gen.path, project)
     assert counted_views == []
@@ -87,7 +88,7 @@ def test_one_new_run_renders_that_run_its_comparison_and_the_index(gen, tmp_path
     assert sorted(set(counted_views)) == [3, 5]  # the new run, and the run it is compared with
     assert _ours(written, project) == {
         "runs/run-5.md", "runs/run-5.de.md", "runs/run-5-evidence.md", "runs/run-5-evidence.de.md",
-        "compare/run-5-vs-3.md", "compare/run-5-vs-3.de.md", "runs/index.md", "runs/index.de.md"}
+        "runs/run-5-samples.csv", "runs/run-5-samples.json", "compare/run-5-vs-3.md", "compare/run-5-vs-3.de.md", "runs/index.md", "runs/index.de.md"}
     after = _pages(project)
     index = ("runs/index.md", "runs/index.de.md")
     assert {k: after[k] for k in before if k not in index} == {k: v for k, v in before.items() if k not in index}
