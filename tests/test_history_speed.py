@@ -90,3 +90,17 @@ def test_trend_step_grows_linearly_with_runs(tmp_path):
 
     small, large = timed(60), timed(240)
     assert large < 5.5 * small + 0.5, (small, large)
+
+
+def test_a_year_of_runs_is_drawn_with_the_latest_in_full_and_older_ones_binned():
+    from datetime import datetime, timedelta, timezone
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    rows = [_row(1, 100.0 + (i % 7), date=(t0 + timedelta(days=i)).isoformat()) | {"run": i + 1}
+            for i in range(1000)]
+    rows[10] = rows[10] | {"usable": False, "state": "killed"}  # an old unusable run stays its own mark
+    svg = trend_svg(rows, [], Lang("en"), "t", "a")
+    doc = xml.dom.minidom.parseString(svg)
+    marks = doc.getElementsByTagName("circle")
+    assert 300 < len(marks) - 1 <= 420  # 200 latest + about 200 bins (one circle is the legend's)
+    assert len(doc.getElementsByTagName("polyline")[0].getAttribute("points").split()) == len(marks) - 1
+    assert any(e.getAttribute("stroke") == "#888888" for e in doc.getElementsByTagName("rect"))

@@ -30,15 +30,19 @@ def cell_label(s: dict, L: Lang) -> str:
 def trend_rows(page_series: list[dict], metric: str, L: Lang) -> list[dict]:
     """One row per point with a figure for ``metric``: raw values (the table rounds them once)."""
     rows = []
+    states: dict = {}  # a state's label, made once per chart (its text is foreign where a merge stored it)
     for s in page_series:
         label = charts._label(cell_label(s, L))
         for p in s["points"]:
             sp = p["spread"].get(metric)
             if sp is None:
                 continue
+            state = p["state"]
+            if state not in states:
+                states[state] = charts._label(L.gettext("usable") if state == OK else L.gettext(state))
             rows.append({"date": p["started_at"], "median": sp.median, "low": sp.low, "high": sp.high,
-                         "n": sp.n, "run": p["run_id"], "cell": label, "usable": p["state"] == OK,
-                         "state": charts._label(L.gettext("usable") if p["state"] == OK else L.gettext(p["state"]))})
+                         "n": sp.n, "run": p["run_id"], "cell": label, "usable": state == OK,
+                         "state": states[state]})
     return rows
 
 

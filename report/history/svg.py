@@ -91,6 +91,33 @@ def _short(text: str) -> str:
     return text if len(text) <= _LABEL_CHARS else text[:_LABEL_CHARS - 1] + "…"
 
 
+#: a cell's line keeps this many of its latest usable points as they are; older ones are drawn as
+#: about as many marks again, each the median (and min–max) of a run of consecutive points
+FULL_POINTS = 200
+
+
+def _thinned(ps: list[tuple]) -> list[tuple]:
+    """A cell's points (x, median, low, high, row) in date order, with older usable points binned.
+
+    A year of nightly runs draws a level per week instead of a dot per night; the latest
+    ``FULL_POINTS`` runs and every point that cannot carry a step stay as they are (the table and
+    the CSV keep every run).
+    """
+    usable = [p for p in ps if p[4]["usable"]]
+    if len(usable) <= 2 * FULL_POINTS:
+        return ps
+    older, latest = usable[:-FULL_POINTS], usable[-FULL_POINTS:]
+    size = math.ceil(len(older) / FULL_POINTS)
+    binned = []
+    for i in range(0, len(older), size):
+        part = older[i:i + size]
+        medians = sorted(p[1] for p in part)
+        row = dict(part[-1][4], run=None)  # a bin is no one run: its mark names no run
+        binned.append((sum(p[0] for p in part) / len(part), medians[len(medians) // 2],
+                       min(p[2] for p in part), max(p[3] for p in part), row))
+    return sorted(binned + latest + [p for p in ps if not p[4]["usable"]], key=lambda p: p[0])
+
+
 def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_title: str) -> str:
     """The chart of ``rows`` (``chart.trend_rows``: date, median, low, high, cell, usable, state, run) as SVG.
 
@@ -167,8 +194,8 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
     states = [s for s in dict.fromkeys(p[4]["state"] for p in points if not p[4]["usable"])]
     shape = {s: _SHAPES[i % len(_SHAPES)] for i, s in enumerate(states)}
     dense = len(points) > 600  # a year of nightly runs: thinner marks, so the level stays readable
-    for cell, ps in cells.items():
-        ps.sort(key=lambda p: p[0])
+    for cell in cells:
+        cells[cell] = ps = _thinned(sorted(cells[cell], key=lambda p: p[0]))
         col = colour[cell]
         for x, _, low, high, _r in ps:
             out.append(f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{sy(low):.1f}" y2="{sy(high):.1f}" '
@@ -177,10 +204,12 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
         if line:
             out.append(f'<polyline points="{line}" fill="none" stroke="{col}" stroke-width="1"/>')
         for x, m, _, _, r in ps:
+            if r["usable"] and dense:  # no tooltip per mark: thousands of them would only weigh the file
+                out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(m):.1f}" r="2" fill="{col}"/>')
+                continue
             tip = f"{r['cell']}: {num(m, 1)}" + (f" · {L.gettext('run')} {r['run']}" if r.get("run") else "")
             if r["usable"]:
-                out.append(_marker("circle", sx(x), sy(m), col, col, "" if dense else tip)
-                           if not dense else f'<circle cx="{sx(x):.1f}" cy="{sy(m):.1f}" r="2" fill="{col}"/>')
+                out.append(_marker("circle", sx(x), sy(m), col, col, tip))
             else:
                 out.append(_marker(shape[r["state"]], sx(x), sy(m), _GREY, "white", tip))
     # legend: the cells' colours, then the states that cannot carry a step
