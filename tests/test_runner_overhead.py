@@ -124,3 +124,12 @@ def test_sample_insert_failure_names_the_file_and_keeps_earlier_rows(tmp_path):
         insert_sample(store, _sample_row(run) | {"no_such_column": 1})
     again = open_store(tmp_path / "s.db", mode="ro")
     assert [r[0] for r in again.db.execute("select id from samples")] == [first]
+
+
+def test_bench_runner_block_gives_one_positive_interval_per_request(llama_server, tmp_path):
+    """The bench's runner intervals: one per request, each from the line before it (not from the run's last line)."""
+    from runner_overhead import runner_block
+
+    walls, cpus = runner_block(llama_server.url, open_store(tmp_path / "b.db"), 3)
+    assert len(walls) == len(cpus) == 3
+    assert all(w > 0 for w in walls) and all(c >= 0 for c in cpus)
