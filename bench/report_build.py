@@ -39,11 +39,11 @@ from report_data import Generator  # noqa: E402
 _STEP = """
 import json, resource, sys, time
 from pathlib import Path
-from cardproof.report.build import scaffold, write_articles
+from cardproof.report.build import build
 db, project, site = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1"
-scaffold(project)
 t = time.perf_counter()
-written = write_articles(db, project)
+# the whole report step as `cardproof report build --no-mkdocs` runs it: articles, exports, public database
+written = build(db, project, run_mkdocs=False)["articles"]
 report_s = time.perf_counter() - t
 site_s = None
 if site:
@@ -66,7 +66,7 @@ db, project = Path(sys.argv[1]), Path(sys.argv[2])
 build.scaffold(project)
 class _Seeded:
     def context(self):
-        return {}
+        return {"lead": {}}
 build.article_view = lambda *a, **k: _Seeded()
 build.render_run = build.render_evidence = lambda *a, **k: "seeded"
 build.render_compare = lambda *a, **k: "seeded"

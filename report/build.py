@@ -63,9 +63,9 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     try:
         # damaged rows: named on stderr and read as NULL, the build goes on
         with shielded(store), charts.deferred():
-            written, manifest, manifest_path = _write_articles(store.db, project, progress, show_addresses)
+            written, manifest, manifest_path, old = _write_articles(store.db, project, progress, show_addresses)
         # only once every chart exists may the manifest call these articles fresh
-        write_manifest(manifest_path, manifest)
+        write_manifest(manifest_path, manifest, old)
     finally:
         store.close()
     write_gate(project, gate | pages_state(project))
@@ -107,8 +107,8 @@ def _page_producers(history: list[dict] | None = None):
     return [write_log_articles, partial(write_trends, series=history)]
 
 
-def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[list[Path], dict, Path]:
-    """Render what changed; returns the files written, the new manifest and where it goes."""
+def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[list[Path], dict, Path, dict]:
+    """Render what changed; returns the files written, the new manifest, where it goes and the old one."""
     all_runs = queries.runs(db)
     n_models = dict(db.execute("select run_id, count(distinct model_id) from cells group by run_id").fetchall())
     for r in all_runs:
@@ -236,7 +236,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     remove_stale_samples(out_dir, [r["id"] for r in all_runs])
     manifest = {"pages": keys, "runs": {str(rid): s.to_json() for rid, s in summaries.items()},
                 "comparisons": {c.key: c.to_json() for c in comparisons}}
-    return written, manifest, manifest_path
+    return written, manifest, manifest_path, old
 
 
 def _remove_stale(out_dir: Path, cmp_dir: Path, keys: dict) -> None:

@@ -159,8 +159,12 @@ def read_manifest(path: Path) -> dict:
             for part in ("pages", "runs", "comparisons")}
 
 
-def write_manifest(path: Path, keys: dict) -> None:
-    Path(path).write_text(json.dumps(keys, indent=1, sort_keys=True))
+def write_manifest(path: Path, keys: dict, old: dict | None = None) -> None:
+    """Write the manifest unless it equals ``old`` (the one read at the start): at a year of runs it is
+    megabytes of summaries, written compact."""
+    if old is not None and all(old.get(part) == keys.get(part) for part in ("pages", "runs", "comparisons")):
+        return
+    Path(path).write_text(json.dumps(keys, separators=(",", ":"), sort_keys=True))
 
 
 GATE = ".cardproof-build-gate.json"
