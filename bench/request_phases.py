@@ -44,26 +44,29 @@ PHASES = (
 
 
 class PhaseClock:
-    """Exclusive wall time per phase (a phase's time inside another phase counts only there)."""
+    """Exclusive wall and thread CPU time per phase (a phase's time inside another phase counts only there)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
         self._local = threading.local()
 
     def wrap(self, fn, phase: str):
         def timed(*a, **kw):
             stack = self._local.__dict__.setdefault("stack", [])
-            stack.append(0.0)  # time of inner phases, subtracted from this one
-            t0 = time.perf_counter()
+            stack.append([0.0, 0.0])  # wall and CPU of inner phases, subtracted from this one
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return fn(*a, **kw)
             finally:
-                elapsed = time.perf_counter() - t0
+                wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
                 inner = stack.pop()
                 if stack:
-                    stack[-1] += elapsed
-                self.seconds[phase] = self.seconds.get(phase, 0.0) + elapsed - inner
+                    stack[-1][0] += wall
+                    stack[-1][1] += cpu
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + wall - inner[0]
+                self.cpu_seconds[phase] = self.cpu_seconds.get(phase, 0.0) + cpu - inner[1]
                 self.calls[phase] = self.calls.get(phase, 0) + 1
         return timed
 
@@ -78,19 +81,21 @@ class PhaseClock:
             yield self
 
 
-def phase_table(clock: PhaseClock, requests: int, interval_s: float, echo_s: float) -> str:
-    """Per-request milliseconds of each phase, and the share of the request interval."""
-    lines = [f"{'phase':<44} {'calls':>5} {'ms/request':>10} {'share':>6}"]
+def phase_table(clock: PhaseClock, requests: int, interval_s: float, echo_s: float, cpu_s: float) -> str:
+    """Per-request wall and CPU milliseconds of each phase, and the share of the block's wall time."""
+    lines = [f"{'phase':<44} {'calls':>5} {'wall ms/req':>11} {'CPU ms/req':>10} {'share':>6}"]
     total = dict(clock.seconds)
     total["progress line (echo)"] = echo_s
-    attributed = 0.0
+    attributed = attributed_cpu = 0.0
     for phase, seconds in sorted(total.items(), key=lambda kv: -kv[1]):
+        cpu = clock.cpu_seconds.get(phase, 0.0)
         attributed += seconds
-        lines.append(f"{phase:<44} {clock.calls.get(phase, requests):>5} {seconds * 1000 / requests:>10.3f} "
-                     f"{seconds / interval_s:>6.1%}")
-    rest = interval_s - attributed  # noqa: the loop itself, thread switches, the scheduler
-    lines.append(f"{'unattributed (loop, scheduler)':<44} {'':>5} {rest * 1000 / requests:>10.3f} "
-                 f"{rest / interval_s:>6.1%}")
+        attributed_cpu += cpu
+        lines.append(f"{phase:<44} {clock.calls.get(phase, requests):>5} {seconds * 1000 / requests:>11.3f} "
+                     f"{cpu * 1000 / requests:>10.3f} {seconds / interval_s:>6.1%}")
+    rest = interval_s - attributed  # the loop itself, thread switches, the scheduler
+    lines.append(f"{'unattributed (loop, scheduler)':<44} {'':>5} {rest * 1000 / requests:>11.3f} "
+                 f"{(cpu_s - attributed_cpu) * 1000 / requests:>10.3f} {rest / interval_s:>6.1%}")
     return "\n".join(lines)
 
 

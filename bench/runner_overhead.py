@@ -286,12 +286,12 @@ def phases(url: str, store, n: int) -> str:
         echo_s[0] += time.perf_counter() - t0
 
     with clock.installed(), sink:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         run_campaign(store, parse_campaign(BLOCK.format(n=n, url=url, model=MODEL, max_tokens=MAX_TOKENS),
                                            "bench.toml"), echo=echo)
-        block_s = time.perf_counter() - t0
+        block_s, block_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     return f"one runner block of {n} requests, {block_s * 1000 / n:.2f} ms per request in all\n" + \
-        phase_table(clock, n, block_s, echo_s[0])
+        phase_table(clock, n, block_s, echo_s[0], block_cpu_s)
 
 
 def main() -> int:
