@@ -193,18 +193,14 @@ _DATABASE_STATE = ".cardproof-database.json"
 def _file_state(db_path: Path, dst: Path, show_addresses: bool) -> list:
     """What the published copy depends on, cheaply: the store's files (any write changes their size or
     time, a WAL write the -wal file's), the copy's own, the masking and the code that masks."""
-    from .fingerprints import code_fingerprint
+    from .fingerprints import code_fingerprint, store_state
 
-    def stat(p: Path):
-        try:
-            st = p.stat()
-            return [st.st_size, st.st_mtime_ns]
-        except OSError:
-            return None
-
-    db_path = Path(db_path)
-    return [str(db_path.resolve()), stat(db_path), stat(db_path.with_name(db_path.name + "-wal")), stat(dst),
-            show_addresses, code_fingerprint()]
+    try:
+        st = dst.stat()
+        copy = [st.st_size, st.st_mtime_ns]
+    except OSError:
+        copy = None
+    return [store_state(db_path), copy, show_addresses, code_fingerprint()]
 
 
 def write_public_database(db_path: Path, docs_dir: Path, *, show_addresses: bool = False) -> list[Path]:

@@ -181,6 +181,8 @@ def _folder_state(folder: Path) -> str:
         if e.name.startswith("."):
             continue  # the build's own records (manifest, caches, this gate) are not pages
         try:
+            if e.is_dir():
+                continue  # a folder's time changes with what is written into it; its pages are looked at apart
             st = e.stat()
         except OSError:
             continue
@@ -203,11 +205,16 @@ def build_gate(db_path: Path, project: Path, code: str) -> dict:
     Equal to the last build's record: nothing can have changed, and a build that changes nothing
     need not read the store at all (issue 19: a no-op rebuild at a year of runs in under 2 s).
     """
+    return {"db": store_state(db_path), "code": code, "notes": _folder_state(Path(project) / "notes")} \
+        | pages_state(project)
+
+
+def store_state(db_path: Path) -> list:
+    """The store's files as found: any write changes the database's or its WAL's size or file time."""
     db_path = Path(db_path)
     wal = _file_state(db_path.with_name(db_path.name + "-wal"))
-    # a reader's open creates an empty WAL; empty, it holds nothing the database file does not
-    return {"db": [str(db_path.resolve()), _file_state(db_path), wal if wal and wal[0] else None],
-            "code": code, "notes": _folder_state(Path(project) / "notes")} | pages_state(project)
+    # a reader's open creates an empty WAL (and its close may remove it): empty, it holds nothing
+    return [str(db_path.resolve()), _file_state(db_path), wal if wal and wal[0] else None]
 
 
 def pages_state(project: Path) -> dict:
@@ -215,7 +222,9 @@ def pages_state(project: Path) -> dict:
     site = Path(project) / "site"
     out = {"site": _folder_state(site), "manifest": _file_state(site / MANIFEST)}
     try:
-        folders = sorted(e.name for e in os.scandir(site) if e.is_dir() and not e.name.startswith("."))
+        # downloads/ is the public database's, which has a record of its own (report/exports.py)
+        folders = sorted(e.name for e in os.scandir(site) if e.is_dir() and not e.name.startswith(".")
+                         and e.name != "downloads")
     except OSError:
         folders = []
     for name in folders:

@@ -129,3 +129,22 @@ def test_the_public_database_is_made_again_only_when_the_store_changed(gen, tmp_
     build(gen.path, project, run_mkdocs=False)
     assert made == [1]
     assert (project / "site" / "runs" / "run-3-samples.csv").is_file()
+
+
+def test_a_whole_build_after_another_reader_changes_nothing(gen, tmp_path, monkeypatch, opened):
+    """Another reader opening the store (its empty WAL made and removed) and the public database written
+    by the build itself are no change: the next build opens nothing and copies nothing."""
+    import sqlite3
+
+    gen.add(2)
+    project = tmp_path / "proj"
+    build(gen.path, project, run_mkdocs=False)
+    assert (project / "site" / "downloads" / "cardproof.db").is_file()
+    made = []
+    monkeypatch.setattr(exports, "public_database", lambda *a, **k: made.append(1))
+    for _ in range(2):
+        conn = sqlite3.connect(gen.path)
+        conn.execute("select count(*) from runs").fetchone()
+        conn.close()
+        build(gen.path, project, run_mkdocs=False)
+    assert opened == [1] and made == []
