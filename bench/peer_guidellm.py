@@ -113,5 +113,8 @@ def figures(path: Path) -> dict:
         "prompt_tokens": _successful(m, "prompt_token_count", "median"),
         "output_tokens": _successful(m, "output_token_count", "median"),
         "requests": int(_successful(m, "request_latency", "count") or 0),
+        # where throughput differs at a similar median ITL: how long requests took and how many were in flight
+        "e2e_ms": (lambda v: v * 1000.0 if v is not None else None)(_successful(m, "request_latency", "mean")),
+        "in_flight": _successful(m, "request_concurrency", "mean"),
     }
 

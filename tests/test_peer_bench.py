@@ -31,6 +31,8 @@ def test_figures_are_read_under_cardproofs_definitions():
     assert f["tpot_ms"] == pytest.approx(bench["metrics"]["inter_token_latency_ms"]["successful"]["median"])
     assert f["ttft_ms"] == pytest.approx(bench["metrics"]["time_to_first_token_ms"]["successful"]["median"])
     assert (f["requests"], f["prompt_tokens"], f["output_tokens"]) == (8, 157.0, 32.0)
+    assert f["e2e_ms"] == pytest.approx(bench["metrics"]["request_latency"]["successful"]["mean"] * 1000.0)  # s -> ms
+    assert f["in_flight"] == pytest.approx(bench["metrics"]["request_concurrency"]["successful"]["mean"])
 
 
 def test_a_missing_metric_is_none_not_a_crash(tmp_path):
