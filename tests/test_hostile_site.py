@@ -240,12 +240,17 @@ def test_search_results_show_payloads_as_text(hostile_site):
         page.goto(hostile_site["base"] + "/runs/index.html", wait_until="networkidle")
         found = {}
         for query in ("onerror", "script", "MDK", "hunter2pw"):
+            # Material reads the box on keyup: fill the whole query, then one keyup, so the worker is
+            # asked exactly once and no earlier prefix's results ("h", "hu", ...) can be on show
             page.fill(box, "")
-            page.locator(box).press_sequentially(query, delay=20)
+            page.locator(box).press("End")
+            page.wait_for_function("() => document.querySelector('.md-search-result__meta')"
+                                   ".textContent.includes('Type to start')", timeout=30_000)
+            page.fill(box, query)
+            page.locator(box).press("End")
             page.wait_for_function("() => !document.querySelector('.md-search-result__meta')"
                                    ".textContent.includes('Type to start')", timeout=30_000)
-            # the worker answers each keystroke; on a busy machine the results of an earlier prefix
-            # ("h", "hu", ...) can still be shown 500 ms later: read until three reads agree
+            # the list is filled in batches while the reader scrolls: read until three reads agree
             counts: list[int] = []
             for _ in range(60):
                 page.wait_for_timeout(500)

@@ -388,10 +388,16 @@ def capture_file(store: Store, path: Path | str, *, run_id: int | None = None, f
     """
     path = Path(path)
     kind = "journal-json" if fmt == "journal-json" else "plain"
+    # what was written before this capture began; later lines are the next capture's
+    try:
+        until = path.stat().st_size
+    except OSError:
+        until = None  # FileReader names the error
 
     def reader(src: dict) -> FileReader:
         return FileReader(path, offset=src["offset"], inode=src["inode"], final=final,
-                          journal_json=(kind == "journal-json"), head=(src["state"] or {}).get("file_head"))
+                          journal_json=(kind == "journal-json"), head=(src["state"] or {}).get("file_head"),
+                          until=until)
 
     # one transaction per CAPTURE_CHUNK_LINES: a long backlog never keeps other writers
     # (a run storing its samples, the daemon's heartbeat) out longer than one chunk takes

@@ -55,12 +55,15 @@ class FileReader(Reader):
     otherwise the unread rest is a gap. A file shorter than the stored
     offset was truncated: a gap, and reading starts again at 0.
     ``final`` reads a last line that has no newline yet (a finished file);
-    otherwise it waits for the writer to complete it.
+    otherwise it waits for the writer to complete it. ``until`` stops reading
+    the current file at that byte (its size when a capture began): a writer
+    faster than the reader must not keep one capture going for ever.
     """
 
     def __init__(self, path: Path, *, offset: int = 0, inode: int | None = None, final: bool = False,
-                 journal_json: bool = False, head: str | None = None):
+                 journal_json: bool = False, head: str | None = None, until: int | None = None):
         super().__init__(str(path))
+        self.until = until
         self.kind = "journal-json" if journal_json else "plain"
         self.path = Path(path)
         self.final = final
@@ -104,14 +107,21 @@ class FileReader(Reader):
 
     def _read(self, path: Path, offset: int, is_current: bool):
         final = self.final or not is_current
+        limit = self.until if is_current and self.until is not None else None
         with open(path, "rb") as f:
             f.seek(offset)
+            pos = offset
             carry = b""
             while True:
                 t0, c0 = time.perf_counter(), time.process_time()
-                chunk = f.read(_CHUNK_BYTES)
+                want = _CHUNK_BYTES if limit is None else min(_CHUNK_BYTES, limit - pos)
+                chunk = f.read(want) if want > 0 else b""
                 if not chunk:
+                    # stopped at the limit with more written after it: the carry may be half a line
+                    if limit is not None and pos >= limit and f.read(1):
+                        final = False
                     break
+                pos += len(chunk)
                 data = carry + chunk
                 # journalctl's short output without -a shows a message that is not clean text as a placeholder
                 # ("[100B blob data]"): the server's words are not in this log. A line is counted once it ends.
