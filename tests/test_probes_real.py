@@ -69,13 +69,21 @@ def test_probes_fail_honestly_and_never_crash(probed):
                                "join models on models.id = model_id where run_id = ?", [outcome.run_id]))
     assert {r["model"] for r in rows} == {"tiny-a", "tiny-b"}
     assert all(r["verdict"] in VERDICTS and r["arm"] for r in rows)
-    assert not [r for r in rows if r["verdict"] in ("ERROR", "PASS")], "random weights cannot pass, and nothing may err"
+    assert not [r for r in rows if r["verdict"] == "ERROR"], "nothing may err"
+    # random weights cannot pass, except by chance on thinking: the tiny vocabulary holds <think> and
+    # </think>, so a sampled answer can open and close a trace (seen once in CI); such a PASS must
+    # rest on a real split, a non-empty trace and a non-empty answer in the stored detail
+    passed = [r for r in rows if r["verdict"] == "PASS"]
+    assert all(r["probe"] == "thinking" for r in passed), [(r["probe"], r["arm"]) for r in passed]
+    for r in passed:
+        detail = json.loads(r["detail_json"])
+        assert r["arm"] == "separate_channel" and detail["trace_chars"] > 0 and detail["answer_chars"] > 0, detail
     by = lambda probe: {r["verdict"] for r in rows if r["probe"] == probe and r["graded"]}
     # tools never declared by the tiny template: the failure is not counted against the model
     assert by("tools") == {"NOT_CAPABLE"}
     assert {r["raw_verdict"] for r in rows if r["probe"] == "tools"} <= {"FAIL", "FAIL_BROKEN", "OK_model_ran_and_was_wrong"}
     # the template has a thinking switch: declared, and random weights do not deliver a separate trace
-    assert by("thinking") <= {"DECLARED_NOT_DELIVERED", "INCONCLUSIVE"}
+    assert by("thinking") <= {"DECLARED_NOT_DELIVERED", "INCONCLUSIVE", "PASS"}
     assert by("reasoning") <= {"FAIL", "OK_model_ran_and_was_wrong"}
     assert by("coding") <= {"FAIL", "FAIL_BROKEN", "OK_model_ran_and_was_wrong"}
     # vision was never declared: not even sent
