@@ -22,6 +22,9 @@ from .shapes import timings_counters
 from .validate import model_list, show
 
 
+_TRY_AGAIN = "try again later"
+
+
 def _model_status(entry: dict) -> str | None:
     """The router's state word for one model entry; None when it states none as text."""
     status = entry.get("status")
@@ -125,13 +128,21 @@ class LlamaServerBackend(OpenAICompatBackend):
             # loaded before we asked: no load to time, and we do not guess one
             return LoadResult(name, requested, None, None, "already_loaded")
         t0 = time.perf_counter()
-        try:
-            r = self.client.post("/models/load", json={"model": name}, timeout=30.0)
-        except httpx.TransportError as exc:
-            raise BackendError("connection", f"POST {self.url}/models/load: {exc}") from exc
+        deadline = t0 + (limit_s or self.timeout_s)
+        while True:
+            try:
+                r = self.client.post("/models/load", json={"model": name}, timeout=30.0)
+            except httpx.TransportError as exc:
+                raise BackendError("connection", f"POST {self.url}/models/load: {exc}") from exc
+            # the router evicts the least recently used model first and re-checks its limit under a lock; a
+            # child that has not yet left the count gets "model limit reached, try again later"
+            # (server-models.cpp): asked again, as it says, until the load's own deadline
+            if r.status_code >= 400 and _TRY_AGAIN in r.text and time.perf_counter() + 0.25 < deadline:
+                time.sleep(0.25)
+                continue
+            break
         if r.status_code >= 400:
             return LoadResult(name, requested, None, None, "failed", f"HTTP {r.status_code}: {r.text[:300]}")
-        deadline = t0 + (limit_s or self.timeout_s)
         while time.perf_counter() < deadline:
             entry = self.model_entry(name)
             status = _model_status(entry) if entry else None
