@@ -6,8 +6,10 @@ rates, the gates that fired on them and those that excluded them from the
 medians. The database is the whole store, made publishable the way pages
 are: credentials removed and client addresses masked in every text value
 (``report.privacy.public_text``), campaign texts redacted
-(``daemon.redact.redact_campaign_text``), and the file rewritten (VACUUM) so
-no replaced text survives in its free pages.
+(``daemon.redact.redact_campaign_text``), made from the store's ``VACUUM INTO``
+(none of its free pages) with ``secure_delete`` on, so no replaced text
+survives in the file. After one new run only the rows that changed are masked
+again (:func:`public_database`).
 
 Files: ``site/runs/run-N-samples.csv|json`` and ``site/downloads/cardproof.db``;
 the evidence page of each run gets a *Downloads* section linking them
@@ -111,39 +113,119 @@ def samples_json(rows: list[dict], run_id: int) -> str:
     return json.dumps(doc, ensure_ascii=False, indent=1, allow_nan=False)
 
 
-def public_database(src: Path, dst: Path, *, show_addresses: bool = False) -> bool:
-    """A copy of the store at ``src`` fit to publish, written to ``dst``; False when ``dst`` already held it."""
+def public_database(src: Path, dst: Path, *, show_addresses: bool = False, masked: set | None = None,
+                    record: dict | None = None) -> bool:
+    """A copy of the store at ``src`` fit to publish, written to ``dst``; False when ``dst`` already held it.
+
+    The copy is the store's ``VACUUM INTO`` (a compact file: none of the store's free pages, where deleted
+    text may linger, comes along) with every text value masked (:func:`_publishable_table`). Masking is
+    done in Python, row by row: millions of log lines at a year of nightly runs. So when ``dst`` is the
+    copy the last build made with the same masking, and ``masked`` names the rows that masking changed
+    then (``{(table, rowid)}``), only rows that differ from ``dst`` or are in ``masked`` are masked
+    again: a row equal in the store and in the last copy, which masking left as it was, is still what
+    masking makes of it. ``secure_delete`` zeroes every replaced value's bytes. ``record`` (a dict) gets
+    ``masked`` (the rows changed this time) and ``incremental``.
+    """
     tmp = dst.with_name(dst.name + ".tmp")
     tmp.unlink(missing_ok=True)
     source = connect_readonly(src)
-    target = sqlite3.connect(tmp)
     try:
-        source.backup(target)
-        target.execute("pragma secure_delete = on")
-        tables = [r[0] for r in target.execute(
-            "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")]
-        for table in tables:
-            _publishable_table(target, table, show_addresses)
-        target.commit()
-        target.execute("vacuum")  # rewrite the file: replaced text must not linger in free pages
+        source.execute("vacuum into ?", [str(tmp)])
     finally:
         source.close()
+    target = sqlite3.connect(tmp)
+    changed_rows: set = set()
+    try:
+        target.execute("pragma secure_delete = on")
+        previous = masked is not None and dst.exists() and _attach_previous(target, dst)
+        tables = [r[0] for r in target.execute(
+            "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")]
+        differs = not previous or _schema(target, "main") != _schema(target, "old")
+        for table in tables:
+            rows = None
+            if previous and not differs:
+                rows = _rows_to_mask(target, table, {rid for t, rid in masked if t == table})
+                differs = differs or bool(rows) or _rows_gone(target, table)
+            changed_rows |= {(table, rid) for rid in _publishable_table(target, table, show_addresses, rows)}
+        target.commit()
+        if previous:
+            target.execute("detach database old")
+    finally:
         target.close()
-    if dst.exists() and dst.read_bytes() == tmp.read_bytes():
+    if record is not None:
+        record.update(masked=changed_rows, incremental=bool(previous))
+    if previous and not differs:
+        tmp.unlink()
+        return False
+    if not previous and dst.exists() and _same_content(dst, tmp):
         tmp.unlink()
         return False
     tmp.replace(dst)
     return True
 
 
-def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: bool) -> None:
-    quoted = '"' + table.replace('"', '""') + '"'
-    cols = [r[1] for r in conn.execute(f"pragma table_info({quoted})")]
-    if not cols:
-        return
-    select = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+def _attach_previous(conn: sqlite3.Connection, dst: Path) -> bool:
+    try:
+        conn.execute("attach database ? as old", [Path(dst).resolve().as_uri() + "?mode=ro"])
+        conn.execute("select count(*) from old.sqlite_master").fetchone()
+    except sqlite3.Error:
+        return False  # not a database (a damaged download): made whole
+    return True
+
+
+def _schema(conn: sqlite3.Connection, schema: str) -> list:
+    return conn.execute(f"select type, name, sql from {schema}.sqlite_master order by type, name").fetchall()
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _rows_to_mask(conn: sqlite3.Connection, table: str, masked: set) -> list[int]:
+    """Rowids of ``table`` that are new, differ from the last copy, or were masked in it."""
+    q = _quote(table)
+    cols = [r[1] for r in conn.execute(f"pragma main.table_info({q})")]
+    same = " and ".join(f"m.{_quote(c)} is o.{_quote(c)}" for c in cols) or "1"
+    rows = {r[0] for r in conn.execute(
+        f"select m.rowid from main.{q} m left join old.{q} o on o.rowid = m.rowid "
+        f"where o.rowid is null or not ({same})")}
+    return sorted(rows | masked)
+
+
+def _rows_gone(conn: sqlite3.Connection, table: str) -> bool:
+    q = _quote(table)
+    return conn.execute(f"select exists (select 1 from old.{q} o where not exists "
+                        f"(select 1 from main.{q} m where m.rowid = o.rowid))").fetchone()[0] == 1
+
+
+def _same_content(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(chunk), fb.read(chunk)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: bool,
+                       rowids: list[int] | None = None) -> list[int]:
+    """Mask every text value of ``table`` (or of its rows ``rowids``); returns the rowids it changed."""
+    quoted = _quote(table)
+    cols = [r[1] for r in conn.execute(f"pragma main.table_info({quoted})")]
+    if not cols or rowids == []:
+        return []
+    select = ", ".join(_quote(c) for c in cols)
+    if rowids is None:
+        rows = conn.execute(f"select rowid, {select} from main.{quoted}")
+    else:
+        rows = (row for i in range(0, len(rowids), 500) for row in conn.execute(
+            f"select rowid, {select} from main.{quoted} where rowid in ({','.join('?' * len(rowids[i:i + 500]))})",
+            rowids[i:i + 500]))
     changes = []
-    for row in conn.execute(f"select rowid, {select} from {quoted}"):
+    for row in rows:
         new = {}
         for col, value in zip(cols, row[1:]):
             if isinstance(value, bytes):
@@ -158,8 +240,9 @@ def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: boo
         if new:
             changes.append((row[0], new))
     for rowid, new in changes:
-        sets = ", ".join('"' + c.replace('"', '""') + '" = ?' for c in new)
-        conn.execute(f"update {quoted} set {sets} where rowid = ?", [*new.values(), rowid])
+        sets = ", ".join(_quote(c) + " = ?" for c in new)
+        conn.execute(f"update main.{quoted} set {sets} where rowid = ?", [*new.values(), rowid])
+    return [rowid for rowid, _ in changes]
 
 
 def write_run_samples(db, runs_dir: Path, run_id: int, *, show_addresses: bool = False) -> list[Path]:
@@ -203,24 +286,50 @@ def _file_state(db_path: Path, dst: Path, show_addresses: bool) -> list:
     return [store_state(db_path), copy, show_addresses, code_fingerprint()]
 
 
+def _masking() -> str:
+    """The code that decides what a published text looks like: a change to it masks every row again."""
+    import hashlib
+
+    from cardproof.daemon import redact
+
+    from . import privacy
+
+    h = hashlib.sha256()
+    for module in (redact, privacy):
+        h.update(Path(module.__file__).read_bytes())
+    h.update(repr(sorted(_CAMPAIGN_TEXT)).encode())
+    return h.hexdigest()
+
+
 def write_public_database(db_path: Path, docs_dir: Path, *, show_addresses: bool = False) -> list[Path]:
     """The publishable database under ``downloads/``, made again only when the store's files changed.
 
-    Copying and VACUUMing the whole store costs seconds at a year of runs; a build that changed
-    nothing must not pay it. Returns ``[path]`` when the file changed, else ``[]``.
+    Copying the whole store costs seconds at a year of runs; a build that changed nothing must not
+    pay it, and one that added a run masks only the rows that differ from the last copy
+    (:func:`public_database`): the record beside the articles names the rows masking changed in it,
+    for the copy of that size and time, masked by this masking code. Returns ``[path]`` when the
+    file changed, else ``[]``.
     """
     downloads = docs_dir / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
     dst = downloads / DATABASE_NAME
     state_path = docs_dir / _DATABASE_STATE
+    masking = [show_addresses, _masking()]
     try:
-        if json.loads(state_path.read_text()) == _file_state(db_path, dst, show_addresses):
+        saved = json.loads(state_path.read_text())
+        if saved["state"] == _file_state(db_path, dst, show_addresses):
             return []
-    except (OSError, ValueError):
-        pass  # no or a damaged record: made again
-    changed = public_database(Path(db_path), dst, show_addresses=show_addresses)
+        # the rows masked in the copy on disk, if it is the one recorded and masked the same way
+        masked = {(t, int(r)) for t, r in saved["masked"]} \
+            if saved["state"][1] == _file_state(db_path, dst, show_addresses)[1] and saved["masking"] == masking \
+            else None
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        masked = None  # no or a damaged record: made whole
+    record: dict = {}
+    changed = public_database(Path(db_path), dst, show_addresses=show_addresses, masked=masked, record=record)
     try:
-        state_path.write_text(json.dumps(_file_state(db_path, dst, show_addresses)))
+        state_path.write_text(json.dumps({"state": _file_state(db_path, dst, show_addresses), "masking": masking,
+                                          "masked": sorted(record["masked"])}))
     except OSError:
         pass  # only a shortcut for the next build
     return [dst] if changed else []

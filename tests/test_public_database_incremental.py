@@ -1,0 +1,132 @@
+"""After one new run, the published database masks only the rows that changed, and ends up the same.
+
+Real SQLite files: a store with a log table of many lines and a campaign
+table, published once whole, then changed the ways a new run and later
+captures change a store (new lines, an old line's text updated to hold an
+address and a key, a masked row cleaned, a row deleted, a write that
+changes no value). After each change the incremental copy must hold exactly
+what a copy made from scratch holds, no raw address or key in any byte of
+the file, and the masking code must have seen only the rows that changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from cardproof.report import exports, privacy
+from cardproof.report.exports import DATABASE_NAME, public_database, write_public_database
+
+ADDRESS, SECRET = "192.168.77.14", "sk-live-0123456789abcdefXYZ"
+
+
+def _dump(path) -> dict:
+    conn = sqlite3.connect(path)
+    try:
+        names = [r[0] for r in conn.execute("select name from sqlite_master where type = 'table' order by name")]
+        return {n: conn.execute(f'select rowid, * from "{n}" order by rowid').fetchall() for n in names}
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = tmp_path / "store.db"
+    conn = sqlite3.connect(path)
+    conn.execute("pragma journal_mode = wal")
+    conn.execute("create table log_lines (id integer primary key, load_id integer, text text, raw blob)")
+    conn.execute("create table campaigns (id integer primary key, toml_text text)")
+    conn.executemany("insert into log_lines (load_id, text) values (?, ?)",
+                     [(i % 7, f"srv  log_server_r: request: POST /completion 127.0.0.1 200 line {i}") for i in range(3000)])
+    conn.execute("insert into log_lines (text) values (?)", [f"request from {ADDRESS}:51234 POST /v1/chat"])
+    conn.execute("insert into log_lines (text, raw) values ('bytes', ?)", [b"\x1b[34mcoloured\x1b[0m"])
+    conn.execute("insert into campaigns (toml_text) values (?)", [f'[campaign]\napi_key = "{SECRET}"\n'])
+    conn.commit()
+    yield path, conn
+    conn.close()
+
+
+def _publish(path, docs):
+    return write_public_database(path, docs)
+
+
+def _from_scratch(path, tmp_path):
+    fresh = tmp_path / "fresh" / DATABASE_NAME
+    fresh.parent.mkdir(exist_ok=True)
+    fresh.unlink(missing_ok=True)
+    public_database(path, fresh)
+    return _dump(fresh)
+
+
+def test_each_change_gives_the_copy_a_whole_build_gives(store, tmp_path, monkeypatch):
+    path, conn = store
+    docs = tmp_path / "site"
+    assert _publish(path, docs) == [docs / "downloads" / DATABASE_NAME]
+    dst = docs / "downloads" / DATABASE_NAME
+    assert _dump(dst) == _from_scratch(path, tmp_path)
+    calls = []
+    real = privacy.public_text
+    monkeypatch.setattr(exports, "public_text", lambda t, **k: calls.append(t) or real(t, **k))
+
+    changes = [
+        ("insert into log_lines (load_id, text) values (9, ?)", [f"a new run's line from {ADDRESS}"]),
+        ("update log_lines set text = ? where id = 5", [f"Authorization: Bearer {SECRET} from {ADDRESS}"]),
+        ("update log_lines set text = 'cleaned' where text like 'request from%'", []),
+        ("delete from log_lines where id = 7", []),
+        ("update log_lines set load_id = 99 where id = 11", []),  # a number only: nothing to mask in it
+        ("update campaigns set toml_text = toml_text || '# again' || char(10)", []),
+    ]
+    for sql, args in changes:
+        calls.clear()
+        # the build's shortcut reads the store's file sizes and times; a write inside the same
+        # kernel clock tick as the last build, after a WAL reset, can look like none (a run takes seconds)
+        time.sleep(0.05)
+        conn.execute(sql, args)
+        conn.commit()
+        assert _publish(path, docs) == [dst], sql
+        # only changed rows and rows masked before were looked at, not the 3,000 lines
+        assert 0 < len(calls) < 20, (sql, len(calls))
+        assert _dump(dst) == _from_scratch(path, tmp_path), sql
+        raw = dst.read_bytes()
+        assert ADDRESS.encode() not in raw and SECRET.encode() not in raw, sql
+
+
+def test_a_write_that_changes_no_value_leaves_the_file_as_it_was(store, tmp_path):
+    path, conn = store
+    docs = tmp_path / "site"
+    _publish(path, docs)
+    dst = docs / "downloads" / DATABASE_NAME
+    before = dst.stat().st_mtime_ns, dst.read_bytes()
+    time.sleep(0.05)
+    conn.execute("update log_lines set text = text where id < 100")
+    conn.commit()
+    assert _publish(path, docs) == []
+    assert (dst.stat().st_mtime_ns, dst.read_bytes()) == before
+
+
+@pytest.mark.parametrize("spoil", ["copy", "record", "masking"])
+def test_a_copy_or_record_that_cannot_be_trusted_is_made_whole(store, tmp_path, monkeypatch, spoil):
+    """A copy changed behind the record's back, a damaged record, or other masking code: every row masked."""
+    path, conn = store
+    docs = tmp_path / "site"
+    _publish(path, docs)
+    dst = docs / "downloads" / DATABASE_NAME
+    if spoil == "copy":  # someone put the raw store in its place
+        dst.write_bytes(path.read_bytes())
+    elif spoil == "record":
+        (docs / ".cardproof-database.json").write_text("{not json")
+    else:
+        monkeypatch.setattr(exports, "_masking", lambda: "other masking code")
+    time.sleep(0.05)
+    conn.execute("insert into log_lines (text) values ('one more')")
+    conn.commit()
+    calls = []
+    real = privacy.public_text
+    monkeypatch.setattr(exports, "public_text", lambda t, **k: calls.append(t) or real(t, **k))
+    _publish(path, docs)
+    assert len(calls) > 3000
+    calls.clear()
+    assert _dump(dst) == _from_scratch(path, tmp_path)
+    assert ADDRESS.encode() not in dst.read_bytes()
