@@ -140,10 +140,11 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
         previous = masked is not None and dst.exists() and _attach_previous(target, dst)
         tables = [r[0] for r in target.execute(
             "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")]
-        differs = not previous or _schema(target, "main") != _schema(target, "old")
+        whole = not previous or _schema(target, "main") != _schema(target, "old")  # every row masked
+        differs = whole  # the file differs from the last copy
         for table in tables:
             rows = None
-            if previous and not differs:
+            if not whole:
                 rows = _rows_to_mask(target, table, {rid for t, rid in masked if t == table})
                 differs = differs or bool(rows) or _rows_gone(target, table)
             changed_rows |= {(table, rid) for rid in _publishable_table(target, table, show_addresses, rows)}

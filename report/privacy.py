@@ -66,10 +66,23 @@ def _v6(m: re.Match) -> str:
     return text
 
 
+# llama.cpp's log time (common/log.cpp: minutes, then seconds, milliseconds and microseconds zero-padded
+# to 2, 3 and 3 digits) before its level letter: "0.00.001.000 I load_tensors: ..." is a time, no address
+_LLAMA_TIME_TAIL = re.compile(r" [A-Z] ")
+
+
+def _llama_time(m: re.Match) -> bool:
+    g = m.groups()
+    return len(g[1]) == 2 and len(g[2]) == 3 and len(g[3]) == 3 \
+        and _LLAMA_TIME_TAIL.match(m.string, m.end()) is not None
+
+
 def _v4(m: re.Match) -> str:
     octets = [int(g) for g in m.groups()]
     if any(o > 255 for o in octets):
         return m.group(0)  # "0.21.162.986": a version number, no address
+    if _llama_time(m):
+        return m.group(0)
     # leading zeros ("010.001.002.003") are still an address to a reader
     ip = ipaddress.IPv4Address(".".join(map(str, octets)))
     if _keep(ip):

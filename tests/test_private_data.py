@@ -35,6 +35,12 @@ from conftest import campaign_text
     ("listening on 127.0.0.1:8080 and [::1]:8080 and 0.0.0.0:11434", None),  # this machine, nobody's network
     ("build 0.21.162.986, version 1.2.3.4.5, at 12:00:00, 2025-08-07T18:27:18+00:00", None),  # no addresses
     ("std::vector<int> and a::b::c", None),
+    # llama.cpp's log time before its level letter (-lv 4 / --log-timestamps): a time, never an address
+    ("[59103] 0.00.001.000 I llama_model_loader: - kv   1: general.name str = tiny", None),
+    ("0.12.250.100 W srv  update_slots: all slots are idle", None),
+    # the same shape without a level letter after it is still masked: nothing says it is a time
+    ("peer 0.12.250.100 gone", "peer 0.12.250.x gone"),
+    ("0.12.250.100 I from 192.168.1.5", "0.12.250.100 I from 192.168.1.x"),
 ])
 def test_addresses_in_free_text_are_masked_and_the_line_stays_recognisable(raw, shown):
     assert mask_addresses(raw) == (raw if shown is None else shown)
