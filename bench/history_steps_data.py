@@ -18,9 +18,10 @@ DEPTHS = (4096,)
 
 
 def add_steps(path: Path, since_run: int = 0, *, level=None, noise: float = 0.03, requests: int = 8,
-              seed: int = 11) -> None:
+              seed: int = 11, rates: tuple = ()) -> None:
     """A load sweep (``STREAMS``) and a depth sweep (``DEPTHS``) for every model of every run after
-    the first ``since_run`` runs.
+    the first ``since_run`` runs; with ``rates``, offered request rates too (Poisson steps as
+    daemon/load/rate.py stores them: axis and cell kind ``rate``, no streams, ``rate_rps``).
 
     ``level(run_index, model_name, axis, value) -> decode tok/s per request`` (default: 50 / sqrt(streams),
     80 % at depth); each request's decode is that times ``1 ± noise``. ``run_index`` counts from 0.
@@ -40,19 +41,21 @@ def add_steps(path: Path, since_run: int = 0, *, level=None, noise: float = 0.03
                                       [rid]).fetchone()[0]
                 step_pos = 0
                 for mid, name in models:
-                    for axis, values in (("load", STREAMS), ("depth", DEPTHS)):
+                    for axis, values in (("load", STREAMS), ("depth", DEPTHS), ("rate", rates)):
                         for v in values:
                             base = (level(index, name, axis, v) if level else
-                                    50.0 / v ** 0.5 if axis == "load" else 40.0)
+                                    50.0 / v ** 0.5 if axis == "load" else 40.0 if axis == "depth" else 45.0)
                             cell = db["cells"].insert({
                                 "run_id": rid, "model_id": mid, "position": position, "prompt_class": "short",
                                 "reasoning": 0, "max_tokens": 64, "repetitions": requests, "pinned": 0,
                                 "kind": axis}).last_pk
                             position += 1
-                            wall_s = 64 / base * requests / (v if axis == "load" else 1)
+                            wall_s = requests / v if axis == "rate" else 64 / base * requests / (v if axis == "load" else 1)
                             step = db["load_steps"].insert({
                                 "run_id": rid, "model_id": mid, "cell_id": cell, "axis": axis,
-                                "position": step_pos, "streams": v if axis == "load" else 1,
+                                "position": step_pos,
+                                "streams": v if axis == "load" else None if axis == "rate" else 1,
+                                "rate_rps": v if axis == "rate" else None,
                                 "depth_tokens": v if axis == "depth" else None, "requests": requests,
                                 "prompt_class": "short", "max_tokens": 64, "total_slots": 4, "n_ctx": 8192,
                                 "queueing": 0, "started_at": started, "ended_at": started,
@@ -64,7 +67,7 @@ def add_steps(path: Path, since_run: int = 0, *, level=None, noise: float = 0.03
                                     "prompt_tokens": v if axis == "depth" else 40, "generated_tokens": 64,
                                     "decode_tps": base * rng.uniform(1 - noise, 1 + noise),
                                     "prefill_tps": 900 * rng.uniform(0.97, 1.03),
-                                    "ttft_ms": 120 * v ** 0.5 * rng.uniform(0.97, 1.03) if axis == "load" else 400.0,
+                                    "ttft_ms": 120 * v ** 0.5 * rng.uniform(0.97, 1.03) if axis != "depth" else 400.0,
                                     "counter_source": "timings", "kind": axis}).last_pk
                                 db["load_samples"].insert({"sample_id": sid, "step_id": step,
                                                            "stream": (rep - 1) % v if axis == "load" else 0,

@@ -142,3 +142,44 @@ def test_history_command_lists_load_cells_and_their_steps(tmp_path):
     text = CliRunner().invoke(cli, ["history", "--db", str(tmp_path / "c.db")]).output
     assert "nightly · tiny-a · load 4 streams · short: 11 runs" in text
     assert "decode of tiny-a (load 4 streams, short) fell" in text
+
+
+def test_an_offered_rate_is_a_cell_of_its_own_with_its_step_found_and_shown(tmp_path):
+    """Poisson rate steps (``[load] rates``) as cells: 0.5 requests/s falls 20 % at the build change, 2 stays."""
+    path = tmp_path / "r.db"
+    ids = make_db(path, RUNS)
+    add_steps(path, seed=5, rates=(0.5, 2.0),
+              level=lambda i, m, axis, v: (50.0 if i < 6 else 40.0) if (axis, v) == ("rate", 0.5) else 60.0)
+    by_cell = {(s["kind"], s["rate_rps"]): s for s in _series(path)}
+    assert {k for k in by_cell if k[0] == "rate"} == {("rate", 0.5), ("rate", 2.0)}
+    half = by_cell[("rate", 0.5)]
+    assert half["metrics"] == ["decode_tps", "aggregate_tps", "ttft_ms"] and half["streams"] is None
+    steps = {st["metric"]: st for st in half["steps"]}
+    assert "decode_tps" in steps and steps["decode_tps"]["regression"]
+    assert (steps["decode_tps"]["before"]["run_id"], steps["decode_tps"]["after"]["run_id"]) == (ids[5], ids[6])
+    assert steps["decode_tps"]["low"] <= -0.2 <= steps["decode_tps"]["high"]
+    assert by_cell[("rate", 2.0)]["steps"] == []
+    # the rate steps' requests stay out of every other cell
+    assert all(len(p["values"]["decode_tps"]) == 8 for s in by_cell.values() if s["kind"] != "measure"
+               for p in s["points"])
+    store = open_store(path, mode="ro")
+    try:
+        write_trends(store.db, tmp_path / "proj")
+    finally:
+        store.close()
+    trends = tmp_path / "proj" / "site" / "trends"
+    en = (trends / "trend-nightly-tiny-a.md").read_text()
+    de = (trends / "trend-nightly-tiny-a.de.md").read_text()
+    assert "## 0.5 requests/s · short {#cell-rate-0p5-short}" in en
+    assert "## 2 requests/s · short {#cell-rate-2-short}" in en
+    assert "## 0,5 Anfragen/s · kurz {#cell-rate-0p5-short}" in de
+    assert "decode of tiny-a (0.5 requests/s · short) fell" in en
+    assert "Decode von tiny-a (0,5 Anfragen/s · kurz) sank" in de
+    with (trends / "trend-nightly-tiny-a.csv").open() as f:
+        rates = {r["rate_rps"] for r in csv.DictReader(f) if r["cell_kind"] == "rate"}
+    assert rates == {"0.5", "2.0"}
+    out = CliRunner().invoke(cli, ["history", "--db", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    assert {s["rate_rps"] for s in json.loads(out.output) if s["kind"] == "rate"} == {0.5, 2.0}
+    text = CliRunner().invoke(cli, ["history", "--db", str(path)]).output
+    assert "decode of tiny-a (0.5 requests/s, short) fell" in text

@@ -21,6 +21,8 @@ def cell_text(series: dict) -> str:
         return f"load {series['streams']} streams, {series['prompt_class']}"
     if kind == "depth":
         return f"depth {series['depth_tokens']} tokens, {series['prompt_class']}"
+    if kind == "rate":
+        return f"{series['rate_rps']:g} requests/s, {series['prompt_class']}"
     return f"{series['prompt_class']}, reasoning {'on' if series['reasoning'] else 'off'}"
 
 
@@ -86,7 +88,7 @@ def register(cli: click.Group) -> None:
             click.echo(json.dumps([{
                 "campaign": s["campaign"], "model": s["model"], "prompt_class": s["prompt_class"],
                 "reasoning": s["reasoning"], "kind": s.get("kind", "measure"), "streams": s.get("streams"),
-                "depth_tokens": s.get("depth_tokens"), "min_effect": s["min_effect"], "page": s["page"],
+                "depth_tokens": s.get("depth_tokens"), "rate_rps": s.get("rate_rps"), "min_effect": s["min_effect"], "page": s["page"],
                 "points": [_point_json(p) for p in s["points"]], "steps": [_step_json(st) for st in s["steps"]],
             } for s in series], indent=2, default=str))
             return

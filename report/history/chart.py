@@ -11,6 +11,7 @@ from __future__ import annotations
 from .. import charts
 from ..i18n import Lang
 from . import svg
+from ...daemon.load.stats import rate_digits
 from .series import OK
 
 
@@ -21,6 +22,8 @@ def cell_label(s: dict, L: Lang) -> str:
         first = L.gettext("load: {n} streams").format(n=L.num(s["streams"], 0))
     elif kind == "depth":
         first = L.gettext("depth {tokens} tokens").format(tokens=L.num(s["depth_tokens"], 0))
+    elif kind == "rate":
+        first = L.gettext("{rate} requests/s").format(rate=L.num(s["rate_rps"], rate_digits(s["rate_rps"])))
     else:
         return (L.gettext(s["prompt_class"]) + " · "
                 + (L.gettext("reasoning on") if s["reasoning"] else L.gettext("reasoning off")))

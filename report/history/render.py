@@ -24,6 +24,7 @@ from . import chart
 from .llama_bench import bench_series
 from .numbers import dates, formatter
 from .tables import row_maker
+from ...daemon.load.stats import rate_digits
 from .series import METRICS, OK, build_series, slug
 
 FOLDER = "trends"
@@ -57,6 +58,10 @@ def cell_name(s: dict, L: Lang) -> MD:
     if kind == "depth":
         return MD("{} · {}").format(MD(L.gettext("depth {tokens} tokens")).format(tokens=L.num(s["depth_tokens"], 0)),
                                     L.gettext(s["prompt_class"]))
+    if kind == "rate":
+        rate = s["rate_rps"]
+        return MD("{} · {}").format(MD(L.gettext("{rate} requests/s")).format(rate=L.num(rate, rate_digits(rate))),
+                                    L.gettext(s["prompt_class"]))
     return MD("{} · {}").format(L.gettext(s["prompt_class"]),
                                 (L.gettext("reasoning on") if s["reasoning"] else L.gettext("reasoning off")))
 
@@ -68,6 +73,9 @@ def cell_anchor(s: dict) -> str:
         return f"cell-load-{int(s['streams'])}-{slug(s['prompt_class'])}"
     if kind == "depth":
         return f"cell-depth-{int(s['depth_tokens'])}-{slug(s['prompt_class'])}"
+    if kind == "rate":  # 0.5 -> "0p5": a dot would end the anchor in some readers' eyes
+        rate = f"{s['rate_rps']:.{rate_digits(s['rate_rps'])}f}".replace(".", "p")
+        return f"cell-rate-{rate}-{slug(s['prompt_class'])}"
     return f"cell-{s['prompt_class']}-{'on' if s['reasoning'] else 'off'}"
 
 
@@ -145,7 +153,7 @@ def _fingerprint(page_series: list[dict], bench: dict, code: str) -> str:
 
     for s in page_series:
         h.update(json.dumps([s["campaign"], s["model"], s["prompt_class"], s["reasoning"], s["min_effect"],
-                             s.get("kind"), s.get("streams"), s.get("depth_tokens"),
+                             s.get("kind"), s.get("streams"), s.get("depth_tokens"), s.get("rate_rps"),
                              [point(p) for p in s["points"]],
                              [[st["metric"], st["before"]["run_id"], st["after"]["run_id"], st["ratio"], st["low"],
                                st["high"], st["stayed"], st["changes"], st["skipped"]] for st in s["steps"]]],
@@ -174,7 +182,7 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
         w = csv.writer(f)
         w.writerow(["campaign", "model", "prompt_class", "reasoning", "run", "started_at", "server_build", "state",
                     *[f"{m}_{part}" for m in METRICS for part in ("median", "low", "high", "n")],
-                    "cell_kind", "streams", "depth_tokens"])
+                    "cell_kind", "streams", "depth_tokens", "rate_rps"])
         for s in page_series:
             for p in s["points"]:
                 figures = []
@@ -184,7 +192,8 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
                 w.writerow([publishable(s["campaign"]), publishable(s["model"]), s["prompt_class"],
                             int(bool(s["reasoning"])), p["run_id"], p["started_at"] or "",
                             publishable(p["server_build"] or ""), p["state"], *figures,
-                            s.get("kind", "measure"), s.get("streams") or "", s.get("depth_tokens") or ""])
+                            s.get("kind", "measure"), s.get("streams") or "", s.get("depth_tokens") or "",
+                            "" if s.get("rate_rps") is None else s["rate_rps"]])
 
 
 def _page_view(page_series: list[dict], L: Lang) -> dict:

@@ -36,6 +36,7 @@ METRICS = {
 KIND_METRICS = {
     "measure": ["decode_tps", "prefill_tps", "ttft_ms", "load_seconds"],
     "load": ["decode_tps", "aggregate_tps", "ttft_ms"],
+    "rate": ["decode_tps", "aggregate_tps", "ttft_ms"],  # an offered request rate (Poisson arrivals)
     "depth": ["decode_tps", "prefill_tps"],
 }
 #: a point in one of these states is shown but never starts or ends a step
@@ -91,7 +92,11 @@ def _spread(values: list[float]) -> Spread | None:
 
 
 def _step_axis_value(c: dict) -> bool:
-    """A load step has a positive number of streams, a depth step a positive depth (a damaged row has neither)."""
+    """A load step has a positive number of streams, a rate step a positive finite offered rate, a depth
+    step a positive depth (a damaged row has none)."""
+    if c["kind"] == "rate":
+        v = c["rate_rps"]
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
     v = c["streams"] if c["kind"] == "load" else c["depth_tokens"]
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
@@ -148,16 +153,19 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
     excluded = _excluded_samples(db, runs)
     cells: dict[int, dict] = {}
     steps_table = "load_steps" in db.table_names()
+    rate_column = "load_steps.rate_rps" if steps_table and "rate_rps" in db["load_steps"].columns_dict \
+        else "null as rate_rps"
     step_columns = ("load_steps.id as step_id, load_steps.streams, load_steps.depth_tokens, load_steps.wall_s, "
-                    "load_steps.refused_reason, load_steps.prompt_class as step_class" if steps_table else
+                    f"load_steps.refused_reason, load_steps.prompt_class as step_class, {rate_column}"
+                    if steps_table else
                     "null as step_id, null as streams, null as depth_tokens, null as wall_s, "
-                    "null as refused_reason, null as step_class")
+                    "null as refused_reason, null as step_class, null as rate_rps")
     for c in db.query(
             f"""select cells.id, cells.run_id, cells.prompt_class, cells.reasoning, models.name as model,
                       coalesce(cells.kind, 'measure') as kind, {step_columns}
                from cells join models on models.id = cells.model_id
                {"left join load_steps on load_steps.cell_id = cells.id" if steps_table else ""}
-               where coalesce(cells.kind, 'measure') in ('measure', 'load', 'depth')"""):
+               where coalesce(cells.kind, 'measure') in ('measure', 'load', 'rate', 'depth')"""):
         if c["run_id"] not in by_id or (model is not None and c["model"] != model):
             continue
         if c["kind"] != "measure" and (c["step_id"] is None or not _step_axis_value(c)):
@@ -173,7 +181,7 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
     for row in db.execute(
             """select cell_id, id, decode_tps, prefill_tps, ttft_ms, generated_tokens, error_kind,
                       coalesce(kind, 'measure') from samples
-               where coalesce(kind, 'measure') in ('measure', 'load', 'depth') order by id"""):
+               where coalesce(kind, 'measure') in ('measure', 'load', 'rate', 'depth') order by id"""):
         c = cells.get(row[0])
         # a cell's own requests only: a canary or probe in a measure cell never enters its series
         if c is None or row[7] != c["kind"] or row[6] or row[1] in excluded:
@@ -188,7 +196,7 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
         if type(g) is int and g > 0:
             c["generated"] += g
     for c in cells.values():
-        if c["kind"] == "load" and c["generated"] and _figure(c["wall_s"]):
+        if c["kind"] in ("load", "rate") and c["generated"] and _figure(c["wall_s"]):
             c["values"]["aggregate_tps"] = [c["generated"] / c["wall_s"]]
     loads: dict[tuple[int, str], list[float]] = defaultdict(list)
     for ld in db.query(
@@ -219,7 +227,8 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
         cls = c["prompt_class"] if kind == "measure" else (c["step_class"] or c["prompt_class"])
         streams = c["streams"] if kind == "load" else None
         depth = c["depth_tokens"] if kind == "depth" else None
-        grouped[(run["campaign_name"], c["model"], kind, streams, depth, cls,
+        rate = float(c["rate_rps"]) if kind == "rate" else None
+        grouped[(run["campaign_name"], c["model"], kind, streams, depth, rate, cls,
                  bool(c["reasoning"]) if kind == "measure" else False)].append({
             "run_id": run["id"], "started_at": run["started_at"], "status": run["status"],
             "server_build": run["server_build"], "cell_id": c["id"], "values": values, "spread": spreads,
@@ -231,17 +240,18 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
             "_campaign_id": run["campaign_id"],
         })
     out = []
-    for (camp, mname, kind, streams, depth, cls, reasoning), points in grouped.items():
+    for (camp, mname, kind, streams, depth, rate, cls, reasoning), points in grouped.items():
         points.sort(key=lambda p: (p["started_at"] or "", p["run_id"]))
         for prev, p in zip([None, *points], points):
             p["changes"] = changed(prev["conditions"], p["conditions"]) if prev else []
         min_effect = settings_by_campaign[points[-1]["_campaign_id"]]["min_effect"]
         out.append({"campaign": camp, "model": mname, "prompt_class": cls, "reasoning": reasoning,
-                    "kind": kind, "streams": streams, "depth_tokens": depth, "metrics": KIND_METRICS[kind],
+                    "kind": kind, "streams": streams, "depth_tokens": depth, "rate_rps": rate,
+                    "metrics": KIND_METRICS[kind],
                     "page": f"trend-{slug(camp)}-{slug(mname)}", "min_effect": min_effect, "points": points})
-    # prompt-class cells first (as before), then load steps by streams, then depths
-    order = {"measure": 0, "load": 1, "depth": 2}
-    out.sort(key=lambda s: (s["campaign"], s["model"], order[s["kind"]], s["streams"] or 0,
+    # prompt-class cells first (as before), then load steps by streams, offered rates, then depths
+    order = {"measure": 0, "load": 1, "rate": 2, "depth": 3}
+    out.sort(key=lambda s: (s["campaign"], s["model"], order[s["kind"]], s["streams"] or 0, s["rate_rps"] or 0,
                             s["depth_tokens"] or 0, s["reasoning"], s["prompt_class"]))
     seen_models = set()
     for s in out:
@@ -261,6 +271,8 @@ def _steps(series: dict, metrics: list[str]) -> list[dict]:
         seed = f"{series['campaign']}|{series['model']}|{series['prompt_class']}|{series['reasoning']}|{metric}"
         if series["kind"] != "measure":
             seed += f"|{series['kind']}|{series['streams']}|{series['depth_tokens']}"
+            if series["kind"] == "rate":
+                seed += f"|{series['rate_rps']!r}"
         for st in find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed):
             a, b = points[usable[st.before]], points[usable[st.after]]
             worse = (st.ratio < 1) == higher_better
