@@ -28,7 +28,7 @@ from .i18n import LANGUAGES, Lang
 from .llama_bench import llama_bench_view
 from .tolerance import shielded
 from .summaries import ComparisonSummary, RunSummary, model_figures, no_headline_reason, previous_runs, ratio_range
-from .views import article_view, models_across
+from .views import ModelAcrossRuns, article_view, models_across
 from .lead_steps import lead_steps, steps_by_run, steps_print
 from .history.render import trend_series
 
@@ -36,7 +36,7 @@ from .history.render import trend_series
 from .article_parts import cell_value as _cellvalue, merged_caveats, render_caveat, run_charts as _charts  # noqa: F401
 from .mdsafe import MD, code_span, esc, markdown_environment, publishing, translator  # noqa: F401
 from .render import (environment as _env, link_evidence, render_compare, render_evidence,  # noqa: F401
-                     render_home, render_index, render_run)
+                     render_archive, render_home, render_index, render_run)
 from .site import ReportError, mkdocs_build, scaffold  # noqa: F401
 from .site import write_if_changed as _write_if_changed
 
@@ -223,9 +223,23 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
         r["headline"] = summaries[r["id"]].headline if r["status"] == "completed" else None
         r["no_headline"] = no_headline_reason(summaries[r["id"]]) if r["status"] == "completed" else None
     bench = llama_bench_view(db)
+    archives = _archives(all_runs, comparisons, prints, keys) if len(all_runs) > INDEX_RUNS else []
+    for a in archives:
+        files = [_lang_file(out_dir, a["name"], lang) for lang in LANGUAGES]
+        if fresh(a["name"], files):
+            continue  # a month with no new or changed run: its page is not rendered again
+        for lang, path in zip(LANGUAGES, files):
+            if _write_if_changed(path, render_archive(a["month"], a["runs"], a["comparisons"], lang,
+                                                      show_addresses=show_addresses)):
+                written.append(path)
+    latest_models = [ModelAcrossRuns(m.name, m.runs[:MODEL_RUNS]) for m in models]
+    for m, full in zip(latest_models, models):
+        m.earlier = len(full.runs) - len(m.runs)
     for lang in LANGUAGES:
         p = _lang_file(out_dir, "index", lang)
-        if _write_if_changed(p, render_index(all_runs, lang, comparisons, models, bench,
+        if _write_if_changed(p, render_index(all_runs[:INDEX_RUNS], lang, comparisons[:INDEX_RUNS], latest_models,
+                                             bench, archives=archives,
+                                             older_comparisons=max(0, len(comparisons) - INDEX_RUNS),
                                              show_addresses=show_addresses)):
             written.append(p)
     written += write_home(project / "site", lambda lang: render_home(all_runs, lang, comparisons,
@@ -239,8 +253,47 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     return written, manifest, manifest_path, old
 
 
+#: runs (and comparisons) on the runs index; with more, every run is also on its month's page
+INDEX_RUNS = 50
+#: each model's latest runs under "Models across runs"; the older ones are on its trend page
+MODEL_RUNS = 5
+
+
+def _archives(all_runs: list[dict], comparisons: list, prints: dict, keys: dict) -> list[dict]:
+    """Month pages of every run (newest month first), each with its key in ``keys``.
+
+    A month's key covers what its page shows of each run (the run's fingerprint, its status and
+    coverage, its headline's inputs) and of each comparison, so a page is rendered again only when
+    one of its runs changed or one was added: a new run touches the current month alone.
+    """
+    by_month: dict[str, dict] = {}
+    cmp_of = {c.b["id"]: c for c in comparisons}
+    for r in all_runs:  # newest first
+        month = (r["started_at"] or "")[:7]
+        month = month if len(month) == 7 and month[4] == "-" and (month[:4] + month[5:]).isdigit() else "undated"
+        a = by_month.setdefault(month, {"month": month, "name": f"archive-{month}", "runs": [], "comparisons": [],
+                                        "parts": []})
+        a["runs"].append(r)
+        a["parts"].append(prints.get(r["id"], "") + repr([r["status"], r.get("coverage"), r.get("samples_measured"),
+                                                          r.get("samples_planned"), r.get("n_models"),
+                                                          r.get("no_headline")]))
+        c = cmp_of.get(r["id"])
+        if c is not None:
+            a["comparisons"].append(c)
+            a["parts"].append(c.key + keys.get(c.key, ""))
+    out = []
+    for a in by_month.values():
+        keys[a["name"]] = combine(*a.pop("parts"))
+        a["n"] = len(a["runs"])
+        out.append(a)
+    return out
+
+
 def _remove_stale(out_dir: Path, cmp_dir: Path, keys: dict) -> None:
-    """Articles (and their charts) of runs no longer in the database go away."""
+    """Articles (and their charts) of runs no longer in the database go away, and month pages no run is in."""
+    for f in out_dir.glob("archive-*.md"):
+        if f.name.split(".")[0] not in keys:
+            f.unlink()
     for d in (out_dir, cmp_dir):
         for f in d.glob("run-*.md"):
             if f.name.split(".")[0].removesuffix("-evidence") not in keys:

@@ -93,12 +93,24 @@ def render_evidence(view: dict, lang: str, *, show_addresses: bool = False) -> s
 
 def render_index(runs: list[dict], lang: str, comparisons: list[dict] | None = None,
                  models: list[dict] | None = None, llama_bench: dict | None = None, *,
+                 archives: list[dict] | None = None, older_comparisons: int = 0,
                  show_addresses: bool = False) -> str:
+    """The runs index: ``runs`` (the latest), ``archives`` (month pages, when there are older runs)."""
     L = Lang(lang)
     with publishing(show_addresses=show_addresses):
         return environment().get_template("runs_index.md.j2").render(
             _=translator(L.gettext, CATALOGUE), L=L, runs=runs, comparisons=comparisons or [], models=models or [],
-            llama_bench=llama_bench or {"available": False})
+            llama_bench=llama_bench or {"available": False}, archives=archives or [],
+            older_comparisons=older_comparisons)
+
+
+def render_archive(month: str, runs: list[dict], comparisons: list, lang: str, *,
+                   show_addresses: bool = False) -> str:
+    """One month's runs and comparisons (runs/archive-YYYY-MM): unchanged once the month is over."""
+    L = Lang(lang)
+    with publishing(show_addresses=show_addresses):
+        return environment().get_template("runs_archive.md.j2").render(
+            _=translator(L.gettext, CATALOGUE), L=L, month=month, runs=runs, comparisons=comparisons)
 
 
 def render_home(runs: list[dict], lang: str, comparisons: list[dict], *, show_addresses: bool = False) -> str:
