@@ -28,7 +28,7 @@ from .i18n import LANGUAGES, Lang
 from .llama_bench import llama_bench_view
 from .tolerance import shielded
 from .summaries import ComparisonSummary, RunSummary, model_figures, no_headline_reason, previous_runs, ratio_range
-from .views import ModelAcrossRuns, article_view, models_across
+from .views import article_view, models_across
 from .lead_steps import lead_steps, steps_by_run, steps_print
 from .history.render import trend_series
 
@@ -232,13 +232,10 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
             if _write_if_changed(path, render_archive(a["month"], a["runs"], a["comparisons"], lang,
                                                       show_addresses=show_addresses)):
                 written.append(path)
-    latest_models = [ModelAcrossRuns(m.name, m.runs[:MODEL_RUNS]) for m in models]
-    for m, full in zip(latest_models, models):
-        m.earlier = len(full.runs) - len(m.runs)
     for lang in LANGUAGES:
         p = _lang_file(out_dir, "index", lang)
-        if _write_if_changed(p, render_index(all_runs[:INDEX_RUNS], lang, comparisons[:INDEX_RUNS], latest_models,
-                                             bench, archives=archives,
+        if _write_if_changed(p, render_index(all_runs[:INDEX_RUNS], lang, comparisons[:INDEX_RUNS], models,
+                                             bench, archives=archives, model_runs=MODEL_RUNS,
                                              older_comparisons=max(0, len(comparisons) - INDEX_RUNS),
                                              show_addresses=show_addresses)):
             written.append(p)

@@ -93,15 +93,16 @@ def render_evidence(view: dict, lang: str, *, show_addresses: bool = False) -> s
 
 def render_index(runs: list[dict], lang: str, comparisons: list[dict] | None = None,
                  models: list[dict] | None = None, llama_bench: dict | None = None, *,
-                 archives: list[dict] | None = None, older_comparisons: int = 0,
+                 archives: list[dict] | None = None, older_comparisons: int = 0, model_runs: int | None = None,
                  show_addresses: bool = False) -> str:
-    """The runs index: ``runs`` (the latest), ``archives`` (month pages, when there are older runs)."""
+    """The runs index: ``runs`` (the latest), ``archives`` (month pages, when there are older runs),
+    each model's latest ``model_runs`` runs (all when None)."""
     L = Lang(lang)
     with publishing(show_addresses=show_addresses):
         return environment().get_template("runs_index.md.j2").render(
             _=translator(L.gettext, CATALOGUE), L=L, runs=runs, comparisons=comparisons or [], models=models or [],
             llama_bench=llama_bench or {"available": False}, archives=archives or [],
-            older_comparisons=older_comparisons)
+            older_comparisons=older_comparisons, model_runs=model_runs)
 
 
 def render_archive(month: str, runs: list[dict], comparisons: list, lang: str, *,
