@@ -18,6 +18,15 @@ def user_dir() -> Path:
     return Path(click.get_app_dir(APP_NAME))
 
 
+def cache_dir() -> Path:
+    """Where cardproof keeps what it can make again (compiled templates): ``CARDPROOF_HOME/cache`` when
+    that is set, else ``$XDG_CACHE_HOME/cardproof`` (``~/.cache/cardproof``)."""
+    env = os.environ.get("CARDPROOF_HOME")
+    if env:
+        return Path(env) / "cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / APP_NAME
+
+
 def default_db_path() -> Path:
     """The database used when neither ``--db`` nor ``CARDPROOF_DB`` is given."""
     env = os.environ.get("CARDPROOF_DB")

@@ -62,7 +62,7 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     store = open_store(db_path, mode="ro")  # the report only reads
     try:
         # damaged rows: named on stderr and read as NULL, the build goes on
-        with shielded(store), charts.deferred():
+        with shielded(store, checked=project / "site" / DAMAGE_CHECKED), charts.deferred():
             written, manifest, manifest_path, old = _write_articles(store.db, project, progress, show_addresses)
         # only once every chart exists may the manifest call these articles fresh
         write_manifest(manifest_path, manifest, old)
@@ -249,6 +249,9 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                 "comparisons": {c.key: c.to_json() for c in comparisons}}
     return written, manifest, manifest_path, old
 
+
+#: how far each table of the store was found free of damaged values (report/tolerance.py)
+DAMAGE_CHECKED = ".cardproof-damage-checked.json"
 
 #: runs (and comparisons) on the runs index; with more, every run is also on its month's page
 INDEX_RUNS = 50

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
+import time
 from pathlib import Path
 
 import jinja2
+
+from cardproof.paths import cache_dir
 
 from . import charts
 from .axes import axes_charts
 from .article_parts import author_notes, cell_value, exception_groups, merged_caveats, render_caveat, run_charts
 from .caveats import caveats_for
+from .fingerprints import code_fingerprint
 from .home import latest_per_campaign
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, esc, markdown_environment, publishing, translator
@@ -39,7 +44,42 @@ def environment() -> jinja2.Environment:
         comment_end_string="#%}",
     )
     env.globals["ngettext"] = _template_ngettext
+    env.bytecode_cache = _bytecode_cache()
     return env
+
+
+#: a folder of compiled templates unused this long is removed by the next build
+_STALE_CACHE_S = 7 * 86400
+
+
+class _TemplateCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates between processes; a cache that cannot be written is no cache, never an error."""
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept between builds: compiling the templates cost 1 s of every report step.
+
+    One folder per code fingerprint (the templates and the environment's settings are in it; Jinja
+    checks its own and Python's version in each file), so a template is never read as compiled by
+    other code; folders unused for a week are removed.
+    """
+    try:
+        root = cache_dir()
+        folder = root / f"templates-{code_fingerprint()[:16]}"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        now = time.time()
+        for other in root.glob("templates-*"):
+            if other != folder and now - other.stat().st_mtime > _STALE_CACHE_S:
+                shutil.rmtree(other, ignore_errors=True)
+        return _TemplateCache(str(folder))
+    except OSError:
+        return None
 
 
 @jinja2.pass_context
@@ -114,13 +154,18 @@ def render_archive(month: str, runs: list[dict], comparisons: list, lang: str, *
             _=translator(L.gettext, CATALOGUE), L=L, month=month, runs=runs, comparisons=comparisons)
 
 
+#: runs (and comparisons) listed on the home page; every run is on the runs index (report/build.py)
+HOME_RUNS = 20
+
+
 def render_home(runs: list[dict], lang: str, comparisons: list[dict], *, show_addresses: bool = False) -> str:
     """The generated part of the home page (report/home.py)."""
     L = Lang(lang)
     with publishing(show_addresses=show_addresses):
+        # the latest runs and comparisons; a year of them is on the runs index and its month pages
         return environment().get_template("home.md.j2").render(
-            _=translator(L.gettext, CATALOGUE), L=L, runs=runs, latest=latest_per_campaign(runs),
-            comparisons=comparisons)
+            _=translator(L.gettext, CATALOGUE), L=L, runs=runs[:HOME_RUNS], latest=latest_per_campaign(runs),
+            comparisons=comparisons[:HOME_RUNS], total_runs=len(runs), total_comparisons=len(comparisons))
 
 
 def render_compare(cmp: dict, lang: str, img_dir: Path | None = None, *, show_addresses: bool = False) -> str:

@@ -21,6 +21,9 @@ states why is not reported again.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+import os
 import sqlite3
 import sys
 import tempfile
@@ -94,14 +97,19 @@ def _shown(value) -> str:
 
 
 @contextlib.contextmanager
-def shielded(store, warn: Callable[[str], None] | None = None):
+def shielded(store, warn: Callable[[str], None] | None = None, checked: Path | None = None):
     """While inside, ``store.db`` reads the database with every damaged value as NULL.
 
     Cheap when nothing is wrong: one scan per table, and ``store.db`` stays
     the file's own connection. Yields how many values were reported.
+    ``checked`` is a file that remembers how far each table was found clean
+    (see :func:`find_damage`); a build passes one beside its pages.
     """
     warn = warn or (lambda line: print(line, file=sys.stderr))
-    damaged = find_damage(store.db.conn, warn)
+    memo = _read_checked(checked, store.path) if checked is not None else None
+    damaged = find_damage(store.db.conn, warn, memo)
+    if checked is not None:
+        _write_checked(checked, store.path, memo)
     if not damaged:
         yield 0
         return
@@ -120,8 +128,18 @@ def shielded(store, warn: Callable[[str], None] | None = None):
             conn.close()
 
 
-def find_damage(conn, warn: Callable[[str], None]) -> dict[tuple[str, str], str]:
-    """Name every damaged value on ``warn``; ``{(table, column): SQL condition}`` of the ones to read as NULL."""
+def find_damage(conn, warn: Callable[[str], None], checked: dict | None = None) -> dict[tuple[str, str], str]:
+    """Name every damaged value on ``warn``; ``{(table, column): SQL condition}`` of the ones to read as NULL.
+
+    ``checked`` (table -> where it was last found clean, updated here) lets a
+    build after one new run scan only the rows added since: at 1,000 runs the
+    whole scan took 3.4 s of every build, most of it parsing JSON columns of
+    rows that had not changed. A table's memo holds only while the rows up to
+    it are still there, as many and the last one unchanged; otherwise, or
+    when the new rows hold any damage, the whole table is scanned and named
+    as before. (A value edited by hand in a row checked before is not seen
+    until the store file is another one or the memo is gone.)
+    """
     tables = [r[0] for r in conn.execute(
         "select name from main.sqlite_master where type = 'table' and name not like 'sqlite_%' order by name")]
     out: dict[tuple[str, str], str] = {}
@@ -130,9 +148,14 @@ def find_damage(conn, warn: Callable[[str], None]) -> dict[tuple[str, str], str]
         bad, dates = _checks(table, columns)
         if not bad and not dates:
             continue
-        # one pass over the table finds whether any check fires at all
+        # one pass over the table (or its rows after the memo) finds whether any check fires at all
         every = " or ".join([sql for sql, _ in bad.values()] + list(dates.values()))
-        if conn.execute(f"select 1 from main.{_q(table)} where {every} limit 1").fetchone() is None:
+        memo = checked.pop(table, None) if checked is not None else None
+        after = _clean_upto(conn, table, memo)
+        if conn.execute(f"select 1 from main.{_q(table)} where rowid > ? and ({every}) limit 1",
+                        [after]).fetchone() is None:
+            if checked is not None:
+                checked[table] = _memo(conn, table)
             continue
         for name, (sql, reason) in bad.items():
             if _report(conn, warn, table, name, sql, f"{reason}, read as NULL"):
@@ -140,6 +163,60 @@ def find_damage(conn, warn: Callable[[str], None]) -> dict[tuple[str, str], str]
         for name, sql in dates.items():
             _report(conn, warn, table, name, sql, "not a date, shown as it is")
     return out
+
+
+def _row_digest(conn, table: str, rowid: int) -> str | None:
+    row = conn.execute(f"select * from main.{_q(table)} where rowid = ?", [rowid]).fetchone()
+    return hashlib.sha256(repr(row).encode()).hexdigest() if row is not None else None
+
+
+def _memo(conn, table: str) -> dict:
+    """Where ``table`` was found clean: its last rowid, the rows up to it, and the last row's digest."""
+    upto, rows = conn.execute(f"select coalesce(max(rowid), 0), count(*) from main.{_q(table)}").fetchone()
+    return {"upto": upto, "rows": rows, "last": _row_digest(conn, table, upto) if upto else None}
+
+
+def _clean_upto(conn, table: str, memo) -> int:
+    """The rowid up to which ``table`` is known clean: 0 unless the memo still describes these rows."""
+    try:
+        upto, rows, last = int(memo["upto"]), int(memo["rows"]), memo["last"]
+    except (TypeError, KeyError, ValueError):
+        return 0
+    if upto <= 0:
+        return 0
+    if conn.execute(f"select count(*) from main.{_q(table)} where rowid <= ?", [upto]).fetchone()[0] != rows:
+        return 0
+    return upto if _row_digest(conn, table, upto) == last else 0
+
+
+def _store_id(path) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError):
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _read_checked(path: Path, store_path) -> dict:
+    """The memo of the store file at ``store_path``; empty for another file, a missing or damaged memo."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("store") != _store_id(store_path) or data["store"] is None:
+        return {}
+    tables = data.get("tables")
+    return dict(tables) if isinstance(tables, dict) else {}
+
+
+def _write_checked(path: Path, store_path, memo: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"store": _store_id(store_path), "tables": memo}, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no memo: the next build scans every table again
 
 
 def _report(conn, warn, table: str, column: str, sql: str, reason: str) -> int:

@@ -171,3 +171,93 @@ def test_a_log_line_whose_prefix_time_cannot_be_placed_is_stored_without_a_stamp
     store.close()
     assert [r[0] for r in rows] == log.read_text().splitlines()
     assert rows[0][1] == ts
+
+
+def _samples_table(conn, n: int) -> None:
+    conn.execute("create table samples (id integer primary key, decode_tps real, request_json text)")
+    conn.executemany("insert into samples (decode_tps, request_json) values (?, ?)",
+                     [(10.0 + i, '{"n": %d}' % i) for i in range(n)])
+
+
+def test_the_damage_memo_scans_new_rows_and_a_changed_table_whole():
+    """report/tolerance.py: a table found clean up to a row is scanned from there on while its rows up to it
+    are unchanged in number and last row; new damage is named, and any change below the memo means a whole scan."""
+    import sqlite3
+
+    from cardproof.report.tolerance import find_damage
+
+    conn = sqlite3.connect(":memory:")
+    _samples_table(conn, 100)
+    memo: dict = {}
+    named: list[str] = []
+    assert find_damage(conn, named.append, memo) == {} and not named
+    assert memo["samples"]["upto"] == 100 and memo["samples"]["rows"] == 100 and memo["samples"]["last"]
+    # a new damaged row: found by the scan of the new rows, named, and the table loses its memo
+    conn.execute("insert into samples (decode_tps, request_json) values ('abc', '{}')")
+    out = find_damage(conn, named.append, memo)
+    assert ("samples", "decode_tps") in out and any("samples row 101: decode_tps" in n for n in named)
+    assert "samples" not in memo
+    conn.execute("update samples set decode_tps = 1.0 where id = 101")
+    find_damage(conn, named.append, memo)
+    assert memo["samples"]["upto"] == 101
+    # below the memo: a row gone (the count differs) -> the whole table again, old damage named
+    named.clear()
+    conn.execute("delete from samples where id = 10")
+    conn.execute("update samples set request_json = '{broken' where id = 20")
+    out = find_damage(conn, named.append, memo)
+    assert ("samples", "request_json") in out and any("samples row 20: request_json" in n for n in named)
+    # the memo's last row changed -> whole scan
+    conn.execute("update samples set request_json = '{}' where id = 20")
+    find_damage(conn, named.append, memo)
+    named.clear()
+    conn.execute("update samples set decode_tps = 'x', request_json = '{\"n\": 0}' where id = 101")
+    assert ("samples", "decode_tps") in find_damage(conn, named.append, memo)
+    # a memo of the wrong shape is no memo
+    conn.execute("update samples set decode_tps = 2.0 where id = 101")
+    conn.execute("update samples set decode_tps = 'y' where id = 5")
+    for bad in ({"upto": "many"}, {"rows": 3}, None, [1, 2], {"upto": -1, "rows": 0, "last": None}):
+        named.clear()
+        assert ("samples", "decode_tps") in find_damage(conn, named.append, {"samples": bad})
+
+
+def test_a_build_remembers_the_clean_tables_and_still_names_a_new_damaged_row(run_db, tmp_path):
+    """The real build: its memo beside the pages; a sample added with text for a number after it is named and
+    read as NULL; the store replaced by another file (same path, other inode) is scanned whole."""
+    import json
+    import sqlite3
+
+    db = tmp_path / "m.db"
+    shutil.copy(run_db, db)
+    project = tmp_path / "site"
+    assert _build(db, project).exit_code == 0
+    memo = json.loads((project / "site" / ".cardproof-damage-checked.json").read_text())
+    conn = sqlite3.connect(db)
+    last = conn.execute("select max(id) from samples").fetchone()[0]
+    assert memo["tables"]["samples"]["upto"] == last
+    cols = [r[1] for r in conn.execute("pragma table_info(samples)") if r[1] != "id"]
+    with conn:
+        conn.execute(f"insert into samples ({', '.join(cols)}) select {', '.join(cols)} from samples where id = ?",
+                     [last])
+        conn.execute("update samples set decode_tps = 'fast' where id = ?", [last + 1])
+    conn.close()
+    result = _build(db, project)
+    assert result.exit_code == 0, result.output
+    assert f"samples row {last + 1}: decode_tps" in result.stderr
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("update samples set decode_tps = 1.5 where id = ?", [last + 1])
+    conn.close()
+    assert _build(db, project).exit_code == 0
+    memo = json.loads((project / "site" / ".cardproof-damage-checked.json").read_text())
+    assert memo["tables"]["samples"]["upto"] == last + 1
+    # an old row damaged in place, and the store file replaced by that copy: another file, scanned whole
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    conn = sqlite3.connect(copy)
+    with conn:
+        conn.execute("update samples set ttft_ms = 'slow' where id = ?", [last - 1])
+    conn.close()
+    copy.replace(db)
+    result = _build(db, project)
+    assert result.exit_code == 0, result.output
+    assert f"samples row {last - 1}: ttft_ms" in result.stderr

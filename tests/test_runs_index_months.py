@@ -18,6 +18,7 @@ import sqlite3
 import pytest
 
 from cardproof.report import build as report_build
+from cardproof.report import render as report_render
 from cardproof.report.build import build, write_articles
 from history_data import make_db
 
@@ -31,6 +32,7 @@ def site(tmp_path_factory):
     ids = make_db(db, RUNS)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(report_build, "INDEX_RUNS", 10)
+        mp.setattr(report_render, "HOME_RUNS", 8)
         result = build(db, root / "proj")
     return {"root": root, "db": db, "ids": ids, "runs": root / "proj" / "site" / "runs", "site": result["site_dir"]}
 
@@ -54,6 +56,23 @@ def test_the_index_shows_the_latest_runs_and_links_every_month(site):
     assert len(re.findall(r"\[Run \d+\]\(run-\d+\.md\)", line)) == 5, line
     assert "30 earlier runs: [Trends](../trends/index.md)" in line, line
     assert "30 frühere Läufe" in de
+
+
+def test_the_home_page_lists_the_latest_runs_and_points_to_the_runs_page(site):
+    ids = site["ids"]
+    home = (site["root"] / "proj" / "site" / "index.md").read_text()
+    runs_part = home[home.index("## Runs"):home.index("## Comparisons")]
+    listed = [int(x) for x in re.findall(r"^\| \[(\d+)\]\(runs/run-\d+\.md\)", runs_part, flags=re.M)]
+    assert listed == list(reversed(ids))[:8]
+    assert "The latest 8 of 35 runs; every run is on the [runs page](runs/index.md)." in runs_part
+    comparisons = home[home.index("## Comparisons"):]
+    assert len(re.findall(r"^- \[Run \d+ against Run \d+\]", comparisons, flags=re.M)) == 8
+    assert "The latest 8 of 34 comparisons" in comparisons
+    de = (site["root"] / "proj" / "site" / "index.de.md").read_text()
+    assert "Die neuesten 8 von 35 Läufen; jeder Lauf steht auf der [Seite der Läufe](runs/index.md)." in de
+    # the link is a page of the built site (mkdocs --strict checked it), in both languages
+    html = (site["site"] / "index.html").read_text()
+    assert 'href="runs/index.html"' in html
 
 
 def test_the_month_pages_are_built_and_linked_in_the_site(site):
