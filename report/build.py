@@ -8,6 +8,9 @@ This module decides what to render and writes the files.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from collections import OrderedDict
 from functools import partial
 from pathlib import Path
@@ -62,7 +65,7 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     store = open_store(db_path, mode="ro")  # the report only reads
     try:
         # damaged rows: named on stderr and read as NULL, the build goes on
-        with shielded(store, checked=project / "site" / DAMAGE_CHECKED), charts.deferred():
+        with shielded(store, checked=project / "site" / DAMAGE_CHECKED), charts.deferred(), _frozen():
             written, manifest, manifest_path, old = _write_articles(store.db, project, progress, show_addresses)
         # only once every chart exists may the manifest call these articles fresh
         write_manifest(manifest_path, manifest, old)
@@ -70,6 +73,15 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
         store.close()
     write_gate(project, gate | pages_state(project))
     return written
+
+
+@contextlib.contextmanager
+def _frozen():
+    """Objects frozen out of the cyclic collector during the build (``gc.freeze``) go back to it after."""
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class _RecentViews(OrderedDict):
@@ -122,7 +134,11 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     code = code_fingerprint() + ("+addresses" if show_addresses else "")
     prints = run_fingerprints(db, all_runs, project, code)
     # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key
-    history = trend_series(db)  # once per build: the leads' steps here, the trend pages below
+    # once per build: the leads' steps here, the trend pages below; each run's points kept between builds
+    history = trend_series(db, project / "site" / SERIES_CACHE, prints)
+    # the manifest, the series and the summaries live until the build ends: the cyclic collector
+    # need not walk them again on every collection of the pages' short-lived objects
+    gc.freeze()
     starts = steps_by_run(series=history)
     prev = previous_runs(all_runs)
     # A run article shows its own data, its comparison with the previous run and the campaign's
@@ -249,6 +265,9 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                 "comparisons": {c.key: c.to_json() for c in comparisons}}
     return written, manifest, manifest_path, old
 
+
+#: each run's points of the history series, by run fingerprint (report/history/series.py)
+SERIES_CACHE = ".cardproof-series.pickle"
 
 #: how far each table of the store was found free of damaged values (report/tolerance.py)
 DAMAGE_CHECKED = ".cardproof-damage-checked.json"

@@ -72,8 +72,8 @@ def _fact_text(num, text) -> str | None:
     return None
 
 
-def model_conditions(db) -> dict[tuple[int, str], dict[str, str]]:
-    """(run id, model name) -> model-level conditions, from two queries over the whole store.
+def model_conditions(db, run_ids: list[int] | None = None) -> dict[tuple[int, str], dict[str, str]]:
+    """(run id, model name) -> model-level conditions, from two queries over the whole store (or ``run_ids``).
 
     Where a run loaded a model more than once with different facts, the
     values are joined ("q8_0 / f16"): both held during the run.
@@ -82,7 +82,7 @@ def model_conditions(db) -> dict[tuple[int, str], dict[str, str]]:
     for r in db.query(
             """select distinct cells.run_id, models.name, models.quantisation, models.digest
                from cells join models on models.id = cells.model_id
-               where coalesce(cells.kind, 'measure') = 'measure'"""):
+               where coalesce(cells.kind, 'measure') = 'measure'""" + _among("cells.run_id", run_ids)):
         entry = out.setdefault((r["run_id"], r["name"]), {})
         if r["quantisation"]:
             entry.setdefault("quantisation", set()).add(str(r["quantisation"]))
@@ -94,7 +94,8 @@ def model_conditions(db) -> dict[tuple[int, str], dict[str, str]]:
         rows = db.query(
             f"""select loads.run_id, models.name as model, facts.name, facts.value_num, facts.value_text
                 from facts join loads on loads.id = facts.load_id join models on models.id = loads.model_id
-                where facts.name in ({marks}) and loads.merged_into is null and loads.run_id is not null""",
+                where facts.name in ({marks}) and loads.merged_into is null and loads.run_id is not null"""
+            + _among("loads.run_id", run_ids),
             names)
         for r in rows:
             value = _fact_text(r["value_num"], r["value_text"])
@@ -102,6 +103,11 @@ def model_conditions(db) -> dict[tuple[int, str], dict[str, str]]:
                 continue
             out[(r["run_id"], r["model"])].setdefault(FACT_CONDITIONS[r["name"]], set()).add(value)
     return {k: {name: " / ".join(sorted(vals)) for name, vals in v.items()} for k, v in out.items()}
+
+
+def _among(column: str, ids: list[int] | None) -> str:
+    """`` and column in (...)`` for a list of integer ids (written in the statement), or nothing."""
+    return "" if ids is None else f" and {column} in ({','.join(str(int(i)) for i in ids) or 'null'})"
 
 
 def changed(before: dict[str, str], after: dict[str, str]) -> list[tuple[str, str, str]]:

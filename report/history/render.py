@@ -11,8 +11,11 @@ again; pages of series no longer in the store go away.
 from __future__ import annotations
 
 import csv
+import gc
 import hashlib
 import json
+import os
+import pickle
 from collections import defaultdict
 from pathlib import Path
 
@@ -230,12 +233,47 @@ def _env():
     return environment()
 
 
-def trend_series(db) -> list[dict]:
+def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = None) -> list[dict]:
     """Every series with its steps and final page names: computed once per build, read by the trend
-    pages and by the run articles' leads (report/lead_steps.py)."""
-    series = build_series(db)
+    pages and by the run articles' leads (report/lead_steps.py).
+
+    ``cache``: a file that keeps each run's points between builds, valid for the runs whose
+    fingerprint (``prints``, report/fingerprints.py) is unchanged (see ``build_series``).
+    """
+    if cache is None or prints is None:
+        series = build_series(db)
+    else:
+        # pickle, not JSON: a year of runs' points is ~50 MB of JSON, 2 s to read and 2 s to write, more
+        # than computing them. The file is as trusted as the project folder it is in, whose mkdocs hooks
+        # (.cardproof/mkdocs_hooks.py) the site build runs; one that does not read is no cache.
+        # a million small objects that live until the build ends: the cyclic collector would walk
+        # them again and again while they are made (half the time of reading them)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            try:
+                kept = pickle.loads(cache.read_bytes())
+            except Exception:  # noqa: BLE001 -- missing, cut short, damaged or of other code: read the store
+                kept = None
+            if not isinstance(kept, dict) or kept.get("format") != _CACHE_FORMAT \
+                    or not isinstance(kept.get("runs"), dict):
+                kept = {"format": _CACHE_FORMAT, "runs": {}}
+            series = build_series(db, cache=kept["runs"], prints=prints)
+        finally:
+            if collecting:
+                gc.enable()
+        try:
+            tmp = cache.with_name(cache.name + ".tmp")
+            tmp.write_bytes(pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(tmp, cache)
+        except OSError:
+            pass  # no cache: the next build reads every run again
     assign_pages(series)
     return series
+
+
+#: the layout of the series cache; another one is read as no cache
+_CACHE_FORMAT = 1
 
 
 def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None) -> list[Path]:

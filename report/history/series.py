@@ -18,7 +18,7 @@ from cardproof.daemon.campaign_check import DEFAULT_MIN_EFFECT_PCT
 from .. import findings, queries
 from ..gates import run_gate_config
 from ..stats import Spread
-from .conditions import changed, model_conditions, run_conditions
+from .conditions import _among, changed, model_conditions, run_conditions
 from .steps import find_steps
 
 #: metric -> (samples column, higher is better)
@@ -101,7 +101,7 @@ def _step_axis_value(c: dict) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
-def _excluded_samples(db, runs: list[dict]) -> set[int]:
+def _excluded_samples(db, runs: list[dict], where: str = "") -> set[int]:
     """Samples an excluding gate fired on, as ``report.gates.excluded_samples`` says per run, in one query.
 
     The gate configuration is read once per frozen campaign, not once per
@@ -118,13 +118,14 @@ def _excluded_samples(db, runs: list[dict]) -> set[int]:
     out: set[int] = set()
     for sid, gate, rid in db.execute(
             """select gate_results.sample_id, gate_results.gate, samples.run_id from gate_results
-               join samples on samples.id = gate_results.sample_id where gate_results.fired = 1"""):
+               join samples on samples.id = gate_results.sample_id where gate_results.fired = 1""" + where):
         if gate in excluding.get(rid, ()):
             out.add(sid)
     return out
 
 
-def build_series(db, campaign: str | None = None, model: str | None = None) -> list[dict]:
+def build_series(db, campaign: str | None = None, model: str | None = None, *, cache: dict | None = None,
+                 prints: dict[int, str] | None = None) -> list[dict]:
     """Every series (campaign × model × cell) with points in time order and steps per metric.
 
     A cell is a prompt class with reasoning on or off, a load step (its
@@ -135,6 +136,12 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
     exclude, errors left out), their spread, its state (``ok``, the run's
     status where it did not complete, ``unstable``, ``no valid sample``),
     its conditions and what changed since the previous point.
+
+    ``cache`` (run id as text -> that run's points, JSON-ready; updated
+    here) with ``prints`` (run id -> the run's fingerprint,
+    report/fingerprints.py) keeps each run's points between builds: a
+    build after one new run reads that run's samples, not a year of them.
+    A run whose fingerprint differs from its entry is read again.
     """
     runs = [r for r in queries.runs(db) if campaign is None or r["campaign_name"] == campaign]
     if not runs:
@@ -149,96 +156,28 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
                 by_sha[key] = campaign_settings(texts.get(r["campaign_id"]))
             settings_by_campaign[r["campaign_id"]] = by_sha[key]
         r["_limits"] = settings_by_campaign[r["campaign_id"]]
-    by_id = {r["id"]: r for r in runs}
-    excluded = _excluded_samples(db, runs)
-    cells: dict[int, dict] = {}
-    steps_table = "load_steps" in db.table_names()
-    rate_column = "load_steps.rate_rps" if steps_table and "rate_rps" in db["load_steps"].columns_dict \
-        else "null as rate_rps"
-    step_columns = ("load_steps.id as step_id, load_steps.streams, load_steps.depth_tokens, load_steps.wall_s, "
-                    f"load_steps.refused_reason, load_steps.prompt_class as step_class, {rate_column}"
-                    if steps_table else
-                    "null as step_id, null as streams, null as depth_tokens, null as wall_s, "
-                    "null as refused_reason, null as step_class, null as rate_rps")
-    for c in db.query(
-            f"""select cells.id, cells.run_id, cells.prompt_class, cells.reasoning, models.name as model,
-                      coalesce(cells.kind, 'measure') as kind, {step_columns}
-               from cells join models on models.id = cells.model_id
-               {"left join load_steps on load_steps.cell_id = cells.id" if steps_table else ""}
-               where coalesce(cells.kind, 'measure') in ('measure', 'load', 'rate', 'depth')"""):
-        if c["run_id"] not in by_id or (model is not None and c["model"] != model):
-            continue
-        if c["kind"] != "measure" and (c["step_id"] is None or not _step_axis_value(c)):
-            continue  # a step cell without its step row (or its streams/depth) cannot be placed in a series
-        c["values"] = defaultdict(list)
-        c["generated"] = 0
-        cells[c["id"]] = c
-    # plain tuples and the figure test inline: this loop sees every sample of every run, the
-    # largest part of building the series (a dict per row and a call per value cost as much again)
-    columns = {"decode_tps": 2, "prefill_tps": 3, "ttft_ms": 4}
-    plan = {kind: [(m, columns[m]) for m in ms if m in columns] for kind, ms in KIND_METRICS.items()}
-    inf = math.inf
-    for row in db.execute(
-            """select cell_id, id, decode_tps, prefill_tps, ttft_ms, generated_tokens, error_kind,
-                      coalesce(kind, 'measure') from samples
-               where coalesce(kind, 'measure') in ('measure', 'load', 'rate', 'depth') order by id"""):
-        c = cells.get(row[0])
-        # a cell's own requests only: a canary or probe in a measure cell never enters its series
-        if c is None or row[7] != c["kind"] or row[6] or row[1] in excluded:
-            continue
-        values = c["values"]
-        for metric, i in plan[row[7]]:
-            v = row[i]
-            t = type(v)
-            if (t is float or t is int) and 0 < v < inf:  # _figure(v), inline; NaN fails the comparison
-                values[metric].append(float(v))
-        g = row[5]
-        if type(g) is int and g > 0:
-            c["generated"] += g
-    for c in cells.values():
-        if c["kind"] in ("load", "rate") and c["generated"] and _figure(c["wall_s"]):
-            c["values"]["aggregate_tps"] = [c["generated"] / c["wall_s"]]
-    loads: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for ld in db.query(
-            """select loads.run_id, loads.trigger, loads.origin, loads.sample_id, loads.load_seconds,
-                      models.name as model, samples.kind as sample_kind
-               from loads join models on models.id = loads.model_id
-               left join samples on samples.id = loads.sample_id where loads.merged_into is null"""):
-        v = ld["load_seconds"]
-        if ld["run_id"] in by_id and queries.is_measured_load(ld) and _figure(v):
-            loads[(ld["run_id"], ld["model"])].append(float(v))
-    facts = model_conditions(db)
-
-    run_facts: dict[int, dict] = {}
-
-    def of_run(run: dict) -> dict:  # the same for every cell of the run: made once
-        if run["id"] not in run_facts:
-            run_facts[run["id"]] = run_conditions(run)
-        return run_facts[run["id"]]
-
+    caching = cache is not None and prints is not None and model is None
+    kept: dict[int, list] = {}
+    if caching:
+        for r in runs:
+            entry = cache.get(str(r["id"]))
+            if isinstance(entry, dict) and entry.get("print") == prints.get(r["id"]) is not None:
+                try:
+                    kept[r["id"]] = _points_from_json(entry, r)
+                except (KeyError, TypeError, ValueError):
+                    pass  # a damaged entry: the run is read again
+    fresh = [r for r in runs if r["id"] not in kept]
+    made = _run_points(db, fresh, model, restrict=len(fresh) < len(runs)) if fresh else {}
+    if caching:
+        for r in fresh:
+            cache[str(r["id"])] = _points_to_json(made.get(r["id"], []), prints.get(r["id"]))
+        for rid in [k for k in cache if not k.isdigit() or int(k) not in {r["id"] for r in runs}]:
+            if campaign is None:
+                del cache[rid]  # a run no longer in the store
     grouped: dict[tuple, list[dict]] = defaultdict(list)
-    for c in cells.values():
-        run = by_id[c["run_id"]]
-        kind = c["kind"]
-        values = dict(c["values"])
-        if kind == "measure":
-            values["load_seconds"] = loads.get((run["id"], c["model"]), [])
-        spreads = {m: _spread(values.get(m)) for m in KIND_METRICS[kind]}
-        cls = c["prompt_class"] if kind == "measure" else (c["step_class"] or c["prompt_class"])
-        streams = c["streams"] if kind == "load" else None
-        depth = c["depth_tokens"] if kind == "depth" else None
-        rate = float(c["rate_rps"]) if kind == "rate" else None
-        grouped[(run["campaign_name"], c["model"], kind, streams, depth, rate, cls,
-                 bool(c["reasoning"]) if kind == "measure" else False)].append({
-            "run_id": run["id"], "started_at": run["started_at"], "status": run["status"],
-            "server_build": run["server_build"], "cell_id": c["id"], "values": values, "spread": spreads,
-            "state": _state(run, spreads["decode_tps"], values.get("decode_tps", []), kind,
-                            bool(c["refused_reason"])),
-            "conditions": of_run(run) | facts.get((run["id"], c["model"]), {}),
-            # where its samples are on the run's evidence page
-            "anchor": f"cell-{c['id']}" if kind == "measure" else f"step-{c['step_id']}",
-            "_campaign_id": run["campaign_id"],
-        })
+    for r in runs:
+        for key, point in kept.get(r["id"]) or made.get(r["id"], []):
+            grouped[key].append(point)
     out = []
     for (camp, mname, kind, streams, depth, rate, cls, reasoning), points in grouped.items():
         points.sort(key=lambda p: (p["started_at"] or "", p["run_id"]))
@@ -259,6 +198,143 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
         first = (s["campaign"], s["model"]) not in seen_models
         seen_models.add((s["campaign"], s["model"]))
         s["steps"] = _steps(s, [m for m in s["metrics"] if first or m != "load_seconds"])
+    return out
+
+
+#: a point's fields as kept between builds (its spreads and conditions apart)
+_POINT_FIELDS = ("run_id", "started_at", "status", "server_build", "cell_id", "values", "state", "anchor",
+                 "_campaign_id")
+
+
+def _points_to_json(points: list[tuple], print_: str | None) -> dict:
+    """One run's points for the cache: each point's series key and fields; conditions once per model."""
+    conditions: dict[str, dict] = {}
+    out = []
+    for key, p in points:
+        conditions.setdefault(key[1], p["conditions"])
+        out.append([list(key), {f: p[f] for f in _POINT_FIELDS},
+                    {m: None if sp is None else [sp.median, sp.low, sp.high, sp.n] for m, sp in p["spread"].items()}])
+    return {"print": print_, "points": out, "conditions": conditions}
+
+
+def _points_from_json(entry: dict, run: dict) -> list[tuple]:
+    """The run's points as :func:`_run_points` makes them, from its cache entry."""
+    conditions = entry["conditions"]
+    out = []
+    for key, fields, spreads in entry["points"]:
+        camp, mname, kind, streams, depth, rate, cls, reasoning = key
+        if kind not in KIND_METRICS or camp != run["campaign_name"] or fields["run_id"] != run["id"]:
+            raise ValueError("cache entry of another run or kind")
+        p = dict(fields)
+        p["spread"] = {m: None if v is None else Spread(*v) for m, v in spreads.items()}
+        p["conditions"] = conditions[mname]
+        out.append(((camp, mname, kind, streams, depth, rate, cls, reasoning), p))
+    return out
+
+
+def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict[int, list[tuple]]:
+    """Run id -> [(series key, point)] for ``runs``: their cells, samples, loads and conditions.
+
+    ``restrict`` reads only these runs' rows (by the run-id indexes); otherwise every row once.
+    """
+    by_id = {r["id"]: r for r in runs}
+    ids = sorted(by_id)
+    # a few runs are looked up by their ids; many (a first build) in one pass over each table
+    def where_run(column: str) -> str:
+        return _among(column, ids if restrict else None)
+
+    excluded = _excluded_samples(db, runs, where_run("samples.run_id"))
+    cells: dict[int, dict] = {}
+    steps_table = "load_steps" in db.table_names()
+    rate_column = "load_steps.rate_rps" if steps_table and "rate_rps" in db["load_steps"].columns_dict \
+        else "null as rate_rps"
+    step_columns = ("load_steps.id as step_id, load_steps.streams, load_steps.depth_tokens, load_steps.wall_s, "
+                    f"load_steps.refused_reason, load_steps.prompt_class as step_class, {rate_column}"
+                    if steps_table else
+                    "null as step_id, null as streams, null as depth_tokens, null as wall_s, "
+                    "null as refused_reason, null as step_class, null as rate_rps")
+    for c in db.query(
+            f"""select cells.id, cells.run_id, cells.prompt_class, cells.reasoning, models.name as model,
+                      coalesce(cells.kind, 'measure') as kind, {step_columns}
+               from cells join models on models.id = cells.model_id
+               {"left join load_steps on load_steps.cell_id = cells.id" if steps_table else ""}
+               where coalesce(cells.kind, 'measure') in ('measure', 'load', 'rate', 'depth')
+               {where_run("cells.run_id")}"""):
+        if c["run_id"] not in by_id or (model is not None and c["model"] != model):
+            continue
+        if c["kind"] != "measure" and (c["step_id"] is None or not _step_axis_value(c)):
+            continue  # a step cell without its step row (or its streams/depth) cannot be placed in a series
+        c["values"] = defaultdict(list)
+        c["generated"] = 0
+        cells[c["id"]] = c
+    # plain tuples and the figure test inline: this loop sees every sample of every run, the
+    # largest part of building the series (a dict per row and a call per value cost as much again)
+    columns = {"decode_tps": 2, "prefill_tps": 3, "ttft_ms": 4}
+    plan = {kind: [(m, columns[m]) for m in ms if m in columns] for kind, ms in KIND_METRICS.items()}
+    inf = math.inf
+    for row in db.execute(
+            f"""select cell_id, id, decode_tps, prefill_tps, ttft_ms, generated_tokens, error_kind,
+                      coalesce(kind, 'measure') from samples
+               where coalesce(kind, 'measure') in ('measure', 'load', 'rate', 'depth')
+               {where_run("samples.run_id")} order by id"""):
+        c = cells.get(row[0])
+        # a cell's own requests only: a canary or probe in a measure cell never enters its series
+        if c is None or row[7] != c["kind"] or row[6] or row[1] in excluded:
+            continue
+        values = c["values"]
+        for metric, i in plan[row[7]]:
+            v = row[i]
+            t = type(v)
+            if (t is float or t is int) and 0 < v < inf:  # _figure(v), inline; NaN fails the comparison
+                values[metric].append(float(v))
+        g = row[5]
+        if type(g) is int and g > 0:
+            c["generated"] += g
+    for c in cells.values():
+        if c["kind"] in ("load", "rate") and c["generated"] and _figure(c["wall_s"]):
+            c["values"]["aggregate_tps"] = [c["generated"] / c["wall_s"]]
+    loads: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for ld in db.query(
+            f"""select loads.run_id, loads.trigger, loads.origin, loads.sample_id, loads.load_seconds,
+                      models.name as model, samples.kind as sample_kind
+               from loads join models on models.id = loads.model_id
+               left join samples on samples.id = loads.sample_id where loads.merged_into is null
+               {where_run("loads.run_id")}"""):
+        v = ld["load_seconds"]
+        if ld["run_id"] in by_id and queries.is_measured_load(ld) and _figure(v):
+            loads[(ld["run_id"], ld["model"])].append(float(v))
+    facts = model_conditions(db, ids if restrict else None)
+
+    run_facts: dict[int, dict] = {}
+
+    def of_run(run: dict) -> dict:  # the same for every cell of the run: made once
+        if run["id"] not in run_facts:
+            run_facts[run["id"]] = run_conditions(run)
+        return run_facts[run["id"]]
+
+    out: dict[int, list[tuple]] = defaultdict(list)
+    for c in cells.values():
+        run = by_id[c["run_id"]]
+        kind = c["kind"]
+        values = dict(c["values"])
+        if kind == "measure":
+            values["load_seconds"] = loads.get((run["id"], c["model"]), [])
+        spreads = {m: _spread(values.get(m)) for m in KIND_METRICS[kind]}
+        cls = c["prompt_class"] if kind == "measure" else (c["step_class"] or c["prompt_class"])
+        streams = c["streams"] if kind == "load" else None
+        depth = c["depth_tokens"] if kind == "depth" else None
+        rate = float(c["rate_rps"]) if kind == "rate" else None
+        out[run["id"]].append(((run["campaign_name"], c["model"], kind, streams, depth, rate, cls,
+                                bool(c["reasoning"]) if kind == "measure" else False), {
+            "run_id": run["id"], "started_at": run["started_at"], "status": run["status"],
+            "server_build": run["server_build"], "cell_id": c["id"], "values": values, "spread": spreads,
+            "state": _state(run, spreads["decode_tps"], values.get("decode_tps", []), kind,
+                            bool(c["refused_reason"])),
+            "conditions": of_run(run) | facts.get((run["id"], c["model"]), {}),
+            # where its samples are on the run's evidence page
+            "anchor": f"cell-{c['id']}" if kind == "measure" else f"step-{c['step_id']}",
+            "_campaign_id": run["campaign_id"],
+        }))
     return out
 
 

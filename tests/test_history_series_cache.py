@@ -1,0 +1,105 @@
+"""The history series keep each run's points between builds (report/history/series.py ``cache``/``prints``).
+
+Generated runs on real SQLite (tests/history_data.py, bench/history_steps_data.py): prompt-class cells
+with a known step, load, rate and depth steps. The series made from the cache must be the series made
+from the store, run for run; a run whose fingerprint changed, or whose entry is damaged, is read again.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+
+from cardproof.daemon.store import open_store
+from cardproof.report.build import SERIES_CACHE, write_articles
+from cardproof.report.history import build_series
+from history_data import make_db
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from history_steps_data import add_steps  # noqa: E402
+
+RUNS = [{"level": 100.0, "build": "b1"}] * 5 + [{"level": 85.0, "build": "b2"}] * 4
+
+
+def _canon(series: list[dict]) -> str:
+    """Everything a series says, as text: points with their spreads, states, conditions and changes, steps."""
+    def point(p):
+        return {k: v for k, v in p.items()}
+    return json.dumps([{**s, "points": [point(p) for p in s["points"]],
+                        "steps": [{**st, "before": st["before"]["run_id"], "after": st["after"]["run_id"]}
+                                  for st in s["steps"]]} for s in series], default=repr, sort_keys=True)
+
+
+def _series(db: Path, **kw) -> list[dict]:
+    store = open_store(db, mode="ro")
+    try:
+        return build_series(store.db, **kw)
+    finally:
+        store.close()
+
+
+def test_series_from_the_cache_are_the_series_from_the_store(tmp_path):
+    db = tmp_path / "h.db"
+    ids = make_db(db, RUNS)
+    add_steps(db, rates=(0.5,))
+    fresh = _canon(_series(db))
+    assert '"kind": "rate"' in fresh and '"kind": "load"' in fresh and '"kind": "depth"' in fresh
+    assert '"metric": "decode_tps"' in fresh  # the known step is there to be kept
+    prints = {rid: f"print-{rid}" for rid in ids}
+    cache: dict = {}
+    assert _canon(_series(db, cache=cache, prints=prints)) == fresh  # filled from the store
+    assert sorted(cache) == sorted(str(r) for r in ids)
+    cache = json.loads(json.dumps(cache))  # as written to the file and read back
+    assert _canon(_series(db, cache=cache, prints=prints)) == fresh  # every run from the cache
+
+    # the cache is what is read: a value changed in one run's entry shows; a new print reads the store again
+    entry = cache[str(ids[0])]
+    for _key, fields, _spreads in entry["points"]:
+        if fields["values"].get("decode_tps"):
+            fields["values"]["decode_tps"] = [1234.5] * len(fields["values"]["decode_tps"])
+    assert "1234.5" in _canon(_series(db, cache=cache, prints=prints))
+    prints[ids[0]] = "print-changed"
+    assert _canon(_series(db, cache=cache, prints=prints)) == fresh
+    assert cache[str(ids[0])]["print"] == "print-changed"
+
+    # damaged entries are read again, never an error
+    cache[str(ids[1])] = {"print": prints[ids[1]], "points": "nothing"}
+    cache[str(ids[2])]["points"][0][0][0] = "another campaign"
+    cache[str(ids[3])] = ["not", "an", "entry"]
+    assert _canon(_series(db, cache=cache, prints=prints)) == fresh
+
+
+def test_a_new_run_is_read_and_a_removed_run_leaves_the_cache(tmp_path):
+    db = tmp_path / "h.db"
+    ids = make_db(db, RUNS)
+    prints = {rid: f"print-{rid}" for rid in ids}
+    cache: dict = {}
+    _series(db, cache=cache, prints=prints)
+    more = make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
+    prints[more[0]] = "print-new"
+    assert _canon(_series(db, cache=cache, prints=prints)) == _canon(_series(db))
+    assert str(more[0]) in cache
+    store = open_store(db)
+    with store.db.conn:
+        for table in ("samples", "cells", "loads"):
+            store.db.execute(f"delete from {table} where run_id = ?", [ids[0]])
+        store.db.execute("delete from runs where id = ?", [ids[0]])
+    store.close()
+    assert _canon(_series(db, cache=cache, prints=prints)) == _canon(_series(db))
+    assert str(ids[0]) not in cache
+
+
+def test_the_report_step_keeps_the_cache_beside_its_pages(tmp_path):
+    db = tmp_path / "h.db"
+    make_db(db, RUNS)
+    project = tmp_path / "proj"
+    write_articles(db, project)
+    kept = pickle.loads((project / "site" / SERIES_CACHE).read_bytes())
+    assert kept["format"] == 1 and len(kept["runs"]) == len(RUNS)
+    # a damaged cache file is no cache: the next build reads the store and writes it whole again
+    (project / "site" / SERIES_CACHE).write_bytes(pickle.dumps(kept)[:100])  # cut short
+    make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
+    write_articles(db, project)
+    assert len(pickle.loads((project / "site" / SERIES_CACHE).read_bytes())["runs"]) == len(RUNS) + 1
