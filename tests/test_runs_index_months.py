@@ -80,6 +80,10 @@ def test_the_month_pages_are_built_and_linked_in_the_site(site):
         assert (site["site"] / page).is_file(), page
     html = (site["site"] / "runs" / "index.html").read_text()
     assert 'href="archive-2026-07.html"' in html
+    # the build's own records (manifest, series cache, damage memo) stay beside the pages, never in the site
+    kept = {p.name for p in (site["root"] / "proj" / "site").glob(".cardproof-*")}
+    assert {".cardproof-build.json", ".cardproof-series.pickle", ".cardproof-damage-checked.json"} <= kept
+    assert not [p for p in site["site"].rglob("*") if p.name.startswith(".cardproof")]
 
 
 def test_a_month_whose_runs_did_not_change_is_not_rendered_again(site, monkeypatch):
