@@ -67,6 +67,12 @@ def _render_to(job: tuple[str, str, str]) -> str:
     return path
 
 
+#: fewer charts than this are drawn in this process: a pool's workers each import Altair and
+#: vl-convert first (about 1.5 s here), while a chart takes about 75 ms. After one new run at a
+#: year of nightly runs (about 20 charts) the pool cost 1.0-1.4 s more than drawing them here.
+_POOL_JOBS = 40
+
+
 @contextlib.contextmanager
 def deferred(workers: int | None = None):
     """Collect every chart written inside the block and render them at its end,
@@ -79,7 +85,7 @@ def deferred(workers: int | None = None):
     finally:
         _pending = None
     workers = workers or os.cpu_count() or 1
-    if len(jobs) < 8 or workers < 2:
+    if len(jobs) < _POOL_JOBS or workers < 2:
         for job in jobs:
             _render_to(job)
         return

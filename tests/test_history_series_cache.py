@@ -26,7 +26,7 @@ RUNS = [{"level": 100.0, "build": "b1"}] * 5 + [{"level": 85.0, "build": "b2"}] 
 def _canon(series: list[dict]) -> str:
     """Everything a series says, as text: points with their spreads, states, conditions and changes, steps."""
     def point(p):
-        return {k: v for k, v in p.items()}
+        return {k: v for k, v in p.items() if k != "_print"}  # the run's fingerprint, only where prints were given
     return json.dumps([{**s, "points": [point(p) for p in s["points"]],
                         "steps": [{**st, "before": st["before"]["run_id"], "after": st["after"]["run_id"]}
                                   for st in s["steps"]]} for s in series], default=repr, sort_keys=True)

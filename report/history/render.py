@@ -151,6 +151,8 @@ def _fingerprint(page_series: list[dict], bench: dict, code: str) -> str:
     h = hashlib.sha256(code.encode())
 
     def point(p):
+        if p.get("_print"):  # the run's fingerprint stands for its values and spreads (report/fingerprints.py)
+            return [p["run_id"], p["_print"], p["started_at"], p["cell_id"], p["state"], p["changes"], p.get("anchor")]
         return [p["run_id"], p["started_at"], p["server_build"], p["cell_id"], p["state"], p["changes"],
                 [(m, sp and (sp.median, sp.low, sp.high, sp.n)) for m, sp in p["spread"].items()], p.get("anchor")]
 

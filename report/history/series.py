@@ -176,7 +176,10 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
                 del cache[rid]  # a run no longer in the store
     grouped: dict[tuple, list[dict]] = defaultdict(list)
     for r in runs:
+        print_ = prints.get(r["id"]) if caching else None
         for key, point in kept.get(r["id"]) or made.get(r["id"], []):
+            if print_ is not None:
+                point["_print"] = print_  # the run's data it was made from: the trend page's key uses it
             grouped[key].append(point)
     out = []
     for (camp, mname, kind, streams, depth, rate, cls, reasoning), points in grouped.items():
