@@ -69,7 +69,8 @@ def test_probes_fail_honestly_and_never_crash(probed):
                                "join models on models.id = model_id where run_id = ?", [outcome.run_id]))
     assert {r["model"] for r in rows} == {"tiny-a", "tiny-b"}
     assert all(r["verdict"] in VERDICTS and r["arm"] for r in rows)
-    assert not [r for r in rows if r["verdict"] == "ERROR"], "nothing may err"
+    erred = [(r["model"], r["probe"], r["variant"], r["arm"]) for r in rows if r["verdict"] == "ERROR"]
+    assert not erred, f"nothing may err: {erred}"
     # random weights cannot pass, except by chance on thinking: the tiny vocabulary holds <think> and
     # </think>, so a sampled answer can open and close a trace (seen once in CI); such a PASS must
     # rest on a real split, a non-empty trace and a non-empty answer in the stored detail

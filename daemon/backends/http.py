@@ -23,8 +23,17 @@ from .validate import malformed
 
 
 def make_client(url: str, timeout_s: float) -> httpx.Client:
-    """One client per backend; the connect timeout stays short so a dead server is noticed fast."""
-    return httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s, connect=5.0))
+    """One client per backend; the connect timeout stays short so a dead server is noticed fast.
+
+    No connection is kept alive between requests: llama-server's router (cpp-httplib) sometimes
+    closes an idle kept-alive connection just as the next request is sent on it, which httpx reports
+    as "Server disconnected without sending a response": a false connection error on a sample or a
+    probe (seen as a probe's ERROR in CI, about one run in two on a quiet machine). A ``Connection:
+    close`` on the request itself does not help when an earlier request (a status poll) left the
+    connection in the pool. A fresh localhost connection costs well under a millisecond.
+    """
+    return httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s, connect=5.0),
+                        limits=httpx.Limits(max_keepalive_connections=0))
 
 
 def request_json(client: httpx.Client, method: str, path: str, *, json_body=None, params=None,

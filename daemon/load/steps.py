@@ -100,4 +100,4 @@ def step_client(backend: Backend, streams: int) -> httpx.Client:
     # no TLS on a plain-HTTP server: loading the certificate store costs tens of ms per step for nothing
     tls = {"verify": False} if backend.url.startswith("http://") else {}
     return httpx.Client(base_url=backend.url, timeout=backend.client.timeout, headers=auth, **tls,
-                        limits=httpx.Limits(max_connections=streams + 2, max_keepalive_connections=streams + 2))
+                        limits=httpx.Limits(max_connections=streams + 2, max_keepalive_connections=0))  # see make_client
