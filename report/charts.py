@@ -53,7 +53,9 @@ _PADDING = {"left": 5, "top": 5, "right": 48, "bottom": 5}
 
 
 def _svg(chart: alt.Chart, L: Lang):
-    spec = json.loads(chart.to_json())
+    # not validated against the Vega-Lite schema here (0.3 s per new run at a year of runs, for specs
+    # only this module builds): tests/test_report.py validates every chart a real run's articles draw
+    spec = chart.to_dict(validate=False)
     spec.setdefault("padding", _PADDING)
     spec = json.dumps(spec)
     if _pending is not None:

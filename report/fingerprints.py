@@ -54,19 +54,55 @@ TABLE_STATS = ".cardproof-table-stats.json"
 
 
 def _table_queries(tables: set[str]) -> list[tuple[str, tuple[str, ...], str, str]]:
-    """Per kind of row: (name, tables it depends on, whole-table query, per-run grouped query)."""
+    """Per kind of row: (name, tables it depends on, whole-table query, per-run grouped query).
+
+    The grouped query has a ``{where}`` slot for ``where <its rows' id> > ?`` (only rows added since).
+    """
     out = [(t, (t,), f"select count(*), max(id) from {t}",
-            f"select run_id, count(*), max(id) from {t} group by run_id") for t in _RUN_TABLES if t in tables]
+            f"select run_id, count(*), max(id) from {t} {{where}} group by run_id") for t in _RUN_TABLES if t in tables]
     out.append(("gate_results", ("gate_results", "samples"),
                 # judging again deletes and inserts (daemon/judge.py): count and highest id see it; a
                 # verdict updated in place (fired set) only the sum of fired does
                 "select count(*), max(id), sum(fired) from gate_results",
                 "select samples.run_id, count(*), max(gate_results.id), sum(fired) from gate_results "
-                "join samples on samples.id = gate_results.sample_id group by samples.run_id"))
+                "join samples on samples.id = gate_results.sample_id {where} group by samples.run_id"))
     if "facts" in tables:
         out.append(("facts", ("facts", "loads"), "select count(*), max(id) from facts",
                     "select loads.run_id, count(*), max(facts.id) from facts join loads on loads.id = facts.load_id "
-                    "group by loads.run_id"))
+                    "{where} group by loads.run_id"))
+    return out
+
+
+def _appended_only(db, table: str, before: list, now: list) -> bool:
+    """True when ``table`` only gained rows since ``before`` ([count, highest id(, sum of fired)]):
+    every row it had is still there (the rows above the old highest id are exactly the new count), and
+    where a sum of ``fired`` is kept, the old rows' sum is unchanged."""
+    if not (isinstance(before, list) and len(before) == len(now) and isinstance(before[0], int)):
+        return False
+    if before[0] == 0:
+        return True
+    if not isinstance(before[1], int) or now[1] is None or now[1] < before[1]:
+        return False
+    cols = "count(*), coalesce(sum(fired), 0)" if len(now) == 3 else "count(*)"
+    added = db.execute(f"select {cols} from {table} where id > ?", [before[1]]).fetchone()
+    if added[0] != now[0] - before[0]:
+        return False
+    return len(now) < 3 or (now[2] or 0) - (before[2] or 0) == added[1]
+
+
+def _merged(runs: dict, added: list) -> dict:
+    """Per-run [count, highest id(, fired)] with the rows added since folded in."""
+    out = dict(runs)
+    for row in added:
+        key, figures = str(row[0]), list(row[1:])
+        old = out.get(key)
+        if not isinstance(old, list) or len(old) != len(figures):
+            out[key] = figures
+            continue
+        merged = [old[0] + figures[0], max(v for v in (old[1], figures[1]) if v is not None)]
+        if len(figures) == 3:
+            merged.append((old[2] or 0) + (figures[2] or 0))
+        out[key] = merged
     return out
 
 
@@ -75,7 +111,9 @@ def _per_run_stats(db, cache_path: Path | None) -> dict[str, dict[int, list]]:
 
     A whole-table count and highest id are cheap; only a table whose whole
     figures changed since the last build (kept in ``cache_path``) is grouped
-    by run again, so a build with nothing new reads no table through.
+    by run again, so a build with nothing new reads no table through. A
+    table that only gained rows (a new run) has only those rows grouped and
+    folded into the kept figures.
     """
     try:
         cached = json.loads(cache_path.read_text()) if cache_path else {}
@@ -90,10 +128,17 @@ def _per_run_stats(db, cache_path: Path | None) -> dict[str, dict[int, list]]:
     for name, depends, _, per_run_sql in queries:
         seen = cached.get(name) if isinstance(cached.get(name), dict) else {}
         before = seen.get("whole") if isinstance(seen.get("whole"), dict) else {}
+        kept = seen.get("runs") if isinstance(seen.get("runs"), dict) else None
         same = all(before.get(t) == whole[t] for t in depends if t in whole)
-        runs = seen.get("runs") if same and isinstance(seen.get("runs"), dict) else None
+        runs = kept if same else None
+        if runs is None and kept is not None and all(
+                t in whole and _appended_only(db, t, before.get(t), whole[t]) for t in depends):
+            since = before[name][1] if before[name][0] else None
+            added = db.execute(per_run_sql.format(where=f"where {name}.id > ?"), [since]).fetchall() \
+                if since is not None else db.execute(per_run_sql.format(where="")).fetchall()
+            runs = _merged(kept, added)
         if runs is None:
-            runs = {str(row[0]): list(row[1:]) for row in db.execute(per_run_sql).fetchall()}
+            runs = {str(row[0]): list(row[1:]) for row in db.execute(per_run_sql.format(where="")).fetchall()}
         out[name] = {int(k): v for k, v in runs.items() if str(k).lstrip("-").isdigit()}
         keep[name] = {"whole": {t: whole[t] for t in depends if t in whole}, "runs": runs}
     if cache_path:

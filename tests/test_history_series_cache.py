@@ -97,9 +97,41 @@ def test_the_report_step_keeps_the_cache_beside_its_pages(tmp_path):
     project = tmp_path / "proj"
     write_articles(db, project)
     kept = pickle.loads((project / "site" / SERIES_CACHE).read_bytes())
-    assert kept["format"] == 1 and len(kept["runs"]) == len(RUNS)
+    assert kept["format"] == 2 and len(kept["runs"]) == len(RUNS) and kept["steps"]
     # a damaged cache file is no cache: the next build reads the store and writes it whole again
     (project / "site" / SERIES_CACHE).write_bytes(pickle.dumps(kept)[:100])  # cut short
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
     write_articles(db, project)
     assert len(pickle.loads((project / "site" / SERIES_CACHE).read_bytes())["runs"]) == len(RUNS) + 1
+
+
+def test_steps_are_kept_for_series_whose_runs_did_not_change(tmp_path, monkeypatch):
+    """The step search of a series whose runs (and their fingerprints) are unchanged is not run again;
+    what the memo gives is what the search gives, and a changed run searches its series again."""
+    from cardproof.report.history import series as series_module
+
+    db = tmp_path / "h.db"
+    ids = make_db(db, RUNS)
+    add_steps(db, rates=(0.5,))
+    fresh = _canon(_series(db))
+    prints = {rid: f"print-{rid}" for rid in ids}
+    calls = []
+    search = series_module.find_steps
+    monkeypatch.setattr(series_module, "find_steps", lambda *a, **k: calls.append(a[2]) or search(*a, **k))
+    cache: dict = {}
+    memo: dict = {}
+    assert _canon(_series(db, cache=cache, prints=prints, steps_memo=memo)) == fresh
+    searched = len(calls)
+    assert searched and len(memo) == searched
+    calls.clear()
+    assert _canon(_series(db, cache=cache, prints=prints, steps_memo=memo)) == fresh
+    assert calls == []  # every series' steps from the memo
+    # a memo entry is what the series shows: a doctored one shows (the memo is really read)
+    key = next(k for k, v in memo.items() if v and "decode_tps" in k[0])
+    memo[key] = [memo[key][0].__class__(**{**memo[key][0].__dict__, "ratio": 0.123})]
+    assert '"ratio": 0.123' in _canon(_series(db, cache=cache, prints=prints, steps_memo=memo))
+    # one run changed: the series it is in are searched again, the memo holds only the keys used
+    prints[ids[-1]] = "print-changed"
+    calls.clear()
+    assert _canon(_series(db, cache=cache, prints=prints, steps_memo=memo)) == fresh
+    assert 0 < len(calls) <= searched and len(memo) == searched

@@ -207,3 +207,21 @@ def test_code_span_shows_foreign_text_verbatim_and_safely():
     assert code_span("a`b") == "``a`b``"
     assert code_span("`edge`") == "`` `edge` ``"
     assert "\n" not in code_span("two\nlines")
+
+
+def test_every_chart_of_a_real_run_is_valid_vega_lite(real_run_db, tmp_path, monkeypatch):
+    """The build draws its charts without schema validation (report/charts.py ``_svg``): here every
+    chart the articles of a real run draw is checked against the Vega-Lite schema (Altair's ``to_dict``)."""
+    from cardproof.report import charts
+    from cardproof.report.build import write_articles
+
+    seen = []
+    draw = charts._svg
+
+    def validating(chart, L):
+        seen.append(chart.to_dict()["$schema"])  # raises on a spec the schema refuses
+        return draw(chart, L)
+
+    monkeypatch.setattr(charts, "_svg", validating)
+    write_articles(real_run_db, tmp_path / "proj")
+    assert len(seen) >= 2 and all("vega-lite" in s for s in seen), seen

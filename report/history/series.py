@@ -125,7 +125,7 @@ def _excluded_samples(db, runs: list[dict], where: str = "") -> set[int]:
 
 
 def build_series(db, campaign: str | None = None, model: str | None = None, *, cache: dict | None = None,
-                 prints: dict[int, str] | None = None) -> list[dict]:
+                 prints: dict[int, str] | None = None, steps_memo: dict | None = None) -> list[dict]:
     """Every series (campaign × model × cell) with points in time order and steps per metric.
 
     A cell is a prompt class with reasoning on or off, a load step (its
@@ -142,6 +142,11 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
     report/fingerprints.py) keeps each run's points between builds: a
     build after one new run reads that run's samples, not a year of them.
     A run whose fingerprint differs from its entry is read again.
+
+    ``steps_memo`` (with ``prints``): the steps found in each series and metric last time, keyed by
+    everything they are computed from (the series, its minimum effect, the runs of its usable points
+    with their fingerprints); replaced here by the entries this build used. The search is
+    deterministic (a fixed seed per series), so a series the new run does not touch keeps its steps.
     """
     runs = [r for r in queries.runs(db) if campaign is None or r["campaign_name"] == campaign]
     if not runs:
@@ -196,11 +201,16 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
     out.sort(key=lambda s: (s["campaign"], s["model"], order[s["kind"]], s["streams"] or 0, s["rate_rps"] or 0,
                             s["depth_tokens"] or 0, s["reasoning"], s["prompt_class"]))
     seen_models = set()
+    memo = {} if caching and steps_memo is not None else None
     for s in out:
         # a load time belongs to the model, not the cell: its steps are told once, with the model's first cell
         first = (s["campaign"], s["model"]) not in seen_models
         seen_models.add((s["campaign"], s["model"]))
-        s["steps"] = _steps(s, [m for m in s["metrics"] if first or m != "load_seconds"])
+        s["steps"] = _steps(s, [m for m in s["metrics"] if first or m != "load_seconds"],
+                            None if memo is None else (steps_memo, memo))
+    if memo is not None:
+        steps_memo.clear()
+        steps_memo.update(memo)  # only what this build used: the memo does not grow with old keys
     return out
 
 
@@ -341,7 +351,9 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
     return out
 
 
-def _steps(series: dict, metrics: list[str]) -> list[dict]:
+def _steps(series: dict, metrics: list[str], memo: tuple[dict, dict] | None = None) -> list[dict]:
+    """The steps of each metric of ``series``; ``memo`` (last build's, this build's) keeps the search's
+    result for points whose runs' fingerprints are unchanged (see ``build_series``)."""
     points = series["points"]
     steps = []
     for metric in metrics:
@@ -352,7 +364,17 @@ def _steps(series: dict, metrics: list[str]) -> list[dict]:
             seed += f"|{series['kind']}|{series['streams']}|{series['depth_tokens']}"
             if series["kind"] == "rate":
                 seed += f"|{series['rate_rps']!r}"
-        for st in find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed):
+        found = None
+        if memo is not None:
+            key = (seed, series["min_effect"], tuple((points[i]["run_id"], points[i].get("_print")) for i in usable))
+            if any(points[i].get("_print") is None for i in usable):
+                key = None  # a point not made from a fingerprinted run: nothing to key it by
+            found = memo[0].get(key) if key is not None else None
+        if found is None:
+            found = find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed)
+        if memo is not None and key is not None:
+            memo[1][key] = found
+        for st in found:
             a, b = points[usable[st.before]], points[usable[st.after]]
             worse = (st.ratio < 1) == higher_better
             steps.append({

@@ -1,0 +1,59 @@
+"""Run fingerprints after a new run: a table that only gained rows has only those rows grouped by run
+(report/fingerprints.py ``_per_run_stats``); the figures must equal grouping every row again, and a
+table that lost or changed rows is grouped again whole.
+
+Real SQLite, realistic generated runs (bench/report_data.py: samples, gate results, log lines, loads
+with facts, probes, canaries).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from cardproof.daemon.store import open_store
+from cardproof.report.fingerprints import _per_run_stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from report_data import Generator  # noqa: E402
+
+
+def _stats(db_path: Path, cache: Path | None) -> dict:
+    store = open_store(db_path, mode="ro")
+    try:
+        return _per_run_stats(store.db, cache)
+    finally:
+        store.close()
+
+
+def test_added_rows_are_folded_in_and_changed_tables_grouped_again(tmp_path, monkeypatch):
+    db, cache = tmp_path / "b.db", tmp_path / "stats.json"
+    gen = Generator(db, models=2, campaigns=2, log_lines=60)
+    gen.add(4)
+    assert _stats(db, cache) == _stats(db, None)
+    gen.add(2)  # two new runs: every table gained rows only
+
+    grouped = []
+    from cardproof.report import fingerprints
+
+    real = fingerprints._merged
+    monkeypatch.setattr(fingerprints, "_merged", lambda runs, added: grouped.append(len(added)) or real(runs, added))
+    incremental = _stats(db, cache)
+    assert incremental == _stats(db, None)
+    assert {"samples", "log_lines", "gate_results", "facts"} <= set(incremental)
+    assert len(grouped) >= 4 and all(n <= 2 for n in grouped)  # only the new runs' rows were grouped
+
+    # rows removed from an old run, a verdict flipped in place, a sample moved to another run:
+    # not appended, so grouped again whole (the result equals a full grouping)
+    store = open_store(db)
+    with store.db.conn:
+        first = store.db.execute("select min(id) from runs").fetchone()[0]
+        store.db.execute("delete from log_lines where id in (select id from log_lines where run_id = ? limit 5)",
+                         [first])
+        store.db.execute("update gate_results set fired = 1 - fired where id = (select min(id) from gate_results)")
+    store.close()
+    gen.add(1)
+    grouped.clear()
+    after = _stats(db, cache)
+    assert after == _stats(db, None)
+    assert after["log_lines"][first][0] == incremental["log_lines"][first][0] - 5
