@@ -22,18 +22,20 @@ from .base import BackendError
 from .validate import malformed
 
 
-def make_client(url: str, timeout_s: float) -> httpx.Client:
+def make_client(url: str, timeout_s: float, *, keep_alive: bool = False) -> httpx.Client:
     """One client per backend; the connect timeout stays short so a dead server is noticed fast.
 
-    No connection is kept alive between requests: llama-server's router (cpp-httplib) sometimes
-    closes an idle kept-alive connection just as the next request is sent on it, which httpx reports
-    as "Server disconnected without sending a response": a false connection error on a sample or a
-    probe (seen as a probe's ERROR in CI, about one run in two on a quiet machine). A ``Connection:
-    close`` on the request itself does not help when an earlier request (a status poll) left the
-    connection in the pool. A fresh localhost connection costs well under a millisecond.
+    No connection is kept alive between requests unless ``keep_alive``: llama-server's router
+    (cpp-httplib) sometimes closes an idle kept-alive connection just as the next request is sent on
+    it, which httpx reports as "Server disconnected without sending a response": a false connection
+    error on a sample or a probe (seen as a probe's ERROR in CI, about one run in two on a quiet
+    machine). A ``Connection: close`` on the request itself does not help when an earlier request (a
+    status poll) left the connection in the pool. ``keep_alive`` is for the side client's status
+    polls, which read a failed poll as "state unknown" and poll again: a fresh connection per poll
+    cost 0.5-1.5 ms of every measured request here (``bench/runner_overhead.py --phases``).
     """
     return httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s, connect=5.0),
-                        limits=httpx.Limits(max_keepalive_connections=0))
+                        limits=httpx.Limits(max_keepalive_connections=20 if keep_alive else 0))
 
 
 def request_json(client: httpx.Client, method: str, path: str, *, json_body=None, params=None,

@@ -57,7 +57,7 @@ class Backend(ABC):
     def side_client(self) -> httpx.Client:
         """A second client for polling beside a running request (made once, with the same login)."""
         if self._side is None:
-            self._side = make_client(self.url, 5.0)
+            self._side = make_client(self.url, 5.0, keep_alive=True)  # polls: a failed one reads as unknown
             self._side.headers.update({k: v for k, v in self.client.headers.items() if k == "authorization"})
         return self._side
 
