@@ -45,7 +45,7 @@ def test_a_known_step_in_a_load_cell_is_found_at_its_place_with_its_size(tmp_pat
     ids = _step_db(tmp_path / "s.db")
     by_cell = {(s["kind"], s["streams"], s["depth_tokens"]): s for s in _series(tmp_path / "s.db")}
     assert set(by_cell) == {("measure", None, None), ("load", 1, None), ("load", 4, None), ("depth", None, 4096)}
-    assert by_cell[("load", 4, None)]["metrics"] == ["decode_tps", "aggregate_tps", "ttft_ms"]
+    assert by_cell[("load", 4, None)]["metrics"] == ["decode_tps", "aggregate_tps", "ttft_ms", "ttft_p90_ms"]
     assert by_cell[("depth", None, 4096)]["metrics"] == ["decode_tps", "prefill_tps"]
     steps = {st["metric"]: st for st in by_cell[("load", 4, None)]["steps"]}
     assert set(steps) == {"decode_tps", "aggregate_tps"}
@@ -57,6 +57,21 @@ def test_a_known_step_in_a_load_cell_is_found_at_its_place_with_its_size(tmp_pat
     # the aggregate is the step's generated tokens per second of its wall time: one figure per run
     p = by_cell[("load", 4, None)]["points"][0]
     assert len(p["values"]["aggregate_tps"]) == 1 and abs(p["values"]["aggregate_tps"][0] - 200.0) < 1e-6
+    # its TTFT p90 is the 90th percentile of the step's stored TTFTs (interpolated), one figure per run
+    store = open_store(tmp_path / "s.db", mode="ro")
+    try:
+        for p in by_cell[("load", 4, None)]["points"]:
+            stored = sorted(r[0] for r in store.db.execute(
+                "select ttft_ms from samples where cell_id = ? and kind = 'load' and error_kind is null",
+                [p["cell_id"]]))
+            rank = (len(stored) - 1) * 0.9
+            lo = int(rank)
+            expected = stored[lo] + (stored[min(lo + 1, len(stored) - 1)] - stored[lo]) * (rank - lo)
+            assert len(stored) >= 4 and p["values"]["ttft_p90_ms"] == [expected]
+            assert p["spread"]["ttft_p90_ms"].median == expected
+    finally:
+        store.close()
+    assert "ttft_p90_ms" not in by_cell[("measure", None, None)]["points"][0]["values"]
     for key in [("measure", None, None), ("load", 1, None), ("depth", None, 4096)]:
         assert by_cell[key]["steps"] == [], key
     # a load step's samples never reach the prompt-class cell's series, nor its canary
@@ -153,7 +168,7 @@ def test_an_offered_rate_is_a_cell_of_its_own_with_its_step_found_and_shown(tmp_
     by_cell = {(s["kind"], s["rate_rps"]): s for s in _series(path)}
     assert {k for k in by_cell if k[0] == "rate"} == {("rate", 0.5), ("rate", 2.0)}
     half = by_cell[("rate", 0.5)]
-    assert half["metrics"] == ["decode_tps", "aggregate_tps", "ttft_ms"] and half["streams"] is None
+    assert half["metrics"] == ["decode_tps", "aggregate_tps", "ttft_ms", "ttft_p90_ms"] and half["streams"] is None
     steps = {st["metric"]: st for st in half["steps"]}
     assert "decode_tps" in steps and steps["decode_tps"]["regression"]
     assert (steps["decode_tps"]["before"]["run_id"], steps["decode_tps"]["after"]["run_id"]) == (ids[5], ids[6])
@@ -173,6 +188,11 @@ def test_an_offered_rate_is_a_cell_of_its_own_with_its_step_found_and_shown(tmp_
     assert "## 0.5 requests/s · short {#cell-rate-0p5-short}" in en
     assert "## 2 requests/s · short {#cell-rate-2-short}" in en
     assert "## 0,5 Anfragen/s · kurz {#cell-rate-0p5-short}" in de
+    # the rate cells' TTFT p90 (what a service level names) has a chart of its own, in both languages
+    for lang, text, axis in (("en", en, "TTFT p90 ms (one figure per run)"),
+                             ("de", de, "TTFT p90 ms (ein Wert je Lauf)")):
+        assert (trends / "img" / f"trend-nightly-tiny-a-ttft-p90-{lang}.svg").exists()
+        assert f"img/trend-nightly-tiny-a-ttft-p90-{lang}.svg" in text and axis in text
     assert "decode of tiny-a (0.5 requests/s · short) fell" in en
     assert "Decode von tiny-a (0,5 Anfragen/s · kurz) sank" in de
     with (trends / "trend-nightly-tiny-a.csv").open() as f:

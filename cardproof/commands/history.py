@@ -9,9 +9,10 @@ import click
 
 from .common import db_option, open_db
 
-_UNITS = {"decode_tps": "tok/s", "prefill_tps": "tok/s", "ttft_ms": "ms", "load_seconds": "s", "aggregate_tps": "tok/s"}
+_UNITS = {"decode_tps": "tok/s", "prefill_tps": "tok/s", "ttft_ms": "ms", "load_seconds": "s", "aggregate_tps": "tok/s",
+          "ttft_p90_ms": "ms"}
 _NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time",
-          "aggregate_tps": "aggregate tok/s"}
+          "aggregate_tps": "aggregate tok/s", "ttft_p90_ms": "TTFT p90"}
 
 
 def cell_text(series: dict) -> str:

@@ -35,12 +35,13 @@ _PRINTS = ".trends.json"
 #: rows of a cell's table beyond those that matter (steps, changes, unusable runs): the latest runs
 TABLE_RUNS = 60
 METRIC_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time",
-                "aggregate_tps": "aggregate tok/s"}
+                "aggregate_tps": "aggregate tok/s", "ttft_p90_ms": "TTFT p90"}
 _FILE_KEYS = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "ttft", "load_seconds": "load",
-              "aggregate_tps": "aggregate"}
+              "aggregate_tps": "aggregate", "ttft_p90_ms": "ttft-p90"}
 METRIC_AXES = {"decode_tps": "decode tok/s (median, min–max)", "prefill_tps": "prefill tok/s (median, min–max)",
                "ttft_ms": "TTFT ms (median, min–max)", "load_seconds": "load time s (median, min–max)",
-               "aggregate_tps": "aggregate tok/s (one figure per run)"}
+               "aggregate_tps": "aggregate tok/s (one figure per run)",
+               "ttft_p90_ms": "TTFT p90 ms (one figure per run)"}
 
 
 def _suffix(lang: str) -> str:
@@ -275,7 +276,7 @@ def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = 
 
 
 #: the layout of the series cache; another one is read as no cache
-_CACHE_FORMAT = 2  # 2: the steps of each series too
+_CACHE_FORMAT = 3  # 2: the steps of each series too; 3: a load step's TTFT p90
 
 
 def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None) -> list[Path]:

@@ -14,6 +14,7 @@ import statistics
 from collections import defaultdict
 
 from cardproof.daemon.campaign_check import DEFAULT_MIN_EFFECT_PCT
+from cardproof.daemon.load.stats import percentile
 
 from .. import findings, queries
 from ..gates import run_gate_config
@@ -30,13 +31,16 @@ METRICS = {
     # a load step's generated tokens of every answered request per second of the step's wall time:
     # one figure per run (the bootstrap then resamples runs only)
     "aggregate_tps": (None, True),
+    # a load step's 90th percentile time to first token over its answered requests: what a service
+    # level names (``[load.slo] ttft_p90_ms``), one figure per run like the aggregate
+    "ttft_p90_ms": (None, False),
 }
 #: the metrics a series of each kind of cell has: a prompt-class cell, a load step (concurrent
 #: streams, daemon/load/), a context-depth step
 KIND_METRICS = {
     "measure": ["decode_tps", "prefill_tps", "ttft_ms", "load_seconds"],
-    "load": ["decode_tps", "aggregate_tps", "ttft_ms"],
-    "rate": ["decode_tps", "aggregate_tps", "ttft_ms"],  # an offered request rate (Poisson arrivals)
+    "load": ["decode_tps", "aggregate_tps", "ttft_ms", "ttft_p90_ms"],
+    "rate": ["decode_tps", "aggregate_tps", "ttft_ms", "ttft_p90_ms"],  # an offered request rate (Poisson arrivals)
     "depth": ["decode_tps", "prefill_tps"],
 }
 #: a point in one of these states is shown but never starts or ends a step
@@ -306,6 +310,8 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
     for c in cells.values():
         if c["kind"] in ("load", "rate") and c["generated"] and _figure(c["wall_s"]):
             c["values"]["aggregate_tps"] = [c["generated"] / c["wall_s"]]
+        if c["kind"] in ("load", "rate") and c["values"].get("ttft_ms"):
+            c["values"]["ttft_p90_ms"] = [percentile(c["values"]["ttft_ms"], 90)]
     loads: dict[tuple[int, str], list[float]] = defaultdict(list)
     for ld in db.query(
             f"""select loads.run_id, loads.trigger, loads.origin, loads.sample_id, loads.load_seconds,
