@@ -101,7 +101,7 @@ def touch_index_pages(site: Path, new_id: int) -> None:
             f.write(f"\n- [run {new_id}]({rel}run-{new_id}.md)\n")
 
 
-_ANCHOR = re.compile(r'id="([^"]+)"')
+_ANCHOR = re.compile(r'id="([^"]+)"|\{#([^}\s]+)\}')  # an HTML id, or a heading's attribute list
 
 
 def stub_evidence(site: Path, keep: Path) -> int:
@@ -118,7 +118,7 @@ def stub_evidence(site: Path, keep: Path) -> int:
         dst.parent.mkdir(parents=True, exist_ok=True)
         page.replace(dst)
         head = text.split("\n", 5)
-        spans = "".join(f'<span id="{a}"></span>' for a in dict.fromkeys(_ANCHOR.findall(text)))
+        spans = "".join(f'<span id="{a}"></span>' for a in dict.fromkeys(x or y for x, y in _ANCHOR.findall(text)))
         page.write_text("\n".join(head[:5]) + "\n\n" + spans + "\n", encoding="utf-8")
         n += 1
     return n

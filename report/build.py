@@ -50,7 +50,8 @@ def _lang_file(folder: Path, stem: str, lang: str) -> Path:
     return folder / f"{stem}{'' if lang == 'en' else '.' + lang}.md"
 
 
-def write_articles(db_path: Path, project: Path, *, progress=None, show_addresses: bool = False) -> list[Path]:
+def write_articles(db_path: Path, project: Path, *, progress=None, show_addresses: bool = False,
+                   opened=None) -> list[Path]:
     """Write every run article in both languages; returns the files (re)written.
 
     Incremental: a run whose data, notes and comparison partner are unchanged
@@ -58,12 +59,17 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     rendered again, nor is its run view built; the cross-run pages read its
     summary from the manifest. A page whose Markdown comes out unchanged is
     not written (its file time stays, so the site build can skip it).
+
+    ``opened()`` is called once the store has been opened and found to be cardproof's (not when
+    nothing changed and the store is not opened at all).
     """
     # before the store is read: a write during the build makes the next build look again
     gate = build_gate(db_path, project, code_fingerprint() + ("+addresses" if show_addresses else ""))
     if read_gate(project) == gate:
         return []  # the store, code, notes and pages are as the last build left them: nothing to do
     store = open_store(db_path, mode="ro")  # the report only reads
+    if opened is not None:
+        opened()
     try:
         # damaged rows: named on stderr and read as NULL, the build goes on
         with shielded(store, checked=project / "site" / DAMAGE_CHECKED), charts.deferred(), _frozen():
@@ -336,14 +342,23 @@ def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_address
     # issue 14 item 6: the publishable database beside the evidence (each run's samples come with its
     # articles). Made on a thread of its own while the articles render: the copy and the row compare run
     # inside SQLite, which lets go of the GIL, so at a year of runs their seconds overlap the pages'.
-    # The `with` waits for it even when the articles fail: no half-made copy is left behind.
+    # It starts only once the store has been opened and found to be cardproof's: a database that is
+    # not ours is refused before anything else reads it. The `with` waits for it even when the
+    # articles fail: no half-made copy is left behind.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="public-db") as pool:
-        database = pool.submit(write_public_database, db_path, project / "site", show_addresses=show_addresses)
+        database = []
+
+        def start_database() -> None:
+            database.append(pool.submit(write_public_database, db_path, project / "site",
+                                        show_addresses=show_addresses))
+
         try:
-            written = write_articles(db_path, project, show_addresses=show_addresses)
+            written = write_articles(db_path, project, show_addresses=show_addresses, opened=start_database)
         except AuthoredError as exc:
             raise ReportError(str(exc)) from exc
-        written += database.result()
+        # nothing changed (the store not even opened): the copy's own record says whether it is current
+        written += database[0].result() if database else write_public_database(
+            db_path, project / "site", show_addresses=show_addresses)
     # a feed only where the public address is known; title and description from site.toml
     with feed_environment(site_url), site_environment(settings):
         out = mkdocs_build(project) if run_mkdocs else None
