@@ -11,8 +11,6 @@ from .common import db_option, open_db
 
 _UNITS = {"decode_tps": "tok/s", "prefill_tps": "tok/s", "ttft_ms": "ms", "load_seconds": "s", "aggregate_tps": "tok/s",
           "ttft_p90_ms": "ms"}
-_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time",
-          "aggregate_tps": "aggregate tok/s", "ttft_p90_ms": "TTFT p90"}
 
 
 def cell_text(series: dict) -> str:
@@ -29,12 +27,14 @@ def cell_text(series: dict) -> str:
 
 def step_sentence(series: dict, step: dict) -> str:
     """One step in plain English, e.g. 'decode of X fell 12.0 % (9.1–15.2 %) between run 41 (build b7342) and ...'."""
+    from cardproof.report.history.render import METRIC_NAMES  # the trend pages' names (their English msgids)
+
     def build(p):
         return f" (build {p['server_build']})" if p.get("server_build") else ""
 
     verb = "rose" if step["change"] > 0 else "fell"
     lo, hi = sorted((abs(step["low"]), abs(step["high"])))
-    text = (f"{_NAMES[step['metric']]} of {series['model']} ({cell_text(series)}) {verb} "
+    text = (f"{METRIC_NAMES[step['metric']]} of {series['model']} ({cell_text(series)}) {verb} "
             f"{abs(step['change']) * 100:.1f} % "
             f"({lo * 100:.1f}–{hi * 100:.1f} %) "
             f"between run {step['before']['run_id']}{build(step['before'])} and run "

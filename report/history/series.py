@@ -370,15 +370,13 @@ def _steps(series: dict, metrics: list[str], memo: tuple[dict, dict] | None = No
             seed += f"|{series['kind']}|{series['streams']}|{series['depth_tokens']}"
             if series["kind"] == "rate":
                 seed += f"|{series['rate_rps']!r}"
-        found = None
-        if memo is not None:
-            key = (seed, series["min_effect"], tuple((points[i]["run_id"], points[i].get("_print")) for i in usable))
-            if any(points[i].get("_print") is None for i in usable):
-                key = None  # a point not made from a fingerprinted run: nothing to key it by
-            found = memo[0].get(key) if key is not None else None
+        # a point not made from a fingerprinted run has nothing to key it by: searched every time
+        key = (seed, series["min_effect"], tuple((points[i]["run_id"], points[i]["_print"]) for i in usable)) \
+            if memo is not None and all(points[i].get("_print") is not None for i in usable) else None
+        found = memo[0].get(key) if key is not None else None
         if found is None:
             found = find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed)
-        if memo is not None and key is not None:
+        if key is not None:
             memo[1][key] = found
         for st in found:
             a, b = points[usable[st.before]], points[usable[st.after]]
