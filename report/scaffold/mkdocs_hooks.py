@@ -1,6 +1,6 @@
 """MkDocs hooks of a cardproof site (copied by ``cardproof report build``; named in mkdocs.yml).
 
-Four jobs, the first three so that publishing one new run rebuilds only the pages it
+Five jobs, the first three so that publishing one new run rebuilds only the pages it
 changed (``cardproof.report.site_build`` runs mkdocs with ``dirty=True``):
 
 - **Navigation of sections only.** Without a ``nav:`` of the author's, the
@@ -20,6 +20,11 @@ changed (``cardproof.report.site_build`` runs mkdocs with ``dirty=True``):
   text -- a warning that fails ``mkdocs build --strict``. Before the next
   language's build starts (the i18n plugin starts it last in
   ``on_post_build``), the setting is text again.
+- **A linear search de-duplication.** After the last language, mkdocs-static-i18n drops
+  each other-language search entry that repeats a default-language one (same title and
+  text, same location under ``de/``), comparing every entry with every other: 50 s of a
+  publish at a thousand runs, in every build, full or dirty. ``_dedupe_search`` gives the
+  same answer through a table keyed by title and text.
 """
 
 import json
@@ -61,8 +66,37 @@ def on_page_markdown(markdown, page, **kwargs):
     return markdown
 
 
+def _dedupe_search(self, entries):
+    """mkdocs-static-i18n's ``reconfigure_search_duplicates`` in one pass: remove, in place, every entry
+    of another language whose title and text equal a default-language entry's and whose location ends
+    with that entry's location."""
+    prefixes = tuple(f"{lang}/" for lang in self.build_languages)
+    others: dict[tuple, list[int]] = {}
+    for i, entry in enumerate(entries):
+        if entry["location"].startswith(prefixes):
+            others.setdefault((entry["title"], entry["text"]), []).append(i)
+    drop = set()
+    for entry in entries:
+        if not entry["location"].startswith(prefixes):
+            for i in others.get((entry["title"], entry["text"]), ()):
+                if entries[i]["location"].endswith(entry["location"]):
+                    drop.add(i)
+    if drop:
+        entries[:] = [entry for i, entry in enumerate(entries) if i not in drop]
+
+
+def _linear_i18n_search():
+    try:
+        from mkdocs_static_i18n.plugin import I18n
+    except ImportError:
+        return
+    if hasattr(I18n, "reconfigure_search_duplicates"):
+        I18n.reconfigure_search_duplicates = _dedupe_search
+
+
 @event_priority(100)  # before the i18n plugin reads the navigation
 def on_config(config, **kwargs):
+    _linear_i18n_search()
     if _state["auto_nav"] is None:
         _state["auto_nav"] = not config.nav
     if _state["auto_nav"]:
