@@ -155,8 +155,11 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     for r in sorted(all_runs, key=lambda r: (r["started_at"] or "", r["id"])):
         upto.setdefault(r["campaign_name"], []).append(prints[r["id"]])
         p_id = prev[r["id"]]
-        keys[f"run-{r['id']}"] = combine(prints[r["id"]], prints.get(p_id, "") if p_id else "",
-                                         combine(*upto[r["campaign_name"]]), steps_print(starts.get(r["id"])))
+        own = combine(prints[r["id"]], prints.get(p_id, "") if p_id else "", combine(*upto[r["campaign_name"]]))
+        keys[f"run-{r['id']}"] = combine(own, steps_print(starts.get(r["id"])))
+        # the evidence page and sample files show none of the steps (only the article's lead names them):
+        # a later run that confirms or moves a step renders this run's article again, not its raw records
+        keys[f"run-{r['id']}-evidence"] = own
         if p_id:
             keys[f"run-{r['id']}-vs-{p_id}"] = combine(prints[r["id"]], prints[p_id])
     views = _RecentViews(lambda rid: queries.run_view(db, rid))
@@ -182,7 +185,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
         key = f"run-{r['id']}"
         files = [_lang_file(out_dir, key, lang) for lang in LANGUAGES]
         ev_files = [_lang_file(out_dir, f"{key}-evidence", lang) for lang in LANGUAGES]
-        if fresh(key, files + ev_files + sample_files(out_dir, r["id"])):
+        ev_fresh = fresh(f"{key}-evidence", ev_files + sample_files(out_dir, r["id"]))
+        if ev_fresh and fresh(key, files):
             return False
         base = views.of(r["id"])
         h = base["headline"]
@@ -204,11 +208,13 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                 text = with_addenda(text, r["id"], entries, Lang(lang))
             if _write_if_changed(path, dated(text, when)):
                 written.append(path)
+            if ev_fresh:
+                continue
             ev_text = with_downloads(render_evidence(view, lang, show_addresses=show_addresses), r["id"], Lang(lang))
             if _write_if_changed(ev_path, ev_text):
                 written.append(ev_path)
-        # issue 14 item 6: the run's samples (CSV, JSON) beside its evidence
-        written.extend(write_run_samples(db, out_dir, r["id"], show_addresses=show_addresses))
+        if not ev_fresh:  # issue 14 item 6: the run's samples (CSV, JSON) beside its evidence
+            written.extend(write_run_samples(db, out_dir, r["id"], show_addresses=show_addresses))
         return True
 
     published = published_runs(db)  # these runs' articles carry an Addenda section (issue 14 item 7)

@@ -221,3 +221,35 @@ def test_a_full_build_holds_a_bounded_number_of_run_views():
     assert len(views) == 3 and list(views) == [1, 4, 5]  # 1 was used again, so 2 and 3 went first
     views.of(2)
     assert built == [1, 2, 3, 4, 5, 2]
+
+
+def test_a_run_whose_steps_change_renders_its_article_not_its_evidence(gen, tmp_path, monkeypatch):
+    """A later run that confirms a step changes the lead of the run that starts it (issue 20): that
+    article is rendered again; its evidence page and sample files, which name no step, are not."""
+    gen.add(4)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    evidence_before = (project / "site" / "runs" / "run-1-evidence.md").read_text()
+    real_print = build_mod.steps_print
+    monkeypatch.setattr(build_mod, "steps_by_run", lambda series: {1: "a step starts here"})
+    monkeypatch.setattr(build_mod, "steps_print", lambda steps: "moved" if steps else real_print(steps))
+    monkeypatch.setattr(build_mod, "lead_steps", lambda steps: [])
+    rendered, evidence = [], []
+    real_run, real_evidence = build_mod.render_run, build_mod.render_evidence
+    monkeypatch.setattr(build_mod, "render_run", lambda view, lang, *a, **k: (
+        rendered.append((view["run"]["id"], lang)), real_run(view, lang, *a, **k))[1])
+    monkeypatch.setattr(build_mod, "render_evidence", lambda view, lang, **k: (
+        evidence.append((view["run"]["id"], lang)), real_evidence(view, lang, **k))[1])
+    gen.add(1)  # run 5, whose arrival moves the steps (the patched ones: run 1 now starts one)
+    written = write_articles(gen.path, project)
+    assert sorted(rendered) == [(1, "de"), (1, "en"), (5, "de"), (5, "en")]
+    assert sorted(evidence) == [(5, "de"), (5, "en")]
+    assert not {p.name for p in written} & {"run-1-evidence.md", "run-1-evidence.de.md", "run-1-samples.csv",
+                                              "run-1-samples.json"}
+    assert (project / "site" / "runs" / "run-1-evidence.md").read_text() == evidence_before
+    # a lost evidence page is rendered again although its key is fresh
+    (project / "site" / "runs" / "run-2-evidence.de.md").unlink()
+    gen.add(1)
+    write_articles(gen.path, project)
+    assert (2, "de") in evidence and (project / "site" / "runs" / "run-2-evidence.de.md").is_file()
