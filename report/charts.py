@@ -63,9 +63,29 @@ def _svg(chart: alt.Chart, L: Lang):
     return _render(spec, _LOCALES[L.code])
 
 
+def _spec_mark(spec: str, locale: str) -> str:
+    """The last line of a drawn chart: what it was drawn from (the spec, its locale, the renderer's
+    version). A chart whose file ends with its mark is not drawn again: an older run's article that is
+    rendered again because a later run confirmed one of its steps keeps its unchanged charts."""
+    import hashlib
+
+    h = hashlib.sha256(f"{vl_convert.__version__}\0{locale}\0{spec}".encode()).hexdigest()
+    return f"<!-- cardproof chart {h} -->\n"
+
+
+def _drawn(path: str, mark: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - len(mark)))
+            return f.read().decode("ascii", "replace") == mark
+    except OSError:
+        return False
+
+
 def _render_to(job: tuple[str, str, str]) -> str:
     path, spec, locale = job
-    Path(path).write_text(_render(spec, locale))
+    Path(path).write_text(_render(spec, locale).rstrip("\n") + "\n" + _spec_mark(spec, locale))
     return path
 
 
@@ -83,7 +103,7 @@ def deferred(workers: int | None = None):
     _pending = []
     try:
         yield
-        jobs = [(str(p), d.spec, d.locale) for p, d in _pending]
+        jobs = [(str(p), d.spec, d.locale) for p, d in _pending if not _drawn(str(p), _spec_mark(d.spec, d.locale))]
     finally:
         _pending = None
     workers = workers or os.cpu_count() or 1

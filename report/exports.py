@@ -117,15 +117,24 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
                     record: dict | None = None) -> bool:
     """A copy of the store at ``src`` fit to publish, written to ``dst``; False when ``dst`` already held it.
 
-    The copy is the store's ``VACUUM INTO`` (a compact file: none of the store's free pages, where deleted
-    text may linger, comes along) with every text value masked (:func:`_publishable_table`). Masking is
-    done in Python, row by row: millions of log lines at a year of nightly runs. So when ``dst`` is the
-    copy the last build made with the same masking, and ``masked`` names the rows that masking changed
-    then (``{(table, rowid)}``), only rows that differ from ``dst`` or are in ``masked`` are masked
-    again: a row equal in the store and in the last copy, which masking left as it was, is still what
-    masking makes of it. ``secure_delete`` zeroes every replaced value's bytes. ``record`` (a dict) gets
-    ``masked`` (the rows changed this time) and ``incremental``.
+    Every text value is masked (:func:`_public_row`). Masking is done in Python, row by row: millions of
+    log lines at a year of nightly runs. So when ``dst`` is the copy the last build made with the same
+    masking, and ``masked`` names the rows that masking changed then (``{(table, rowid)}``), the copy is
+    brought up to date in place (:func:`_update_in_place`): only rows that differ from it are masked
+    and written again, in one transaction. Otherwise (no or another copy, another schema, a copy
+    grown a quarter free pages; one that
+    gets so is compacted) it is made whole from the store's ``VACUUM INTO``: a compact file, none
+    of the store's free pages, where deleted text may linger, comes along. ``secure_delete`` zeroes
+    every replaced value's bytes either way. ``record`` (a dict) gets ``masked`` (the rows masking
+    changed in the copy now) and ``incremental``.
     """
+    if masked is not None and dst.exists():
+        done = _update_in_place(src, dst, show_addresses, masked)
+        if done is not None:
+            changed, now_masked = done
+            if record is not None:
+                record.update(masked=now_masked, incremental=True)
+            return changed
     tmp = dst.with_name(dst.name + ".tmp")
     tmp.unlink(missing_ok=True)
     source = connect_readonly(src)
@@ -137,41 +146,89 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     changed_rows: set = set()
     try:
         target.execute("pragma secure_delete = on")
-        previous = masked is not None and dst.exists() and _attach_previous(target, dst)
-        tables = [r[0] for r in target.execute(
-            "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")]
-        whole = not previous or _schema(target, "main") != _schema(target, "old")  # every row masked
-        differs = whole  # the file differs from the last copy
-        for table in tables:
-            rows = None
-            if not whole:
-                rows = _rows_to_mask(target, table, {rid for t, rid in masked if t == table})
-                differs = differs or bool(rows) or _rows_gone(target, table)
-            changed_rows |= {(table, rid) for rid in _publishable_table(target, table, show_addresses, rows)}
+        for table in _tables(target, "main"):
+            changed_rows |= {(table, rid) for rid in _publishable_table(target, table, show_addresses)}
         target.commit()
-        if previous:
-            target.execute("detach database old")
     finally:
         target.close()
     if record is not None:
-        record.update(masked=changed_rows, incremental=bool(previous))
-    if previous and not differs:
-        tmp.unlink()
-        return False
-    if not previous and dst.exists() and _same_content(dst, tmp):
+        record.update(masked=changed_rows, incremental=False)
+    if dst.exists() and _same_content(dst, tmp):
         tmp.unlink()
         return False
     tmp.replace(dst)
     return True
 
 
-def _attach_previous(conn: sqlite3.Connection, dst: Path) -> bool:
+def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set) -> tuple[bool, set] | None:
+    """Bring the last copy ``dst`` up to the store ``src``: (whether it changed, the rows masking changed
+    in it now), or None where it must be made whole.
+
+    A row is written again when it is new, differs from the copy, or was changed by masking last time
+    (its copy differs from the store by design); a row no longer in the store goes. The comparison
+    runs inside SQLite (no GIL held), and nothing is written when nothing differs: a build after a
+    write that changed no value leaves the file as it was. One transaction: a build stopped half-way
+    leaves the last copy, and its changed time then makes the next build make it whole.
+    """
+    conn = connect_readonly(src)
     try:
-        conn.execute("attach database ? as old", [Path(dst).resolve().as_uri() + "?mode=ro"])
-        conn.execute("select count(*) from old.sqlite_master").fetchone()
-    except sqlite3.Error:
-        return False  # not a database (a damaged download): made whole
-    return True
+        try:
+            conn.execute("attach database ? as pub", [Path(dst).resolve().as_uri()])
+            pages = conn.execute("pragma pub.page_count").fetchone()[0]
+            free = conn.execute("pragma pub.freelist_count").fetchone()[0]
+        except sqlite3.Error:
+            return None  # not a database (a damaged download): made whole
+        if _schema(conn, "main") != _schema(conn, "pub") or free * 4 > pages:
+            return None
+        plan, now = [], set()
+        for table in _tables(conn, "main"):
+            q = _quote(table)
+            cols = [r[1] for r in conn.execute(f"pragma main.table_info({q})")]
+            # a row masked last time always differs from the store: it is written only if what masking
+            # makes of it now differs from the copy
+            candidates = _rows_to_mask(conn, table, {rid for t, rid in masked if t == table})
+            published = {r[0]: list(r[1:]) for r in _rows_by_id(conn, table, cols, candidates, schema="pub")}
+            writes, added = [], 0
+            for row in _rows_by_id(conn, table, cols, candidates):
+                values, differs = _public_row(table, cols, row[1:], show_addresses)
+                if differs:
+                    now.add((table, row[0]))
+                if published.get(row[0]) != values:
+                    writes.append([row[0], *values])
+                added += row[0] not in published
+            # the copy's rows the store no longer has, only looked for where the counts say there are any:
+            # the copy holds (store rows - rows new to it + rows gone)
+            counts = [conn.execute(f"select count(*) from {schema}.{q}").fetchone()[0] for schema in ("main", "pub")]
+            gone = _rows_gone(conn, table) if counts[1] != counts[0] - added else []
+            if writes or gone:
+                plan.append((table, cols, writes, gone))
+        if not plan:
+            return False, now
+        conn.execute("pragma pub.secure_delete = on")
+        try:
+            for table, cols, writes, gone in plan:
+                q = _quote(table)
+                for i in range(0, len(gone), 500):
+                    conn.execute(f"delete from pub.{q} where rowid in ({','.join('?' * len(gone[i:i + 500]))})",
+                                 gone[i:i + 500])
+                names = ", ".join(["rowid", *map(_quote, cols)])
+                conn.executemany(f"insert or replace into pub.{q} ({names}) values ({', '.join('?' * (len(cols) + 1))})",
+                                 writes)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        free, pages = (conn.execute(f"pragma pub.{p}").fetchone()[0] for p in ("freelist_count", "page_count"))
+        if free * 4 > pages:  # a store that lost many rows: the copy is compacted (its free pages are zeroes)
+            conn.execute("vacuum pub")
+        return True, now
+    finally:
+        conn.close()
+
+
+def _tables(conn: sqlite3.Connection, schema: str) -> list[str]:
+    return [r[0] for r in conn.execute(
+        f"select name from {schema}.sqlite_master where type = 'table' and name not like 'sqlite_%' order by name")]
 
 
 def _schema(conn: sqlite3.Connection, schema: str) -> list:
@@ -183,20 +240,21 @@ def _quote(name: str) -> str:
 
 
 def _rows_to_mask(conn: sqlite3.Connection, table: str, masked: set) -> list[int]:
-    """Rowids of ``table`` that are new, differ from the last copy, or were masked in it."""
+    """Rowids of store ``table`` that are new, differ from the copy (``pub``), or were masked in it."""
     q = _quote(table)
     cols = [r[1] for r in conn.execute(f"pragma main.table_info({q})")]
     same = " and ".join(f"m.{_quote(c)} is o.{_quote(c)}" for c in cols) or "1"
     rows = {r[0] for r in conn.execute(
-        f"select m.rowid from main.{q} m left join old.{q} o on o.rowid = m.rowid "
+        f"select m.rowid from main.{q} m left join pub.{q} o on o.rowid = m.rowid "
         f"where o.rowid is null or not ({same})")}
     return sorted(rows | masked)
 
 
-def _rows_gone(conn: sqlite3.Connection, table: str) -> bool:
+def _rows_gone(conn: sqlite3.Connection, table: str) -> list[int]:
+    """Rowids of the copy's ``table`` that the store no longer has."""
     q = _quote(table)
-    return conn.execute(f"select exists (select 1 from old.{q} o where not exists "
-                        f"(select 1 from main.{q} m where m.rowid = o.rowid))").fetchone()[0] == 1
+    return [r[0] for r in conn.execute(f"select o.rowid from pub.{q} o where not exists "
+                                       f"(select 1 from main.{q} m where m.rowid = o.rowid)")]
 
 
 def _same_content(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
@@ -211,38 +269,49 @@ def _same_content(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
                 return True
 
 
-def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: bool,
-                       rowids: list[int] | None = None) -> list[int]:
-    """Mask every text value of ``table`` (or of its rows ``rowids``); returns the rowids it changed."""
-    quoted = _quote(table)
-    cols = [r[1] for r in conn.execute(f"pragma main.table_info({quoted})")]
-    if not cols or rowids == []:
-        return []
-    select = ", ".join(_quote(c) for c in cols)
+def _rows_by_id(conn: sqlite3.Connection, table: str, cols: list[str], rowids: list[int] | None,
+                schema: str = "main"):
+    """``(rowid, *cols)`` of ``schema``'s ``table``: every row, or those of ``rowids``."""
+    quoted, select = f"{schema}.{_quote(table)}", ", ".join(_quote(c) for c in cols)
     if rowids is None:
-        rows = conn.execute(f"select rowid, {select} from main.{quoted}")
-    else:
-        rows = (row for i in range(0, len(rowids), 500) for row in conn.execute(
-            f"select rowid, {select} from main.{quoted} where rowid in ({','.join('?' * len(rowids[i:i + 500]))})",
-            rowids[i:i + 500]))
-    changes = []
-    for row in rows:
-        new = {}
-        for col, value in zip(cols, row[1:]):
-            if isinstance(value, bytes):
-                value = value.decode("utf-8", "replace")
-                new[col] = None  # marks the column for rewriting below
-            if not isinstance(value, str):
-                continue
+        yield from conn.execute(f"select rowid, {select} from {quoted}")
+        return
+    for i in range(0, len(rowids), 500):
+        part = rowids[i:i + 500]
+        yield from conn.execute(f"select rowid, {select} from {quoted} where rowid in ({','.join('?' * len(part))})",
+                                part)
+
+
+def _public_row(table: str, cols: list[str], row, show_addresses: bool) -> tuple[list, dict]:
+    """A row's values as published (every text masked, bytes read as text) and the columns that changed."""
+    values, changed = [], {}
+    for col, value in zip(cols, row):
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+            changed[col] = None  # a blob is published as its text: the column is rewritten
+        if isinstance(value, str):
             text = redact_campaign_text(value) if (table, col) in _CAMPAIGN_TEXT else value
             text = public_text(text, show_addresses=show_addresses)
-            if text != value or col in new:
-                new[col] = text
+            if text != value or col in changed:
+                changed[col] = text
+            value = text
+        values.append(value)
+    return values, changed
+
+
+def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: bool) -> list[int]:
+    """Mask every text value of ``table`` in place; returns the rowids it changed."""
+    cols = [r[1] for r in conn.execute(f"pragma main.table_info({_quote(table)})")]
+    if not cols:
+        return []
+    changes = []
+    for row in _rows_by_id(conn, table, cols, None):
+        new = _public_row(table, cols, row[1:], show_addresses)[1]
         if new:
             changes.append((row[0], new))
     for rowid, new in changes:
         sets = ", ".join(_quote(c) + " = ?" for c in new)
-        conn.execute(f"update main.{quoted} set {sets} where rowid = ?", [*new.values(), rowid])
+        conn.execute(f"update main.{_quote(table)} set {sets} where rowid = ?", [*new.values(), rowid])
     return [rowid for rowid, _ in changes]
 
 

@@ -46,3 +46,31 @@ def test_every_legend_symbol_is_drawn():
         visible = (stroke and stroke.group(1) not in ("white", "#fff", "#ffffff", "transparent")) or \
                   (fill and fill.group(1) not in ("white", "#fff", "#ffffff", "transparent", "none"))
         assert visible, (label, path)
+
+
+def test_a_chart_drawn_from_the_same_spec_is_not_drawn_again(tmp_path, monkeypatch):
+    """An article rendered again with unchanged charts (a later run moved one of its steps) keeps their files:
+    the file's last line names what it was drawn from; another spec or locale, or a file without it, is drawn."""
+    import xml.etree.ElementTree as ET
+
+    drawn = []
+    real = charts._render
+    monkeypatch.setattr(charts, "_render", lambda spec, locale: drawn.append(locale) or real(spec, locale))
+    path = tmp_path / "img" / "decode.svg"
+
+    def draw(lang="en", rows=None):
+        with charts.deferred(workers=1):
+            charts.write_svg(path, charts.decode_chart(rows or _rows(), Lang(lang), title="Decode"))
+
+    draw()
+    assert drawn == ["en-US"] and ET.fromstring(path.read_text()).tag.endswith("svg")  # still one XML document
+    first = path.stat().st_mtime_ns
+    draw()
+    assert drawn == ["en-US"] and path.stat().st_mtime_ns == first
+    draw("de")
+    assert drawn == ["en-US", "de-DE"]
+    draw("de", rows=_rows()[:2])
+    assert len(drawn) == 3
+    path.write_text(path.read_text().rsplit("<!--", 1)[0])  # a file of an older build, without its mark
+    draw("de", rows=_rows()[:2])
+    assert len(drawn) == 4

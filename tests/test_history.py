@@ -168,3 +168,36 @@ def test_impossible_figures_are_left_out_of_a_series(tmp_path):
     [series] = _series(tmp_path / "z.db")
     assert [p["values"]["decode_tps"] for p in series["points"]] == [[10.0, 11.0]] * 3
     assert [p["run_id"] for p in series["points"]] == ids
+
+
+def test_a_point_added_at_the_end_judges_again_only_the_candidates_next_to_it(monkeypatch):
+    """The verdicts kept from the last search (``find_steps(..., judged=(last, used))``) give the steps a
+    search without them gives; after one more point only candidates whose windows reach it are judged."""
+    import random
+
+    from cardproof.report.history import steps as steps_module
+
+    rng = random.Random(7)
+    pts = [[lvl * rng.uniform(0.98, 1.02) for _ in range(5)] for lvl in [100.0] * 15 + [80.0] * 15 + [100.0] * 15]
+    calls = []
+    judge = steps_module.judge
+    monkeypatch.setattr(steps_module, "judge", lambda *a: calls.append(a[3]) or judge(*a))
+    first: dict = {}
+    assert find_steps(pts, 0.05, "x", ({}, first)) == find_steps(pts, 0.05, "x")
+    searched = len(calls) // 2
+    assert searched >= 2 and len(first) == searched
+    calls.clear()
+    pts.append([100.5, 99.5, 100.0, 101.0, 99.0])
+    again: dict = {}
+    fresh = find_steps(pts, 0.05, "x")
+    fresh_calls = len(calls)
+    calls.clear()
+    assert find_steps(pts, 0.05, "x", (first, again)) == fresh
+    assert len(calls) < fresh_calls
+    # a candidate judged last time is judged again only where its window after the split reaches the new point
+    assert all(seed not in {k[0] for k in first} or int(seed.rsplit("|", 1)[1]) + steps_module.WINDOW_RUNS > len(pts) - 1
+               for seed in calls)
+    # a kept verdict is what the search uses (the memo is really read)
+    key = next(k for k, v in again.items() if v is not None)
+    doctored = {k: ((0.5, 0.4, 0.6) if k == key else v) for k, v in again.items()}
+    assert 0.5 in [s.ratio for s in find_steps(pts, 0.05, "x", (doctored, {}))]

@@ -97,7 +97,7 @@ def test_the_report_step_keeps_the_cache_beside_its_pages(tmp_path):
     project = tmp_path / "proj"
     write_articles(db, project)
     kept = pickle.loads((project / "site" / SERIES_CACHE).read_bytes())
-    assert kept["format"] == 3 and len(kept["runs"]) == len(RUNS) and kept["steps"]
+    assert kept["format"] == 4 and len(kept["runs"]) == len(RUNS) and kept["steps"] and kept["judged"]
     # a damaged cache file is no cache: the next build reads the store and writes it whole again
     (project / "site" / SERIES_CACHE).write_bytes(pickle.dumps(kept)[:100])  # cut short
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)

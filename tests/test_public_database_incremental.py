@@ -134,3 +134,64 @@ def test_a_copy_or_record_that_cannot_be_trusted_is_made_whole(store, tmp_path, 
     calls.clear()
     assert _dump(dst) == _from_scratch(path, tmp_path)
     assert ADDRESS.encode() not in dst.read_bytes()
+
+
+def test_the_copy_is_updated_in_place_and_a_stopped_update_leaves_the_last_copy(store, tmp_path, monkeypatch):
+    """After one new row the copy is the same file brought up to date (no new copy of the store); an
+    update stopped half-way rolls back to the last copy, and the next build makes the copy whole."""
+    path, conn = store
+    docs = tmp_path / "site"
+    _publish(path, docs)
+    dst = docs / "downloads" / DATABASE_NAME
+    before = _dump(dst)
+    time.sleep(0.05)
+    conn.executemany("insert into log_lines (text) values (?)", [(f"new line {i} from {ADDRESS}",) for i in range(50)])
+    conn.commit()
+    real = exports._public_row
+    seen = []
+
+    def failing(table, *a):
+        seen.append(table)
+        if len(seen) > 10:
+            raise OSError("disk gone")
+        return real(table, *a)
+
+    monkeypatch.setattr(exports, "_public_row", failing)
+    with pytest.raises(OSError):
+        _publish(path, docs)
+    assert _dump(dst) == before and not (dst.parent / (DATABASE_NAME + "-journal")).exists()
+    monkeypatch.setattr(exports, "_public_row", real)
+    assert _publish(path, docs) == [dst]
+    assert _dump(dst) == _from_scratch(path, tmp_path)
+    time.sleep(0.05)
+    inode = dst.stat().st_ino
+    conn.execute("insert into log_lines (text) values ('one more')")
+    conn.commit()
+    assert _publish(path, docs) == [dst] and dst.stat().st_ino == inode  # the same file, updated
+    assert _dump(dst) == _from_scratch(path, tmp_path)
+    assert ADDRESS.encode() not in dst.read_bytes()
+    # a store that lost most of its rows: the copy is compacted, not left mostly free pages
+    time.sleep(0.05)
+    conn.execute("delete from log_lines where id > 100")
+    conn.execute("delete from gate_results")
+    conn.commit()
+    assert _publish(path, docs) == [dst]
+    assert _dump(dst) == _from_scratch(path, tmp_path)
+    check = sqlite3.connect(dst)
+    free, pages = (check.execute(f"pragma {p}").fetchone()[0] for p in ("freelist_count", "page_count"))
+    check.close()
+    assert free * 4 <= pages
+    # a copy that is a quarter free pages is made whole from the store, not updated
+    record: dict = {}
+    spare = sqlite3.connect(dst)
+    spare.execute("pragma secure_delete = on")
+    spare.execute("create table filler (x)")
+    spare.executemany("insert into filler values (?)", [("x" * 1000,)] * 2000)
+    spare.commit()
+    spare.execute("drop table filler")
+    spare.commit()
+    spare.close()
+    conn.execute("insert into log_lines (text) values ('after the filler')")
+    conn.commit()
+    assert public_database(path, dst, masked=set(), record=record)
+    assert record["incremental"] is False and _dump(dst) == _from_scratch(path, tmp_path)

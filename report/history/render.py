@@ -259,9 +259,11 @@ def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = 
             except Exception:  # noqa: BLE001 -- missing, cut short, damaged or of other code: read the store
                 kept = None
             if not isinstance(kept, dict) or kept.get("format") != _CACHE_FORMAT \
-                    or not isinstance(kept.get("runs"), dict) or not isinstance(kept.get("steps"), dict):
-                kept = {"format": _CACHE_FORMAT, "runs": {}, "steps": {}}
-            series = build_series(db, cache=kept["runs"], prints=prints, steps_memo=kept["steps"])
+                    or not isinstance(kept.get("runs"), dict) or not isinstance(kept.get("steps"), dict) \
+                    or not isinstance(kept.get("judged"), dict):
+                kept = {"format": _CACHE_FORMAT, "runs": {}, "steps": {}, "judged": {}}
+            series = build_series(db, cache=kept["runs"], prints=prints, steps_memo=kept["steps"],
+                                  judged_memo=kept["judged"])
         finally:
             if collecting:
                 gc.enable()
@@ -276,7 +278,7 @@ def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = 
 
 
 #: the layout of the series cache; another one is read as no cache
-_CACHE_FORMAT = 3  # 2: the steps of each series too; 3: a load step's TTFT p90
+_CACHE_FORMAT = 4  # 2: the steps of each series too; 3: a load step's TTFT p90; 4: the candidates' verdicts
 
 
 def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None) -> list[Path]:

@@ -129,7 +129,8 @@ def _excluded_samples(db, runs: list[dict], where: str = "") -> set[int]:
 
 
 def build_series(db, campaign: str | None = None, model: str | None = None, *, cache: dict | None = None,
-                 prints: dict[int, str] | None = None, steps_memo: dict | None = None) -> list[dict]:
+                 prints: dict[int, str] | None = None, steps_memo: dict | None = None,
+                 judged_memo: dict | None = None) -> list[dict]:
     """Every series (campaign × model × cell) with points in time order and steps per metric.
 
     A cell is a prompt class with reasoning on or off, a load step (its
@@ -151,6 +152,9 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
     everything they are computed from (the series, its minimum effect, the runs of its usable points
     with their fingerprints); replaced here by the entries this build used. The search is
     deterministic (a fixed seed per series), so a series the new run does not touch keeps its steps.
+    ``judged_memo`` (with ``steps_memo``): per series and metric, the verdicts of the candidates its
+    last search judged (``steps.find_steps``): a series the new run adds a point to judges again only
+    the candidates next to it.
     """
     runs = [r for r in queries.runs(db) if campaign is None or r["campaign_name"] == campaign]
     if not runs:
@@ -206,15 +210,19 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
                             s["depth_tokens"] or 0, s["reasoning"], s["prompt_class"]))
     seen_models = set()
     memo = {} if caching and steps_memo is not None else None
+    judged = None if memo is None or judged_memo is None else (judged_memo, {})
     for s in out:
         # a load time belongs to the model, not the cell: its steps are told once, with the model's first cell
         first = (s["campaign"], s["model"]) not in seen_models
         seen_models.add((s["campaign"], s["model"]))
         s["steps"] = _steps(s, [m for m in s["metrics"] if first or m != "load_seconds"],
-                            None if memo is None else (steps_memo, memo))
+                            None if memo is None else (steps_memo, memo), judged)
     if memo is not None:
         steps_memo.clear()
         steps_memo.update(memo)  # only what this build used: the memo does not grow with old keys
+    if judged is not None:
+        judged_memo.clear()
+        judged_memo.update(judged[1])
     return out
 
 
@@ -357,7 +365,8 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
     return out
 
 
-def _steps(series: dict, metrics: list[str], memo: tuple[dict, dict] | None = None) -> list[dict]:
+def _steps(series: dict, metrics: list[str], memo: tuple[dict, dict] | None = None,
+           judged: tuple[dict, dict] | None = None) -> list[dict]:
     """The steps of each metric of ``series``; ``memo`` (last build's, this build's) keeps the search's
     result for points whose runs' fingerprints are unchanged (see ``build_series``)."""
     points = series["points"]
@@ -374,8 +383,17 @@ def _steps(series: dict, metrics: list[str], memo: tuple[dict, dict] | None = No
         key = (seed, series["min_effect"], tuple((points[i]["run_id"], points[i]["_print"]) for i in usable)) \
             if memo is not None and all(points[i].get("_print") is not None for i in usable) else None
         found = memo[0].get(key) if key is not None else None
+        # the verdicts of this series' candidates, kept per series: one whose steps came from the memo
+        # keeps last build's, for the build that next adds a point to it
+        last = judged[0].get(seed) if judged is not None else None
+        last = last if isinstance(last, dict) else {}
         if found is None:
-            found = find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed)
+            used: dict = {}
+            found = find_steps([points[i]["values"][metric] for i in usable], series["min_effect"], seed,
+                               None if judged is None else (last, used))
+            last = used
+        if judged is not None:
+            judged[1][seed] = last
         if key is not None:
             memo[1][key] = found
         for st in found:

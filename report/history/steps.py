@@ -130,13 +130,19 @@ def run_noise(logs: list[float]) -> float:
     return 1.4826 * statistics.median(diffs) / math.sqrt(2)
 
 
-def find_steps(points: list[list[float]], min_effect: float, seed: str = "") -> list[Step]:
+def find_steps(points: list[list[float]], min_effect: float, seed: str = "",
+               judged: tuple[dict, dict] | None = None) -> list[Step]:
     """Steps in a series of ok points, each a list of its samples (positive values), in time order.
 
     Binary segmentation: the best CUSUM split of a segment is judged on the
     samples of up to ``WINDOW_RUNS`` points on each side; an accepted split
     cuts the segment and both halves are searched again, a rejected one
     leaves it whole.
+
+    ``judged`` (last build's verdicts, this build's): a candidate's verdict depends only on its seed, the
+    minimum effect and the samples of its windows, so a series that gained a point at its end judges
+    again only the candidates whose windows reach the new point. This build's dict gets every verdict
+    it used.
     """
     usable = [[v for v in p if v is not None and v > 0 and math.isfinite(v)] for p in points]
     logs = [math.log(statistics.median(p)) if p else 0.0 for p in usable]
@@ -156,7 +162,12 @@ def find_steps(points: list[list[float]], min_effect: float, seed: str = "") -> 
         ratio = _pooled_median(after) / _pooled_median(before)
         if abs(math.log(ratio)) < NOISE_Z * noise:
             continue
-        verdict = judge(before, after, min_effect, f"{seed}|{s}")
+        if judged is None:
+            verdict = judge(before, after, min_effect, f"{seed}|{s}")
+        else:
+            key = (f"{seed}|{s}", min_effect, tuple(map(tuple, before)), tuple(map(tuple, after)))
+            verdict = judged[0][key] if key in judged[0] else judge(before, after, min_effect, key[0])
+            judged[1][key] = verdict
         if verdict is None:
             continue
         splits[s] = verdict
