@@ -184,6 +184,13 @@ def _table_points(s: dict) -> dict:
 
 def write_data_file(path: Path, page_series: list[dict]) -> None:
     """Every point of a page as CSV (language-neutral): what the tables leave out is here."""
+    shown: dict = {}
+
+    def public(value) -> str:  # a campaign, model and build repeat on every row: masked once each
+        if value not in shown:
+            shown[value] = publishable(value)
+        return shown[value]
+
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["campaign", "model", "prompt_class", "reasoning", "run", "started_at", "server_build", "state",
@@ -195,9 +202,9 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
                 for m in METRICS:
                     sp = p["spread"].get(m)
                     figures += [sp.median, sp.low, sp.high, sp.n] if sp else ["", "", "", ""]
-                w.writerow([publishable(s["campaign"]), publishable(s["model"]), s["prompt_class"],
+                w.writerow([public(s["campaign"]), public(s["model"]), s["prompt_class"],
                             int(bool(s["reasoning"])), p["run_id"], p["started_at"] or "",
-                            publishable(p["server_build"] or ""), p["state"], *figures,
+                            public(p["server_build"] or ""), p["state"], *figures,
                             s.get("kind", "measure"), s.get("streams") or "", s.get("depth_tokens") or "",
                             "" if s.get("rate_rps") is None else s["rate_rps"]])
 
@@ -247,38 +254,86 @@ def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = 
         series = build_series(db)
     else:
         # pickle, not JSON: a year of runs' points is ~50 MB of JSON, 2 s to read and 2 s to write, more
-        # than computing them. The file is as trusted as the project folder it is in, whose mkdocs hooks
-        # (.cardproof/mkdocs_hooks.py) the site build runs; one that does not read is no cache.
+        # than computing them. The files are as trusted as the project folder they are in, whose mkdocs
+        # hooks (.cardproof/mkdocs_hooks.py) the site build runs; one that does not read is no cache.
+        # One file per campaign: a new run rewrites its own campaign's file, not a year of every campaign's.
         # a million small objects that live until the build ends: the cyclic collector would walk
         # them again and again while they are made (half the time of reading them)
         collecting = gc.isenabled()
         gc.disable()
         try:
-            try:
-                kept = pickle.loads(cache.read_bytes())
-            except Exception:  # noqa: BLE001 -- missing, cut short, damaged or of other code: read the store
-                kept = None
-            if not isinstance(kept, dict) or kept.get("format") != _CACHE_FORMAT \
-                    or not isinstance(kept.get("runs"), dict) or not isinstance(kept.get("steps"), dict) \
-                    or not isinstance(kept.get("judged"), dict):
-                kept = {"format": _CACHE_FORMAT, "runs": {}, "steps": {}, "judged": {}}
+            kept: dict = {part: {} for part in _CACHE_PARTS}
+            loaded: dict = {}  # campaign -> its series as read: a campaign still holding them is not written
+            for f in _cache_files(cache):
+                try:
+                    part = pickle.loads(f.read_bytes())
+                except Exception:  # noqa: BLE001 -- cut short, damaged or of other code: read the store
+                    continue
+                if isinstance(part, dict) and part.get("format") == _CACHE_FORMAT \
+                        and all(isinstance(part.get(k), dict) for k in _CACHE_PARTS):
+                    for k in _CACHE_PARTS:
+                        kept[k].update(part[k])
+                    loaded.update({c: e.get("series") for c, e in part["series"].items() if isinstance(e, dict)})
             series = build_series(db, cache=kept["runs"], prints=prints, steps_memo=kept["steps"],
-                                  judged_memo=kept["judged"])
+                                  judged_memo=kept["judged"], series_cache=kept["series"])
+            parts = _cache_parts(kept, series)
         finally:
             if collecting:
                 gc.enable()
-        try:
-            tmp = cache.with_name(cache.name + ".tmp")
-            tmp.write_bytes(pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
-            os.replace(tmp, cache)
-        except OSError:
-            pass  # no cache: the next build reads every run again
+        wanted = {_cache_file(cache, c) for c in parts}
+        for camp, part in parts.items():
+            path = _cache_file(cache, camp)
+            if camp in loaded and (kept["series"].get(camp) or {}).get("series") is loaded[camp] and path.exists():
+                continue  # none of its runs changed: its file holds what it would write
+            try:
+                tmp = path.with_name(path.name + ".tmp")
+                tmp.write_bytes(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+                os.replace(tmp, path)
+            except OSError:
+                pass  # no cache: the next build reads the campaign's runs again
+        for f in [*_cache_files(cache), cache]:  # campaigns no longer in the store; the one-file layout
+            if f not in wanted:
+                f.unlink(missing_ok=True)
     assign_pages(series)
     return series
 
 
+#: what each campaign's cache file keeps (``build_series``' ``cache``, ``steps_memo``, ``judged_memo``,
+#: ``series_cache``)
+_CACHE_PARTS = ("runs", "steps", "judged", "series")
+
+
+def _cache_file(cache: Path, campaign: str) -> Path:
+    """The campaign's cache file beside ``cache``: named by a hash (a campaign name is foreign text)."""
+    digest = hashlib.sha256(str(campaign).encode()).hexdigest()[:24]
+    return cache.with_name(f"{cache.stem}-{digest}{cache.suffix}")
+
+
+def _cache_files(cache: Path) -> list[Path]:
+    return sorted(cache.parent.glob(f"{cache.stem}-*{cache.suffix}"))
+
+
+def _cache_parts(kept: dict, series: list[dict]) -> dict[str, dict]:
+    """``kept`` (as ``build_series`` left it) split by campaign, each part a cache file's content."""
+    parts: dict[str, dict] = defaultdict(lambda: {"format": _CACHE_FORMAT, **{k: {} for k in _CACHE_PARTS}})
+    for rid, entry in kept["runs"].items():
+        parts[str(entry.get("campaign"))]["runs"][rid] = entry
+    for camp, entry in kept["series"].items():
+        parts[camp]["series"][camp] = entry
+    for s in series:  # the step memo's and the verdicts' entries each series used
+        part = parts[s["campaign"]]
+        for seed, key in s.get("_memo_keys") or []:
+            if key is not None and key in kept["steps"]:
+                part["steps"][key] = kept["steps"][key]
+            if seed in kept["judged"]:
+                part["judged"][seed] = kept["judged"][seed]
+    return dict(parts)
+
+
 #: the layout of the series cache; another one is read as no cache
-_CACHE_FORMAT = 4  # 2: the steps of each series too; 3: a load step's TTFT p90; 4: the candidates' verdicts
+#: 2: the steps of each series too; 3: a load step's TTFT p90; 4: the candidates' verdicts; 5: points as made
+#: (not JSON-ready lists) and each campaign's finished series
+_CACHE_FORMAT = 5
 
 
 def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None) -> list[Path]:

@@ -130,7 +130,7 @@ def _excluded_samples(db, runs: list[dict], where: str = "") -> set[int]:
 
 def build_series(db, campaign: str | None = None, model: str | None = None, *, cache: dict | None = None,
                  prints: dict[int, str] | None = None, steps_memo: dict | None = None,
-                 judged_memo: dict | None = None) -> list[dict]:
+                 judged_memo: dict | None = None, series_cache: dict | None = None) -> list[dict]:
     """Every series (campaign × model × cell) with points in time order and steps per metric.
 
     A cell is a prompt class with reasoning on or off, a load step (its
@@ -142,7 +142,7 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
     status where it did not complete, ``unstable``, ``no valid sample``),
     its conditions and what changed since the previous point.
 
-    ``cache`` (run id as text -> that run's points, JSON-ready; updated
+    ``cache`` (run id as text -> that run's points as made here; updated
     here) with ``prints`` (run id -> the run's fingerprint,
     report/fingerprints.py) keeps each run's points between builds: a
     build after one new run reads that run's samples, not a year of them.
@@ -170,30 +170,49 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
             settings_by_campaign[r["campaign_id"]] = by_sha[key]
         r["_limits"] = settings_by_campaign[r["campaign_id"]]
     caching = cache is not None and prints is not None and model is None
+    by_campaign: dict[str, list[dict]] = defaultdict(list)
+    for r in runs:
+        by_campaign[r["campaign_name"]].append(r)
+    # a campaign none of whose runs changed (the same runs, fingerprints and minimum effects as last time)
+    # keeps its finished series, steps included: one new run makes only its own campaign's series again
+    signature = {camp: repr([(r["id"], prints.get(r["id"]), settings_by_campaign[r["campaign_id"]]["min_effect"])
+                             for r in camp_runs]) for camp, camp_runs in by_campaign.items()} if caching else {}
+    reused: dict[str, list[dict]] = {}
+    if caching and series_cache is not None and campaign is None:
+        for camp, sig in signature.items():
+            entry = series_cache.get(camp)
+            if isinstance(entry, dict) and entry.get("sig") == sig and isinstance(entry.get("series"), list) \
+                    and all(str(r["id"]) in cache for r in by_campaign[camp]):
+                reused[camp] = entry["series"]
     kept: dict[int, list] = {}
     if caching:
         for r in runs:
+            if r["campaign_name"] in reused:
+                continue
             entry = cache.get(str(r["id"]))
             if isinstance(entry, dict) and entry.get("print") == prints.get(r["id"]) is not None:
                 try:
-                    kept[r["id"]] = _points_from_json(entry, r)
-                except (KeyError, TypeError, ValueError):
+                    kept[r["id"]] = _points_checked(entry, r)
+                except (KeyError, TypeError, ValueError, AttributeError):
                     pass  # a damaged entry: the run is read again
-    fresh = [r for r in runs if r["id"] not in kept]
+    fresh = [r for r in runs if r["id"] not in kept and r["campaign_name"] not in reused]
     made = _run_points(db, fresh, model, restrict=len(fresh) < len(runs)) if fresh else {}
     if caching:
         for r in fresh:
-            cache[str(r["id"])] = _points_to_json(made.get(r["id"], []), prints.get(r["id"]))
+            cache[str(r["id"])] = {"print": prints.get(r["id"]), "points": made.get(r["id"], []),
+                                   "campaign": r["campaign_name"]}
         for rid in [k for k in cache if not k.isdigit() or int(k) not in {r["id"] for r in runs}]:
             if campaign is None:
                 del cache[rid]  # a run no longer in the store
     grouped: dict[tuple, list[dict]] = defaultdict(list)
     for r in runs:
+        if r["campaign_name"] in reused:
+            continue
         print_ = prints.get(r["id"]) if caching else None
         for key, point in kept.get(r["id"]) or made.get(r["id"], []):
             if print_ is not None:
                 point["_print"] = print_  # the run's data it was made from: the trend page's key uses it
-            grouped[key].append(point)
+            grouped[tuple(key)].append(point)
     out = []
     for (camp, mname, kind, streams, depth, rate, cls, reasoning), points in grouped.items():
         points.sort(key=lambda p: (p["started_at"] or "", p["run_id"]))
@@ -217,44 +236,43 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
         seen_models.add((s["campaign"], s["model"]))
         s["steps"] = _steps(s, [m for m in s["metrics"] if first or m != "load_seconds"],
                             None if memo is None else (steps_memo, memo), judged)
+    for series_list in reused.values():
+        for s in series_list:
+            s["page"] = f"trend-{slug(s['campaign'])}-{slug(s['model'])}"  # the base name: pages are assigned again
+            if memo is not None:  # its memo entries stay for the build that next adds a run to it
+                for seed, key in s.get("_memo_keys") or []:
+                    if key is not None and key in steps_memo:
+                        memo[key] = steps_memo[key]
+                    if judged is not None and seed in judged_memo:
+                        judged[1][seed] = judged_memo[seed]
     if memo is not None:
         steps_memo.clear()
         steps_memo.update(memo)  # only what this build used: the memo does not grow with old keys
     if judged is not None:
         judged_memo.clear()
         judged_memo.update(judged[1])
+    if caching and series_cache is not None and campaign is None:
+        made_now: dict[str, list[dict]] = defaultdict(list)
+        for s in out:
+            made_now[s["campaign"]].append(s)
+        series_cache.clear()
+        series_cache.update({camp: {"sig": signature[camp], "series": ss} for camp, ss in made_now.items()})
+        series_cache.update({camp: {"sig": signature[camp], "series": ss} for camp, ss in reused.items()})
+        out += [s for ss in reused.values() for s in ss]
+        out.sort(key=lambda s: s["campaign"])  # stable: each campaign's own order stays
     return out
 
 
-#: a point's fields as kept between builds (its spreads and conditions apart)
-_POINT_FIELDS = ("run_id", "started_at", "status", "server_build", "cell_id", "values", "state", "anchor",
-                 "_campaign_id")
-
-
-def _points_to_json(points: list[tuple], print_: str | None) -> dict:
-    """One run's points for the cache: each point's series key and fields; conditions once per model."""
-    conditions: dict[str, dict] = {}
-    out = []
+def _points_checked(entry: dict, run: dict) -> list[tuple]:
+    """A run's cached points (as :func:`_run_points` made them), checked to be this run's."""
+    points = entry["points"]
+    if not isinstance(points, list):
+        raise ValueError("no points")
     for key, p in points:
-        conditions.setdefault(key[1], p["conditions"])
-        out.append([list(key), {f: p[f] for f in _POINT_FIELDS},
-                    {m: None if sp is None else [sp.median, sp.low, sp.high, sp.n] for m, sp in p["spread"].items()}])
-    return {"print": print_, "points": out, "conditions": conditions}
-
-
-def _points_from_json(entry: dict, run: dict) -> list[tuple]:
-    """The run's points as :func:`_run_points` makes them, from its cache entry."""
-    conditions = entry["conditions"]
-    out = []
-    for key, fields, spreads in entry["points"]:
-        camp, mname, kind, streams, depth, rate, cls, reasoning = key
-        if kind not in KIND_METRICS or camp != run["campaign_name"] or fields["run_id"] != run["id"]:
+        if len(key) != 8 or key[2] not in KIND_METRICS or key[0] != run["campaign_name"] or p["run_id"] != run["id"] \
+                or not isinstance(p["spread"], dict) or not isinstance(p["values"], dict):
             raise ValueError("cache entry of another run or kind")
-        p = dict(fields)
-        p["spread"] = {m: None if v is None else Spread(*v) for m, v in spreads.items()}
-        p["conditions"] = conditions[mname]
-        out.append(((camp, mname, kind, streams, depth, rate, cls, reasoning), p))
-    return out
+    return points
 
 
 def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict[int, list[tuple]]:
@@ -365,23 +383,38 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
     return out
 
 
+def _usable(points: list[dict], metric: str) -> list[int]:
+    return [i for i, p in enumerate(points) if p["state"] == OK and p["values"].get(metric)]
+
+
+def _step_key(series: dict, metric: str, usable: list[int], keyed: bool) -> tuple[str, tuple | None]:
+    """The step search's seed for ``metric`` of ``series`` and its memo key (None where not ``keyed`` or a
+    point was not made from a fingerprinted run: nothing to key it by, searched every time)."""
+    points = series["points"]
+    seed = f"{series['campaign']}|{series['model']}|{series['prompt_class']}|{series['reasoning']}|{metric}"
+    if series["kind"] != "measure":
+        seed += f"|{series['kind']}|{series['streams']}|{series['depth_tokens']}"
+        if series["kind"] == "rate":
+            seed += f"|{series['rate_rps']!r}"
+    key = (seed, series["min_effect"], tuple((points[i]["run_id"], points[i]["_print"]) for i in usable)) \
+        if keyed and all(points[i].get("_print") is not None for i in usable) else None
+    return seed, key
+
+
 def _steps(series: dict, metrics: list[str], memo: tuple[dict, dict] | None = None,
            judged: tuple[dict, dict] | None = None) -> list[dict]:
     """The steps of each metric of ``series``; ``memo`` (last build's, this build's) keeps the search's
     result for points whose runs' fingerprints are unchanged (see ``build_series``)."""
     points = series["points"]
     steps = []
+    if memo is not None:
+        series["_memo_keys"] = []  # (seed, memo key) per metric: a cache file per campaign keeps its own
     for metric in metrics:
         higher_better = METRICS[metric][1]
-        usable = [i for i, p in enumerate(points) if p["state"] == OK and p["values"].get(metric)]
-        seed = f"{series['campaign']}|{series['model']}|{series['prompt_class']}|{series['reasoning']}|{metric}"
-        if series["kind"] != "measure":
-            seed += f"|{series['kind']}|{series['streams']}|{series['depth_tokens']}"
-            if series["kind"] == "rate":
-                seed += f"|{series['rate_rps']!r}"
-        # a point not made from a fingerprinted run has nothing to key it by: searched every time
-        key = (seed, series["min_effect"], tuple((points[i]["run_id"], points[i]["_print"]) for i in usable)) \
-            if memo is not None and all(points[i].get("_print") is not None for i in usable) else None
+        usable = _usable(points, metric)
+        seed, key = _step_key(series, metric, usable, memo is not None)
+        if memo is not None:
+            series["_memo_keys"].append((seed, key))
         found = memo[0].get(key) if key is not None else None
         # the verdicts of this series' candidates, kept per series: one whose steps came from the memo
         # keeps last build's, for the build that next adds a point to it

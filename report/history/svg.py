@@ -38,13 +38,21 @@ def _seconds(date) -> float | None:
     """Seconds since the epoch of a stored date, or None for anything that is no date (skipped, not fatal)."""
     if not isinstance(date, str) or not date:
         return None
+    if date in _SECONDS:  # a run's date is drawn in every chart of its page, in both languages
+        return _SECONDS[date]
     try:
         d = datetime.fromisoformat(date.replace("Z", "+00:00"))
     except ValueError:
         return None
     if d.tzinfo is None:
         d = d.replace(tzinfo=timezone.utc)
-    return d.timestamp()
+    if len(_SECONDS) > 100_000:
+        _SECONDS.clear()
+    _SECONDS[date] = d.timestamp()
+    return _SECONDS[date]
+
+
+_SECONDS: dict[str, float] = {}
 
 
 def _finite(v) -> bool:
@@ -127,11 +135,13 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
     points = []
     for r in rows:
         x = _seconds(r.get("date"))
-        if x is None or not _finite(r.get("median")):
+        m = r.get("median")
+        if x is None or not (type(m) is float or _finite(m)) or not math.isfinite(m):
             continue
-        low = r["low"] if _finite(r.get("low")) else r["median"]
-        high = r["high"] if _finite(r.get("high")) else r["median"]
-        points.append((x, r["median"], min(low, r["median"]), max(high, r["median"]), r))
+        low, high = r.get("low"), r.get("high")
+        low = low if (type(low) is float and math.isfinite(low)) or _finite(low) else m
+        high = high if (type(high) is float and math.isfinite(high)) or _finite(high) else m
+        points.append((x, m, low if low < m else m, high if high > m else m, r))
     width = _LEFT + PLOT_WIDTH_PX + _LEGEND
     height = _TOP + PLOT_HEIGHT_PX + _BOTTOM
 
@@ -194,18 +204,22 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
     states = [s for s in dict.fromkeys(p[4]["state"] for p in points if not p[4]["usable"])]
     shape = {s: _SHAPES[i % len(_SHAPES)] for i, s in enumerate(states)}
     dense = len(points) > 600  # a year of nightly runs: thinner marks, so the level stays readable
+    kx, ky = PLOT_WIDTH_PX / (x_hi - x_lo), PLOT_HEIGHT_PX / (y_hi - y_lo)
     for cell in cells:
         cells[cell] = ps = _thinned(sorted(cells[cell], key=lambda p: p[0]))
         col = colour[cell]
-        for x, _, low, high, _r in ps:
-            out.append(f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{sy(low):.1f}" y2="{sy(high):.1f}" '
-                       f'stroke="{col}" stroke-width="{1 if dense else 2}" opacity="0.6"/>')
-        line = " ".join(f"{sx(x):.1f},{sy(m):.1f}" for x, m, _, _, r in ps if r["usable"])
+        # each point's position as text once (sx, sy inline): a year of runs draws thousands per chart
+        fx = [f"{_LEFT + (p[0] - x_lo) * kx:.1f}" for p in ps]
+        fm = [f"{bottom - (p[1] - y_lo) * ky:.1f}" for p in ps]
+        whisker = f'" stroke="{col}" stroke-width="{1 if dense else 2}" opacity="0.6"/>'
+        out += [f'<line x1="{x}" x2="{x}" y1="{bottom - (p[2] - y_lo) * ky:.1f}" '
+                f'y2="{bottom - (p[3] - y_lo) * ky:.1f}{whisker}' for x, p in zip(fx, ps)]
+        line = " ".join(f"{x},{y}" for x, y, p in zip(fx, fm, ps) if p[4]["usable"])
         if line:
             out.append(f'<polyline points="{line}" fill="none" stroke="{col}" stroke-width="1"/>')
-        for x, m, _, _, r in ps:
+        for tx, ty, (x, m, _, _, r) in zip(fx, fm, ps):
             if r["usable"] and dense:  # no tooltip per mark: thousands of them would only weigh the file
-                out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(m):.1f}" r="2" fill="{col}"/>')
+                out.append(f'<circle cx="{tx}" cy="{ty}" r="2" fill="{col}"/>')
                 continue
             tip = f"{r['cell']}: {num(m, 1)}" + (f" · {L.gettext('run')} {r['run']}" if r.get("run") else "")
             if r["usable"]:

@@ -12,7 +12,7 @@ The row's layout is the one the template printed before.
 from __future__ import annotations
 
 from ..i18n import Lang
-from ..mdsafe import MD, code_span
+from ..mdsafe import MD, code_span, esc
 from .numbers import dates, formatter
 from .series import OK
 
@@ -35,22 +35,24 @@ def row_maker(L: Lang, _):
         return states[value]
 
     def row(p: dict, metrics: list[str]) -> MD:
+        # every part is trusted Markdown already (numbers, dates, builds, catalogue messages: each an ``MD``,
+        # ``esc`` passes those unchanged) or made here from integers: joined as text once, not part by part
         rid = int(p["run_id"])
         anchor = p.get("anchor") or f"cell-{int(p['cell_id'])}"  # built by series.py from ids: no foreign text
-        parts = [MD(f"| [{rid}](../runs/run-{rid}.md) | "), when(p["started_at"]), MD(" | "),
-                 build(p["server_build"]), MD(" | ")]
+        parts = [f"| [{rid}](../runs/run-{rid}.md) | ", esc(when(p["started_at"])), " | ",
+                 esc(build(p["server_build"])), " | "]
+        evidence = f"](../runs/run-{rid}-evidence.md#{anchor})<br><small>"
         for m in metrics:
             s = p["spread"].get(m)
             if s:
-                parts += [MD("["), num(s.median), MD(f"](../runs/run-{rid}-evidence.md#{anchor})"
-                                                    "<br><small>"), num(s.low), MD("–"), num(s.high),
-                          MD(f" · n={int(s.n)}</small> | ")]
+                parts.append(f"[{esc(num(s.median))}{evidence}{esc(num(s.low))}–{esc(num(s.high))} · n={int(s.n)}"
+                             "</small> | ")
             else:
-                parts.append(MD("— | "))
-        parts.append(state(p["state"]))
+                parts.append("— | ")
+        parts.append(esc(state(p["state"])))
         if p["changes"]:
-            parts += [MD(" · "), changed, MD(": "), MD(", ").join(_(n) for n, _a, _b in p["changes"])]
-        parts.append(MD(" |"))
-        return MD("").join(parts)
+            parts += [" · ", esc(changed), ": ", ", ".join(esc(_(n)) for n, _a, _b in p["changes"])]
+        parts.append(" |")
+        return MD("".join(parts))
 
     return row
