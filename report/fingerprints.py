@@ -58,7 +58,9 @@ def _table_queries(tables: set[str]) -> list[tuple[str, tuple[str, ...], str, st
 
     The grouped query has a ``{where}`` slot for ``where <its rows' id> > ?`` (only rows added since).
     """
-    out = [(t, (t,), f"select count(*), max(id) from {t}",
+    # count and highest id as two subqueries: each alone is answered from an index or the b-tree's edge,
+    # both in one statement scan the table (0.25 s for the log lines at a year of runs)
+    out = [(t, (t,), f"select (select count(*) from {t}), (select max(id) from {t})",
             f"select run_id, count(*), max(id) from {t} {{where}} group by run_id") for t in _RUN_TABLES if t in tables]
     out.append(("gate_results", ("gate_results", "samples"),
                 # judging again deletes and inserts (daemon/judge.py): count and highest id see it; a
@@ -67,7 +69,7 @@ def _table_queries(tables: set[str]) -> list[tuple[str, tuple[str, ...], str, st
                 "select samples.run_id, count(*), max(gate_results.id), sum(fired) from gate_results "
                 "join samples on samples.id = gate_results.sample_id {where} group by samples.run_id"))
     if "facts" in tables:
-        out.append(("facts", ("facts", "loads"), "select count(*), max(id) from facts",
+        out.append(("facts", ("facts", "loads"), "select (select count(*) from facts), (select max(id) from facts)",
                     "select loads.run_id, count(*), max(facts.id) from facts join loads on loads.id = facts.load_id "
                     "{where} group by loads.run_id"))
     return out

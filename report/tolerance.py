@@ -172,7 +172,10 @@ def _row_digest(conn, table: str, rowid: int) -> str | None:
 
 def _memo(conn, table: str) -> dict:
     """Where ``table`` was found clean: its last rowid, the rows up to it, and the last row's digest."""
-    upto, rows = conn.execute(f"select coalesce(max(rowid), 0), count(*) from main.{_q(table)}").fetchone()
+    # two queries, not one: alone, each is answered from the b-tree's edge or its smallest index (at a
+    # year of runs 0.01 s for the log lines, against 0.13 s for both in one statement, which scans)
+    upto = conn.execute(f"select coalesce(max(rowid), 0) from main.{_q(table)}").fetchone()[0]
+    rows = conn.execute(f"select count(*) from main.{_q(table)}").fetchone()[0]
     return {"upto": upto, "rows": rows, "last": _row_digest(conn, table, upto) if upto else None}
 
 
@@ -184,7 +187,10 @@ def _clean_upto(conn, table: str, memo) -> int:
         return 0
     if upto <= 0:
         return 0
-    if conn.execute(f"select count(*) from main.{_q(table)} where rowid <= ?", [upto]).fetchone()[0] != rows:
+    # the rows up to ``upto``: all rows less those after it (a count of the whole table is answered from
+    # its smallest index; one bounded by rowid reads every row up to the bound)
+    total = conn.execute(f"select count(*) from main.{_q(table)}").fetchone()[0]
+    if total - conn.execute(f"select count(*) from main.{_q(table)} where rowid > ?", [upto]).fetchone()[0] != rows:
         return 0
     return upto if _row_digest(conn, table, upto) == last else 0
 

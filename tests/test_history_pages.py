@@ -140,3 +140,28 @@ def test_a_long_series_tables_the_latest_runs_and_those_that_matter_and_the_csv_
         rows = list(csv.DictReader(f))
     assert [int(r["run"]) for r in rows] == ids and rows[20]["state"] == "interrupted"
     assert float(rows[0]["decode_tps_median"]) > 90 > float(rows[15]["decode_tps_median"])
+
+
+def test_the_index_keeps_the_lines_of_unchanged_pages_and_they_are_what_a_fresh_build_writes(tmp_path):
+    """One new run in one campaign: the index takes the other campaign's line from the last build (a doctored
+    line with the right fingerprint shows, so it is really read) and is what a build from nothing writes."""
+    import json
+
+    db = tmp_path / "i.db"
+    make_db(db, [{"level": 100.0}] * 5 + [{"level": 80.0}] * 5, name="nightly")
+    make_db(db, [{"level": 50.0}] * 4, name="weekly", seed=2)
+    _write(db, tmp_path / "p")
+    trends = tmp_path / "p" / "site" / "trends"
+    kept = json.loads((trends / ".trend-index.json").read_text())
+    weekly = next(n for n in kept["en"] if "weekly" in n)
+    make_db(db, [{"level": 80.0}], name="nightly", seed=3)
+    _write(db, tmp_path / "p")
+    _write(db, tmp_path / "fresh")
+    for lang in ("index.md", "index.de.md"):
+        assert (trends / lang).read_text() == (tmp_path / "fresh" / "site" / "trends" / lang).read_text()
+    kept = json.loads((trends / ".trend-index.json").read_text())
+    kept["en"][weekly]["n_runs"] = 4321
+    (trends / ".trend-index.json").write_text(json.dumps(kept))
+    make_db(db, [{"level": 80.0}], name="nightly", seed=4)
+    _write(db, tmp_path / "p")
+    assert "| 4321 |" in (trends / "index.md").read_text() and "| 4321 |" not in (trends / "index.de.md").read_text()

@@ -354,6 +354,12 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
     bench = bench_series(db, sorted({s["model"] for s in series}))
     prints, written = {}, []
     code = _code_fingerprint() + ("+addresses" if show_addresses else "")
+    try:
+        old_index = json.loads((out_dir / _INDEX).read_text())
+    except (OSError, ValueError):
+        old_index = {}
+    old_index = old_index if isinstance(old_index, dict) else {}
+    index: dict[str, dict] = {lang: {} for lang in LANGUAGES}  # page -> its line on the index, per language
     for name, page_series in sorted(pages.items()):
         page_bench = bench.get(page_series[0]["model"], {})
         prints[name] = _fingerprint(page_series, page_bench, code)
@@ -377,6 +383,7 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
                 charts_out.append({"metric": metric, "file": f"img/{svg.name}",
                                    "alt": L.gettext(METRIC_AXES[metric])})
             view = _page_view(page_series, L)
+            index[lang][name] = _index_entry(view, prints[name])
             view["bench"] = sorted((p for points in page_bench.values() for p in points),
                                    key=lambda p: (str(p["test"]), str(p["date"] or ""), p["id"]))
             with publishing(show_addresses=show_addresses):
@@ -388,7 +395,18 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
                 written.append(path)
     for lang in LANGUAGES:
         L = Lang(lang)
-        views = [_page_view(pages[name], L) for name in sorted(pages)]
+        # a page that did not change keeps its line from the last build (its step sentences are the most
+        # of it): one new run does not make every page's view again for the index
+        for name in sorted(pages):
+            kept = old_index.get(lang, {}).get(name) if isinstance(old_index.get(lang), dict) else None
+            if name in index[lang]:
+                continue
+            if isinstance(kept, dict) and kept.get("print") == prints[name] and isinstance(kept.get("steps"), list):
+                index[lang][name] = kept
+            else:
+                index[lang][name] = _index_entry(_page_view(pages[name], L), prints[name])
+        views = [{**index[lang][name], "steps": [{"text": MD(t)} for t in index[lang][name]["steps"]]}
+                 for name in sorted(pages)]
         with publishing(show_addresses=show_addresses):
             text = _env().get_template("trend_index.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L,
                                                                     pages=views)
@@ -397,7 +415,22 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
             written.append(path)
     _remove_stale(out_dir, set(pages))
     (out_dir / _PRINTS).write_text(json.dumps(prints, indent=1, sort_keys=True))
+    try:
+        (out_dir / _INDEX).write_text(json.dumps(index, sort_keys=True))
+    except OSError:
+        pass  # only a shortcut for the next build
     return written
+
+
+#: beside the trend pages: each page's line on the trends index, by page fingerprint and language. Its
+#: step sentences are the pages' own Markdown, as trusted as the pages beside it.
+_INDEX = ".trend-index.json"
+
+
+def _index_entry(view: dict, page_print: str) -> dict:
+    """What the trends index shows of a page (``_page_view``), as JSON."""
+    return {"print": page_print, "model": view["model"], "campaign": view["campaign"], "page": view["page"],
+            "n_runs": view["n_runs"], "steps": [str(st["text"]) for st in view["steps"]]}
 
 
 def _remove_stale(out_dir: Path, names: set[str]) -> None:
