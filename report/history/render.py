@@ -278,6 +278,10 @@ def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = 
                                   judged_memo=kept["judged"], series_cache=kept["series"])
             parts = _cache_parts(kept, series)
         finally:
+            # what was read and made here lives until the build ends: out of the collector's reach before it
+            # runs again, or its first collection walks every point (0.4 s at a year of runs). The report
+            # build gives them back when it ends (``build._frozen``); the cache is passed by it alone.
+            gc.freeze()
             if collecting:
                 gc.enable()
         wanted = {_cache_file(cache, c) for c in parts}
