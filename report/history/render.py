@@ -372,6 +372,7 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
             continue  # nothing it shows has changed: neither its Markdown nor its charts are made again
         with publishing(show_addresses=show_addresses):
             write_data_file(out_dir / f"{name}.csv", page_series)
+        changes = chart.change_rows(page_series)  # the dashed rules: the same in every chart of the page
         for lang, path in zip(LANGUAGES, files):
             L = Lang(lang)
             charts_out = []
@@ -382,7 +383,7 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
                 svg = img_dir / f"{name}-{_FILE_KEYS[metric]}-{lang}.svg"
                 img_dir.mkdir(parents=True, exist_ok=True)
                 title = f"{L.gettext(METRIC_NAMES[metric])} · {page_series[0]['model']}"
-                charts.write_svg(svg, chart.trend_chart(rows, chart.change_rows(page_series), L, title,
+                charts.write_svg(svg, chart.trend_chart(rows, changes, L, title,
                                                         L.gettext(METRIC_AXES[metric])))
                 charts_out.append({"metric": metric, "file": f"img/{svg.name}",
                                    "alt": L.gettext(METRIC_AXES[metric])})
