@@ -396,10 +396,14 @@ def write_public_database(db_path: Path, docs_dir: Path, *, show_addresses: bool
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         masked = None  # no or a damaged record: made whole
     record: dict = {}
+    # the store as it was before the copy began: a capture that writes while the copy is made leaves a
+    # record the next build does not match, so that build copies its rows
+    store_before = _file_state(db_path, dst, show_addresses)[0]
     changed = public_database(Path(db_path), dst, show_addresses=show_addresses, masked=masked, record=record)
     try:
-        state_path.write_text(json.dumps({"state": _file_state(db_path, dst, show_addresses), "masking": masking,
-                                          "masked": sorted(record["masked"])}))
+        state = _file_state(db_path, dst, show_addresses)
+        state[0] = store_before
+        state_path.write_text(json.dumps({"state": state, "masking": masking, "masked": sorted(record["masked"])}))
     except OSError:
         pass  # only a shortcut for the next build
     return [dst] if changed else []

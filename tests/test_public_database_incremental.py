@@ -195,3 +195,29 @@ def test_the_copy_is_updated_in_place_and_a_stopped_update_leaves_the_last_copy(
     conn.commit()
     assert public_database(path, dst, masked=set(), record=record)
     assert record["incremental"] is False and _dump(dst) == _from_scratch(path, tmp_path)
+
+
+def test_a_write_while_the_copy_is_made_is_copied_by_the_next_build(store, tmp_path, monkeypatch):
+    """A capture that writes to the store while the copy is being made: the record names the store as it was
+    when the copy began, so the next build sees the write and copies it (it was read as unchanged before)."""
+    path, conn = store
+    docs = tmp_path / "site"
+    _publish(path, docs)
+    dst = docs / "downloads" / DATABASE_NAME
+    real = exports.public_database
+
+    def copy_then_capture(*a, **k):
+        out = real(*a, **k)
+        conn.execute("insert into log_lines (text) values ('written during the copy')")
+        conn.commit()
+        return out
+
+    time.sleep(0.05)
+    conn.execute("insert into log_lines (text) values ('before the copy')")
+    conn.commit()
+    monkeypatch.setattr(exports, "public_database", copy_then_capture)
+    _publish(path, docs)
+    monkeypatch.setattr(exports, "public_database", real)
+    assert _publish(path, docs) == [dst]
+    assert "written during the copy" in str(_dump(dst)["log_lines"])
+    assert _dump(dst) == _from_scratch(path, tmp_path)
