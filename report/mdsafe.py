@@ -107,7 +107,25 @@ def publishable(value) -> str:
     return text
 
 
+#: escaped texts of this process, by (text, addresses shown): a run's evidence page prints its thousands of
+#: log lines in every language, each masked and escaped once
+_ESCAPED: dict[tuple[str, bool], str] = {}
+_ESCAPED_MAX = 50_000
+
+
 def _escape_text(value) -> str:
+    if type(value) is str:
+        key = (value, _SHOW_ADDRESSES.get())
+        done = _ESCAPED.get(key)
+        if done is None:
+            if len(_ESCAPED) >= _ESCAPED_MAX:
+                _ESCAPED.clear()
+            done = _ESCAPED[key] = _escape_once(value)
+        return done
+    return _escape_once(value)
+
+
+def _escape_once(value) -> str:
     text = _SPACE.sub(" ", publishable(value))
     # White space at either end keeps "**value**" from being bold; a template's own separators
     # (", ", " ") have no letter or digit and keep theirs.
