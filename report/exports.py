@@ -205,6 +205,7 @@ def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set) ->
         if not plan:
             return False, now
         conn.execute("pragma pub.secure_delete = on")
+        conn.execute("begin")  # every change below or none
         try:
             for table, cols, writes, gone in plan:
                 q = _quote(table)

@@ -221,3 +221,39 @@ def test_a_write_while_the_copy_is_made_is_copied_by_the_next_build(store, tmp_p
     assert _publish(path, docs) == [dst]
     assert "written during the copy" in str(_dump(dst)["log_lines"])
     assert _dump(dst) == _from_scratch(path, tmp_path)
+
+
+def test_an_update_that_fails_while_writing_leaves_the_last_copy_whole(store, tmp_path, monkeypatch):
+    """The copy's rows are written in one transaction: a failure after the first table's rows are written
+    leaves the last copy as it was, and the next build brings it up to date."""
+    path, conn = store
+    docs = tmp_path / "site"
+    _publish(path, docs)
+    dst = docs / "downloads" / DATABASE_NAME
+    before = _dump(dst)
+    time.sleep(0.05)
+    conn.execute("insert into log_lines (text) values ('new in the store')")
+    conn.execute("update gate_results set observed = 'changed' where id = 3")
+    conn.commit()
+    real = exports.connect_readonly
+
+    class FailingSecondWrite:
+        def __init__(self, c):
+            self.c, self.writes = c, 0
+
+        def executemany(self, sql, rows):
+            self.writes += 1
+            if self.writes == 2:
+                raise sqlite3.OperationalError("disk I/O error")
+            return self.c.executemany(sql, rows)
+
+        def __getattr__(self, name):
+            return getattr(self.c, name)
+
+    monkeypatch.setattr(exports, "connect_readonly", lambda p: FailingSecondWrite(real(p)))
+    with pytest.raises(sqlite3.OperationalError):
+        _publish(path, docs)
+    assert _dump(dst) == before
+    monkeypatch.setattr(exports, "connect_readonly", real)
+    assert _publish(path, docs) == [dst]
+    assert _dump(dst) == _from_scratch(path, tmp_path)
