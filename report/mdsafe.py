@@ -108,13 +108,15 @@ def publishable(value) -> str:
 
 
 #: escaped texts of this process, by (text, addresses shown): a run's evidence page prints its thousands of
-#: log lines in every language, each masked and escaped once
+#: log lines in every language, each masked and escaped once. Only short texts are kept (a log line, a
+#: name): the memo holds its keys alive, and a hostile store's megabyte texts must not pile up in it.
 _ESCAPED: dict[tuple[str, bool], str] = {}
 _ESCAPED_MAX = 50_000
+_ESCAPED_CHARS = 2_000
 
 
 def _escape_text(value) -> str:
-    if type(value) is str:
+    if type(value) is str and len(value) <= _ESCAPED_CHARS:
         key = (value, _SHOW_ADDRESSES.get())
         done = _ESCAPED.get(key)
         if done is None:

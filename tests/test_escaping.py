@@ -208,3 +208,19 @@ def test_templates_print_no_value_inside_a_literal_code_span():
     root = Path(__file__).resolve().parent.parent / "report" / "templates"
     found = [(p.name, m.group(0)) for p in root.rglob("*.j2") for m in re.finditer(r"`\{\{[^`]*\}\}`", p.read_text())]
     assert not found, found
+
+
+def test_the_escape_memo_keeps_short_texts_only_and_gives_what_escaping_gives():
+    """Each short foreign text is escaped once per process (a log line in both languages); a long one is not
+    kept (the memo would hold it alive), and either way the result is what escaping the text gives."""
+    from cardproof.report import mdsafe
+
+    mdsafe._ESCAPED.clear()
+    short, long_ = "**x** from 192.168.7.9", "*" * (mdsafe._ESCAPED_CHARS + 1)
+    first = mdsafe.esc(short)
+    assert mdsafe.esc(short) == first == mdsafe._escape_once(short) and len(mdsafe._ESCAPED) == 1
+    assert "192.168.7.9" not in first
+    assert mdsafe.esc(long_) == mdsafe._escape_once(long_) and len(mdsafe._ESCAPED) == 1
+    with mdsafe.publishing(show_addresses=True):
+        assert "192.168.7.9" in mdsafe.esc(short)  # the opt-out is part of the key
+    assert len(mdsafe._ESCAPED) == 2
