@@ -83,9 +83,9 @@ def _drawn(path: str, mark: str) -> bool:
         return False
 
 
-def _render_to(job: tuple[str, str, str]) -> str:
-    path, spec, locale = job
-    Path(path).write_text(_render(spec, locale).rstrip("\n") + "\n" + _spec_mark(spec, locale))
+def _render_to(job: tuple[str, str, str, str]) -> str:
+    path, spec, locale, mark = job
+    Path(path).write_text(_render(spec, locale).rstrip("\n") + "\n" + mark)
     return path
 
 
@@ -103,7 +103,8 @@ def deferred(workers: int | None = None):
     _pending = []
     try:
         yield
-        jobs = [(str(p), d.spec, d.locale) for p, d in _pending if not _drawn(str(p), _spec_mark(d.spec, d.locale))]
+        jobs = [(str(p), d.spec, d.locale, mark) for p, d in _pending
+                for mark in [_spec_mark(d.spec, d.locale)] if not _drawn(str(p), mark)]
     finally:
         _pending = None
     workers = workers or os.cpu_count() or 1

@@ -121,10 +121,10 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     log lines at a year of nightly runs. So when ``dst`` is the copy the last build made with the same
     masking, and ``masked`` names the rows that masking changed then (``{(table, rowid)}``), the copy is
     brought up to date in place (:func:`_update_in_place`): only rows that differ from it are masked
-    and written again, in one transaction. Otherwise (no or another copy, another schema, a copy
-    grown a quarter free pages; one that
-    gets so is compacted) it is made whole from the store's ``VACUUM INTO``: a compact file, none
-    of the store's free pages, where deleted text may linger, comes along. ``secure_delete`` zeroes
+    and written again, in one transaction (a copy that comes out a quarter free pages is compacted).
+    Otherwise (no or another copy, another schema, a copy already a quarter free pages) it is made whole
+    from the store's ``VACUUM INTO``: a compact file, none of the store's free pages, where deleted text
+    may linger, comes along. ``secure_delete`` zeroes
     every replaced value's bytes either way. ``record`` (a dict) gets ``masked`` (the rows masking
     changed in the copy now) and ``incremental``.
     """
@@ -186,7 +186,7 @@ def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set) ->
             cols = [r[1] for r in conn.execute(f"pragma main.table_info({q})")]
             # a row masked last time always differs from the store: it is written only if what masking
             # makes of it now differs from the copy
-            candidates = _rows_to_mask(conn, table, {rid for t, rid in masked if t == table})
+            candidates = _rows_to_mask(conn, table, cols, {rid for t, rid in masked if t == table})
             published = {r[0]: list(r[1:]) for r in _rows_by_id(conn, table, cols, candidates, schema="pub")}
             writes, added = [], 0
             for row in _rows_by_id(conn, table, cols, candidates):
@@ -240,10 +240,10 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _rows_to_mask(conn: sqlite3.Connection, table: str, masked: set) -> list[int]:
-    """Rowids of store ``table`` that are new, differ from the copy (``pub``), or were masked in it."""
+def _rows_to_mask(conn: sqlite3.Connection, table: str, cols: list[str], masked: set) -> list[int]:
+    """Rowids of store ``table`` (columns ``cols``) that are new, differ from the copy (``pub``), or were
+    masked in it."""
     q = _quote(table)
-    cols = [r[1] for r in conn.execute(f"pragma main.table_info({q})")]
     same = " and ".join(f"m.{_quote(c)} is o.{_quote(c)}" for c in cols) or "1"
     rows = {r[0] for r in conn.execute(
         f"select m.rowid from main.{q} m left join pub.{q} o on o.rowid = m.rowid "

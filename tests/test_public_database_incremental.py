@@ -56,6 +56,13 @@ def _publish(path, docs):
     return write_public_database(path, docs)
 
 
+def _published(path, tmp_path):
+    """The store published once: the site folder and the copy's path."""
+    docs = tmp_path / "site"
+    _publish(path, docs)
+    return docs, docs / "downloads" / DATABASE_NAME
+
+
 def _from_scratch(path, tmp_path):
     fresh = tmp_path / "fresh" / DATABASE_NAME
     fresh.parent.mkdir(exist_ok=True)
@@ -99,9 +106,7 @@ def test_each_change_gives_the_copy_a_whole_build_gives(store, tmp_path, monkeyp
 
 def test_a_write_that_changes_no_value_leaves_the_file_as_it_was(store, tmp_path):
     path, conn = store
-    docs = tmp_path / "site"
-    _publish(path, docs)
-    dst = docs / "downloads" / DATABASE_NAME
+    docs, dst = _published(path, tmp_path)
     before = dst.stat().st_mtime_ns, dst.read_bytes()
     time.sleep(0.05)
     conn.execute("update log_lines set text = text where id < 100")
@@ -114,9 +119,7 @@ def test_a_write_that_changes_no_value_leaves_the_file_as_it_was(store, tmp_path
 def test_a_copy_or_record_that_cannot_be_trusted_is_made_whole(store, tmp_path, monkeypatch, spoil):
     """A copy changed behind the record's back, a damaged record, or other masking code: every row masked."""
     path, conn = store
-    docs = tmp_path / "site"
-    _publish(path, docs)
-    dst = docs / "downloads" / DATABASE_NAME
+    docs, dst = _published(path, tmp_path)
     if spoil == "copy":  # someone put the raw store in its place
         dst.write_bytes(path.read_bytes())
     elif spoil == "record":
@@ -140,9 +143,7 @@ def test_the_copy_is_updated_in_place_and_a_stopped_update_leaves_the_last_copy(
     """After one new row the copy is the same file brought up to date (no new copy of the store); an
     update stopped half-way rolls back to the last copy, and the next build makes the copy whole."""
     path, conn = store
-    docs = tmp_path / "site"
-    _publish(path, docs)
-    dst = docs / "downloads" / DATABASE_NAME
+    docs, dst = _published(path, tmp_path)
     before = _dump(dst)
     time.sleep(0.05)
     conn.executemany("insert into log_lines (text) values (?)", [(f"new line {i} from {ADDRESS}",) for i in range(50)])
@@ -201,9 +202,7 @@ def test_a_write_while_the_copy_is_made_is_copied_by_the_next_build(store, tmp_p
     """A capture that writes to the store while the copy is being made: the record names the store as it was
     when the copy began, so the next build sees the write and copies it (it was read as unchanged before)."""
     path, conn = store
-    docs = tmp_path / "site"
-    _publish(path, docs)
-    dst = docs / "downloads" / DATABASE_NAME
+    docs, dst = _published(path, tmp_path)
     real = exports.public_database
 
     def copy_then_capture(*a, **k):
@@ -227,9 +226,7 @@ def test_an_update_that_fails_while_writing_leaves_the_last_copy_whole(store, tm
     """The copy's rows are written in one transaction: a failure after the first table's rows are written
     leaves the last copy as it was, and the next build brings it up to date."""
     path, conn = store
-    docs = tmp_path / "site"
-    _publish(path, docs)
-    dst = docs / "downloads" / DATABASE_NAME
+    docs, dst = _published(path, tmp_path)
     before = _dump(dst)
     time.sleep(0.05)
     conn.execute("insert into log_lines (text) values ('new in the store')")

@@ -403,9 +403,9 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
         # a page that did not change keeps its line from the last build (its step sentences are the most
         # of it): one new run does not make every page's view again for the index
         for name in sorted(pages):
-            kept = old_index.get(lang, {}).get(name) if isinstance(old_index.get(lang), dict) else None
             if name in index[lang]:
-                continue
+                continue  # rendered above
+            kept = old_index.get(lang, {}).get(name) if isinstance(old_index.get(lang), dict) else None
             if isinstance(kept, dict) and kept.get("print") == prints[name] and isinstance(kept.get("steps"), list):
                 index[lang][name] = kept
             else:
