@@ -142,7 +142,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     prints = run_fingerprints(db, all_runs, project, code)
     # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key
     # once per build: the leads' steps here, the trend pages below; each run's points kept between builds
-    history = trend_series(db, project / "site" / SERIES_CACHE, prints)
+    saves: list = []  # the series cache is written once the trend pages have added their rows to its points
+    history = trend_series(db, project / "site" / SERIES_CACHE, prints, later=saves)
     # the manifest, the series and the summaries live until the build ends: the cyclic collector
     # need not walk them again on every collection of the pages' short-lived objects
     gc.freeze()
@@ -272,6 +273,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                                                                     show_addresses=show_addresses))
     for produce in _page_producers(history):
         written += produce(db, project, show_addresses=show_addresses)
+    for save in saves:
+        save()
     _remove_stale(out_dir, cmp_dir, keys)
     remove_stale_samples(out_dir, [r["id"] for r in all_runs])
     manifest = {"pages": keys, "runs": {str(rid): s.to_json() for rid, s in summaries.items()},

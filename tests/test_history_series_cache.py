@@ -180,3 +180,50 @@ def test_a_campaign_whose_runs_did_not_change_keeps_its_finished_series(tmp_path
     # a weekly run changed: its campaign's series are made again from the store
     prints[ids_b[0]] = "print-changed"
     assert _canon(_series(db, **kw)) == _canon(_series(db))
+
+
+def test_a_point_keeps_its_table_rows_and_data_line_and_they_are_what_a_fresh_build_writes(tmp_path):
+    """The trend pages' table rows and CSV lines of runs that did not change are kept on their points in
+    the cache file (report/history/tables.py, render.py ``write_data_file``): after a new run the pages
+    are what a build from nothing writes, and a doctored row or line in the file shows (it is really
+    read). A run deleted before a point changes what that point's row shows (the conditions that changed
+    since the point before it): the row is made again."""
+    db = tmp_path / "h.db"
+    ids = make_db(db, RUNS + [{"level": 85.0, "build": "b3"}] * 2)
+    last = ids[-1]  # its build is its previous run's: no change shown, until that run goes
+    project = tmp_path / "proj"
+    write_articles(db, project)
+    make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
+    write_articles(db, project)
+
+    def pages(p, suffix):
+        return {f.name: f.read_text() for f in sorted((p / "site" / "trends").iterdir()) if f.suffix == suffix}
+
+    write_articles(db, tmp_path / "fresh")
+    for suffix in (".md", ".csv"):
+        assert pages(project, suffix) == pages(tmp_path / "fresh", suffix) and pages(project, suffix)
+    [path] = (project / "site").glob(SERIES_CACHE.replace(".pickle", "-*.pickle"))
+    kept = pickle.loads(path.read_bytes())
+    points = [p for s in kept["series"]["nightly"]["series"] for p in s["points"] if p["run_id"] == last]
+    assert points and all(p.get("_rows") and p.get("_csv") for p in points)
+    for p in points:
+        p["_rows"] = {k: v.replace(" | ", " | DOCTORED-ROW ", 1) for k, v in p["_rows"].items()}
+        p["_csv"] = (p["_csv"][0], "DOCTORED,LINE\r\n")
+    path.write_bytes(pickle.dumps(kept))
+    make_db(db, [{"level": 85.0, "build": "b3"}], seed=4)
+    write_articles(db, project)
+    trend_pages = [t for n, t in pages(project, ".md").items() if n.startswith("trend-")]
+    assert trend_pages and all("DOCTORED-ROW" in t for t in trend_pages)
+    assert all("DOCTORED,LINE" in t for t in pages(project, ".csv").values())
+
+    # the run before it goes: its point now follows a run of build b2, its row says so and is made again
+    store = open_store(db)
+    with store.db.conn:
+        for table in ("samples", "cells", "loads"):
+            store.db.execute(f"delete from {table} where run_id = ?", [ids[-2]])
+        store.db.execute("delete from runs where id = ?", [ids[-2]])
+    store.close()
+    write_articles(db, project)
+    write_articles(db, tmp_path / "fresh2")
+    assert pages(project, ".md") == pages(tmp_path / "fresh2", ".md")
+    assert "DOCTORED-ROW" not in "".join(pages(project, ".md").values())

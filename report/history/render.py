@@ -13,10 +13,12 @@ from __future__ import annotations
 import csv
 import gc
 import hashlib
+import io
 import json
 import os
 import pickle
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 from .. import charts
@@ -191,22 +193,36 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
             shown[value] = publishable(value)
         return shown[value]
 
+    line = io.StringIO()
+    w = csv.writer(line)
+    w.writerow(["campaign", "model", "prompt_class", "reasoning", "run", "started_at", "server_build", "state",
+                *[f"{m}_{part}" for m in METRICS for part in ("median", "low", "high", "n")],
+                "cell_kind", "streams", "depth_tokens", "rate_rps"])
+    lines = [line.getvalue()]
+    for s in page_series:
+        for p in s["points"]:
+            # a point of a run that did not change is the same object build after build (the series cache):
+            # its line is kept on it (the series it belongs to, whose fields the line repeats, is its own)
+            kept = p.get("_csv")
+            if type(kept) is tuple and len(kept) == 2 and kept[0] == p["state"] and type(kept[1]) is str:
+                lines.append(kept[1])
+                continue
+            figures = []
+            for m in METRICS:
+                sp = p["spread"].get(m)
+                figures += [sp.median, sp.low, sp.high, sp.n] if sp else ["", "", "", ""]
+            line.seek(0)
+            line.truncate()
+            w.writerow([public(s["campaign"]), public(s["model"]), s["prompt_class"],
+                        int(bool(s["reasoning"])), p["run_id"], p["started_at"] or "",
+                        public(p["server_build"] or ""), p["state"], *figures,
+                        s.get("kind", "measure"), s.get("streams") or "", s.get("depth_tokens") or "",
+                        "" if s.get("rate_rps") is None else s["rate_rps"]])
+            text = line.getvalue()
+            p["_csv"] = (p["state"], text)
+            lines.append(text)
     with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["campaign", "model", "prompt_class", "reasoning", "run", "started_at", "server_build", "state",
-                    *[f"{m}_{part}" for m in METRICS for part in ("median", "low", "high", "n")],
-                    "cell_kind", "streams", "depth_tokens", "rate_rps"])
-        for s in page_series:
-            for p in s["points"]:
-                figures = []
-                for m in METRICS:
-                    sp = p["spread"].get(m)
-                    figures += [sp.median, sp.low, sp.high, sp.n] if sp else ["", "", "", ""]
-                w.writerow([public(s["campaign"]), public(s["model"]), s["prompt_class"],
-                            int(bool(s["reasoning"])), p["run_id"], p["started_at"] or "",
-                            public(p["server_build"] or ""), p["state"], *figures,
-                            s.get("kind", "measure"), s.get("streams") or "", s.get("depth_tokens") or "",
-                            "" if s.get("rate_rps") is None else s["rate_rps"]])
+        f.write("".join(lines))
 
 
 def _page_view(page_series: list[dict], L: Lang) -> dict:
@@ -243,12 +259,16 @@ def _env():
     return environment()
 
 
-def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = None) -> list[dict]:
+def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = None,
+                 later: list | None = None) -> list[dict]:
     """Every series with its steps and final page names: computed once per build, read by the trend
     pages and by the run articles' leads (report/lead_steps.py).
 
     ``cache``: a file that keeps each run's points between builds, valid for the runs whose
     fingerprint (``prints``, report/fingerprints.py) is unchanged (see ``build_series``).
+    ``later`` (a list): the cache is not written here; a callable that writes it is appended, for the
+    caller to call once the pages are rendered (the points keep their table rows and CSV lines,
+    report/history/tables.py and ``write_data_file``, for the next build).
     """
     if cache is None or prints is None:
         series = build_series(db)
@@ -284,22 +304,32 @@ def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = 
             gc.freeze()
             if collecting:
                 gc.enable()
-        wanted = {_cache_file(cache, c) for c in parts}
-        for camp, part in parts.items():
-            path = _cache_file(cache, camp)
-            if camp in loaded and (kept["series"].get(camp) or {}).get("series") is loaded[camp] and path.exists():
-                continue  # none of its runs changed: its file holds what it would write
-            try:
-                tmp = path.with_name(path.name + ".tmp")
-                tmp.write_bytes(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
-                os.replace(tmp, path)
-            except OSError:
-                pass  # no cache: the next build reads the campaign's runs again
-        for f in [*_cache_files(cache), cache]:  # campaigns no longer in the store; the one-file layout
-            if f not in wanted:
-                f.unlink(missing_ok=True)
+        save = partial(_save_cache, cache, parts,
+                       {c for c in parts if c in loaded and (kept["series"].get(c) or {}).get("series") is loaded[c]})
+        if later is None:
+            save()
+        else:
+            later.append(save)
     assign_pages(series)
     return series
+
+
+def _save_cache(cache: Path, parts: dict[str, dict], unchanged: set[str]) -> None:
+    """Each campaign's cache file (``parts``), but those of ``unchanged`` campaigns whose files hold it."""
+    wanted = {_cache_file(cache, c) for c in parts}
+    for camp, part in parts.items():
+        path = _cache_file(cache, camp)
+        if camp in unchanged and path.exists():
+            continue  # none of its runs changed: its file holds what it would write
+        try:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # no cache: the next build reads the campaign's runs again
+    for f in [*_cache_files(cache), cache]:  # campaigns no longer in the store; the one-file layout
+        if f not in wanted:
+            f.unlink(missing_ok=True)
 
 
 #: what each campaign's cache file keeps (``build_series``' ``cache``, ``steps_memo``, ``judged_memo``,

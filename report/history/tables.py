@@ -35,6 +35,20 @@ def row_maker(L: Lang, _):
         return states[value]
 
     def row(p: dict, metrics: list[str]) -> MD:
+        # a point of a run that did not change is the same object build after build (the series cache,
+        # render.py): its row is kept on it, by what else the row shows (its language, the columns, the
+        # state and the conditions that changed since the point before it, which a deleted run can change)
+        key = (L.code, tuple(metrics), p["state"], repr(p["changes"]) if p["changes"] else "", p.get("anchor"))
+        kept = p.get("_rows")
+        if type(kept) is dict and type(kept.get(key)) is str:
+            return MD(kept[key])
+        text = _row(p, metrics)
+        if type(kept) is not dict:
+            kept = p["_rows"] = {}
+        kept[key] = str(text)
+        return text
+
+    def _row(p: dict, metrics: list[str]) -> MD:
         # every part is trusted Markdown already (numbers, dates, builds, catalogue messages: each an ``MD``,
         # ``esc`` passes those unchanged) or made here from integers: joined as text once, not part by part
         rid = int(p["run_id"])
