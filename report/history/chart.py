@@ -30,31 +30,48 @@ def cell_label(s: dict, L: Lang) -> str:
     return first + " · " + L.gettext(s["prompt_class"])
 
 
-def trend_rows(page_series: list[dict], metric: str, L: Lang) -> list[dict]:
-    """One row per point with a figure for ``metric``: raw values (the table rounds them once)."""
+def trend_rows(page_series: list[dict], metric: str) -> list[dict]:
+    """One row per point with a figure for ``metric``: raw values (the table rounds them once), the same
+    in every language. A row's ``cell`` is its series' place on the page and its ``state`` the point's
+    state: keys into each language's names (``labels``)."""
     rows = []
-    states: dict = {}  # a state's label, made once per chart (its text is foreign where a merge stored it)
-    for s in page_series:
-        label = charts._label(cell_label(s, L))
+    for i, s in enumerate(page_series):
         for p in s["points"]:
             sp = p["spread"].get(metric)
             if sp is None:
                 continue
             state = p["state"]
-            if state not in states:
-                states[state] = charts._label(L.gettext("usable") if state == OK else L.gettext(state))
             rows.append({"date": p["started_at"], "median": sp.median, "low": sp.low, "high": sp.high,
-                         "n": sp.n, "run": p["run_id"], "cell": label, "usable": state == OK,
-                         "state": states[state]})
+                         "n": sp.n, "run": p["run_id"], "cell": i, "usable": state == OK, "state": state})
     return rows
 
 
-def bench_rows(points: list[dict], L: Lang) -> list[dict]:
+def names(page_series: list[dict], L: Lang) -> tuple[dict, dict]:
+    """``L``'s names for the keys of ``trend_rows`` and ``bench_rows``: (cells, states)."""
+    cells: dict = {i: charts._label(cell_label(s, L)) for i, s in enumerate(page_series)}
+    states: dict = {}
+    for s in page_series:
+        for p in s["points"]:
+            state = p["state"]
+            if state not in states:  # its text is foreign where a merge stored it
+                states[state] = charts._label(L.gettext("usable") if state == OK else L.gettext(state))
+    states[_BENCH] = charts._label(L.gettext("llama-bench (in-process)"))
+    return cells, states
+
+
+def labels(L: Lang, title: str, axis_title: str, names_: tuple[dict, dict]) -> svg.Labels:
+    """One chart's words in ``L``: its title and axis title, and ``names`` (of the page, in ``L``)."""
+    return svg.Labels(L, charts._label(title), axis_title, *names_)
+
+
+_BENCH = ("llama-bench",)  # the state key of llama-bench rows: no point's state is a tuple
+
+
+def bench_rows(points: list[dict]) -> list[dict]:
     """llama-bench points (report/history/llama_bench.py) as lines of their own, labelled with their test."""
-    kind = charts._label(L.gettext("llama-bench (in-process)"))
     return [{"date": p["date"], "median": p["spread"].median, "low": p["spread"].low, "high": p["spread"].high,
              "n": p["spread"].n, "run": None, "cell": charts._label(f"llama-bench {p['test']}"), "usable": True,
-             "state": kind} for p in points]
+             "state": _BENCH} for p in points]
 
 
 def change_rows(page_series: list[dict]) -> list[dict]:
@@ -67,6 +84,7 @@ def change_rows(page_series: list[dict]) -> list[dict]:
     return list(seen.values())
 
 
-def trend_chart(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_title: str) -> str:
-    """The chart as SVG text, drawn directly (report/history/svg.py: no Vega-Lite validation or rendering)."""
-    return svg.trend_svg(rows, changes, L, charts._label(title), axis_title)
+def trend_charts(rows: list[dict], changes: list[dict], languages: list[svg.Labels]) -> list[str]:
+    """The chart in each language as SVG text, drawn directly (report/history/svg.py: no Vega-Lite
+    validation or rendering), its geometry worked out once."""
+    return svg.trend_svgs(rows, changes, languages)

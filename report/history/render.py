@@ -403,20 +403,24 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
         with publishing(show_addresses=show_addresses):
             write_data_file(out_dir / f"{name}.csv", page_series)
         changes = chart.change_rows(page_series)  # the dashed rules: the same in every chart of the page
-        for lang, path in zip(LANGUAGES, files):
-            L = Lang(lang)
-            charts_out = []
-            for metric in METRICS:
-                rows = chart.trend_rows(page_series, metric, L) + chart.bench_rows(page_bench.get(metric, []), L)
-                if not rows:
-                    continue
-                svg = img_dir / f"{name}-{_FILE_KEYS[metric]}-{lang}.svg"
-                img_dir.mkdir(parents=True, exist_ok=True)
-                title = f"{L.gettext(METRIC_NAMES[metric])} · {page_series[0]['model']}"
-                charts.write_svg(svg, chart.trend_chart(rows, changes, L, title,
-                                                        L.gettext(METRIC_AXES[metric])))
-                charts_out.append({"metric": metric, "file": f"img/{svg.name}",
-                                   "alt": L.gettext(METRIC_AXES[metric])})
+        langs = [Lang(lang) for lang in LANGUAGES]
+        charts_out: dict[str, list] = {lang: [] for lang in LANGUAGES}
+        names = [chart.names(page_series, L) for L in langs]
+        for metric in METRICS:
+            rows = chart.trend_rows(page_series, metric) + chart.bench_rows(page_bench.get(metric, []))
+            if not rows:
+                continue
+            img_dir.mkdir(parents=True, exist_ok=True)
+            drawn = chart.trend_charts(rows, changes, [
+                chart.labels(L, f"{L.gettext(METRIC_NAMES[metric])} · {page_series[0]['model']}",
+                             L.gettext(METRIC_AXES[metric]), n) for L, n in zip(langs, names)])
+            for L, text in zip(langs, drawn):
+                svg = img_dir / f"{name}-{_FILE_KEYS[metric]}-{L.code}.svg"
+                charts.write_svg(svg, text)
+                charts_out[L.code].append({"metric": metric, "file": f"img/{svg.name}",
+                                           "alt": L.gettext(METRIC_AXES[metric])})
+        for L, path in zip(langs, files):
+            lang = L.code
             view = _page_view(page_series, L)
             index[lang][name] = _index_entry(view, prints[name])
             view["bench"] = sorted((p for points in page_bench.values() for p in points),
@@ -424,7 +428,7 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
             with publishing(show_addresses=show_addresses):
                 _ = translator(L.gettext, CATALOGUE)
                 text = _env().get_template("trend.md.j2").render(
-                    _=_, L=L, page=view, charts=charts_out, metric_names=METRIC_NAMES, metrics=list(METRICS),
+                    _=_, L=L, page=view, charts=charts_out[lang], metric_names=METRIC_NAMES, metrics=list(METRICS),
                     num=formatter(L), when=dates(L), row=row_maker(L, _))
             if _write_if_changed(path, text):
                 written.append(path)

@@ -132,6 +132,28 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
     A row without a readable date or a finite median is left out (the
     page's table still names it); a chart with no drawable row says so.
     """
+    return trend_svgs(rows, changes, [Labels(L, title, axis_title)])[0]
+
+
+class Labels:
+    """What one language's chart says: its title and axis title, and the names of the rows' cells and
+    states (a row's ``cell`` and ``state`` are keys into these; a key with no name is its own text)."""
+
+    def __init__(self, L: Lang, title: str, axis_title: str, cells: dict | None = None, states: dict | None = None):
+        self.L, self.title, self.axis_title = L, title, axis_title
+        self.cells, self.states = cells or {}, states or {}
+
+    def cell(self, key) -> str:
+        return self.cells.get(key, key)
+
+    def state(self, key) -> str:
+        return self.states.get(key, key)
+
+
+def trend_svgs(rows: list[dict], changes: list[dict], languages: list[Labels]) -> list[str]:
+    """One chart of ``rows`` per entry of ``languages``: the geometry (scales, positions, thinning,
+    whiskers and lines: most of a chart's time) is worked out once; numbers, names and tooltips are
+    written in each language."""
     points = []
     for r in rows:
         x = _seconds(r.get("date"))
@@ -145,17 +167,15 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
     width = _LEFT + PLOT_WIDTH_PX + _LEGEND
     height = _TOP + PLOT_HEIGHT_PX + _BOTTOM
 
-    def frame(h: int) -> list[str]:
-        return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
-                f'viewBox="0 0 {width} {h}" role="img" aria-label={quoteattr(title)} '
-                f'font-family="sans-serif" font-size="11">',
-                f'<rect width="{width}" height="{h}" fill="white"/>',
-                f'<text x="{_LEFT}" y="18" font-size="13" font-weight="bold">{escape(title)}</text>']
+    def frame(h: int, lab: Labels) -> str:
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
+                f'viewBox="0 0 {width} {h}" role="img" aria-label={quoteattr(lab.title)} '
+                f'font-family="sans-serif" font-size="11">'
+                f'<rect width="{width}" height="{h}" fill="white"/>'
+                f'<text x="{_LEFT}" y="18" font-size="13" font-weight="bold">{escape(lab.title)}</text>')
 
-    out = frame(height)
     if not points:
-        out.append(f'<text x="{_LEFT}" y="{_TOP + 20}">—</text></svg>')
-        return "".join(out)
+        return [frame(height, lab) + f'<text x="{_LEFT}" y="{_TOP + 20}">—</text></svg>' for lab in languages]
     xs = [p[0] for p in points]
     x_lo, x_hi = min(xs), max(xs)
     if x_hi - x_lo < 1:
@@ -172,13 +192,17 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
         return _TOP + PLOT_HEIGHT_PX - (v - y_lo) / (y_hi - y_lo) * PLOT_HEIGHT_PX
 
     bottom = _TOP + PLOT_HEIGHT_PX
-    num = formatter(L)
+    # ``out``: the chart's parts in order, each text (the same in every language) or a function of the
+    # language's labels and number format
+    out: list = []
     # axes: y ticks with grid, x ticks as dates
     digits = _digits(ticks)
     for t in ticks:
         y = sy(t)
         out.append(f'<line x1="{_LEFT}" x2="{_LEFT + PLOT_WIDTH_PX}" y1="{y:.1f}" y2="{y:.1f}" stroke="#dddddd"/>'
-                   f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(num(t, digits))}</text>')
+                   f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">')
+        out.append(lambda lab, num, t=t: escape(num(t, digits)))
+        out.append("</text>")
     for i in range(6):
         v = x_lo + (x_hi - x_lo) * i / 5
         x = sx(v)
@@ -188,16 +212,18 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
                    f'transform="rotate(-30 {x:.1f} {bottom + 16})">{label}</text>')
     out.append(f'<line x1="{_LEFT}" x2="{_LEFT + PLOT_WIDTH_PX}" y1="{bottom}" y2="{bottom}" stroke="#444444"/>'
                f'<line x1="{_LEFT}" x2="{_LEFT}" y1="{_TOP}" y2="{bottom}" stroke="#444444"/>'
-               f'<text x="{_LEFT + PLOT_WIDTH_PX / 2}" y="{height - 6}" text-anchor="middle">'
-               f'{escape(L.gettext("run date"))}</text>'
-               f'<text transform="translate(14 {_TOP + PLOT_HEIGHT_PX / 2}) rotate(-90)" text-anchor="middle">'
-               f'{escape(axis_title)}</text>')
+               f'<text x="{_LEFT + PLOT_WIDTH_PX / 2}" y="{height - 6}" text-anchor="middle">')
+    out.append(lambda lab, num: escape(lab.L.gettext("run date")))
+    out.append(f'</text><text transform="translate(14 {_TOP + PLOT_HEIGHT_PX / 2}) rotate(-90)" '
+               f'text-anchor="middle">')
+    out.append(lambda lab, num: escape(lab.axis_title))
+    out.append("</text>")
     for c in changes:  # a condition changed at this run
         x = _seconds(c.get("date"))
         if x is not None and x_lo <= x <= x_hi:
             out.append(f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{_TOP}" y2="{bottom}" stroke="#666666" '
                        f'stroke-dasharray="4 3"/>')
-    cells: dict[str, list] = {}
+    cells: dict = {}
     for p in points:
         cells.setdefault(p[4]["cell"], []).append(p)
     colour = {cell: _COLOURS[i % len(_COLOURS)] for i, cell in enumerate(cells)}
@@ -212,8 +238,8 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
         fx = [f"{_LEFT + (p[0] - x_lo) * kx:.1f}" for p in ps]
         fm = [f"{bottom - (p[1] - y_lo) * ky:.1f}" for p in ps]
         whisker = f'" stroke="{col}" stroke-width="{1 if dense else 2}" opacity="0.6"/>'
-        out += [f'<line x1="{x}" x2="{x}" y1="{bottom - (p[2] - y_lo) * ky:.1f}" '
-                f'y2="{bottom - (p[3] - y_lo) * ky:.1f}{whisker}' for x, p in zip(fx, ps)]
+        out.append("".join([f'<line x1="{x}" x2="{x}" y1="{bottom - (p[2] - y_lo) * ky:.1f}" '
+                            f'y2="{bottom - (p[3] - y_lo) * ky:.1f}{whisker}' for x, p in zip(fx, ps)]))
         line = " ".join(f"{x},{y}" for x, y, p in zip(fx, fm, ps) if p[4]["usable"])
         if line:
             out.append(f'<polyline points="{line}" fill="none" stroke="{col}" stroke-width="1"/>')
@@ -221,23 +247,35 @@ def trend_svg(rows: list[dict], changes: list[dict], L: Lang, title: str, axis_t
             if r["usable"] and dense:  # no tooltip per mark: thousands of them would only weigh the file
                 out.append(f'<circle cx="{tx}" cy="{ty}" r="2" fill="{col}"/>')
                 continue
-            tip = f"{r['cell']}: {num(m, 1)}" + (f" · {L.gettext('run')} {r['run']}" if r.get("run") else "")
             if r["usable"]:
-                out.append(_marker("circle", sx(x), sy(m), col, col, tip))
+                mark = ("circle", sx(x), sy(m), col, col)
             else:
-                out.append(_marker(shape[r["state"]], sx(x), sy(m), _GREY, "white", tip))
+                mark = (shape[r["state"]], sx(x), sy(m), _GREY, "white")
+
+            def tip(lab, num, r=r, m=m) -> str:
+                return f"{lab.cell(r['cell'])}: {num(m, 1)}" + (
+                    f" · {lab.L.gettext('run')} {r['run']}" if r.get("run") else "")
+
+            out.append(lambda lab, num, mark=mark, tip=tip: _marker(*mark, tip(lab, num)))
     # legend: the cells' colours, then the states that cannot carry a step
     lx, ly = _LEFT + PLOT_WIDTH_PX + 16, _TOP + 4
-    out.append(f'<text x="{lx}" y="{ly}" font-weight="bold">{escape(L.gettext("cell"))}</text>')
+    out.append(f'<text x="{lx}" y="{ly}" font-weight="bold">')
+    out.append(lambda lab, num: escape(lab.L.gettext("cell")))
+    out.append("</text>")
     for cell in cells:
         ly += 16
-        out.append(f'<circle cx="{lx + 5}" cy="{ly - 4}" r="4" fill="{colour[cell]}"/>'
-                   f'<text x="{lx + 14}" y="{ly}"><title>{escape(cell)}</title>{escape(_short(cell))}</text>')
+        out.append(f'<circle cx="{lx + 5}" cy="{ly - 4}" r="4" fill="{colour[cell]}"/><text x="{lx + 14}" y="{ly}">')
+        out.append(lambda lab, num, cell=cell: f"<title>{escape(lab.cell(cell))}</title>{escape(_short(lab.cell(cell)))}")
+        out.append("</text>")
     for s in states:
         ly += 16
-        out.append(_marker(shape[s], lx + 5, ly - 4, _GREY, "white")
-                   + f'<text x="{lx + 14}" y="{ly}"><title>{escape(s)}</title>{escape(_short(s))}</text>')
-    if ly + 12 > height:  # many cells: the legend, not the plot, sets the height
-        out[:3] = frame(ly + 12)
+        out.append(_marker(shape[s], lx + 5, ly - 4, _GREY, "white") + f'<text x="{lx + 14}" y="{ly}">')
+        out.append(lambda lab, num, s=s: f"<title>{escape(lab.state(s))}</title>{escape(_short(lab.state(s)))}")
+        out.append("</text>")
+    h = ly + 12 if ly + 12 > height else height  # many cells: the legend, not the plot, sets the height
     out.append("</svg>")
-    return "".join(out)
+    drawn = []
+    for lab in languages:
+        num = formatter(lab.L)
+        drawn.append(frame(h, lab) + "".join([part if type(part) is str else part(lab, num) for part in out]))
+    return drawn
