@@ -7,15 +7,19 @@ screen reader gets the same numbers.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import json
-import multiprocessing
 import os
+import queue
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import altair as alt
 import vl_convert
+
+from . import chart_draw
 
 from .i18n import Lang
 from .mdsafe import publishable
@@ -39,12 +43,11 @@ class _Deferred:
         self.spec, self.locale = spec, locale
 
 
-_pending: list[tuple[Path, _Deferred]] | None = None
+_pending: "_Drawer | None" = None
 
 
 def _render(spec: str, locale: str) -> str:
-    # axis numbers in the page's locale too (1.000,5 in German)
-    return vl_convert.vegalite_to_svg(spec, vl_version="5.20", format_locale=locale)
+    return chart_draw.render(spec, locale)
 
 
 # vl-convert sizes the SVG with its own font metrics; a browser's sans-serif runs wider, so text
@@ -84,39 +87,133 @@ def _drawn(path: str, mark: str) -> bool:
 
 
 def _render_to(job: tuple[str, str, str, str]) -> str:
-    path, spec, locale, mark = job
+    path, spec, locale, mark = job  # as chart_draw.render_to, through this module's ``_render``
     Path(path).write_text(_render(spec, locale).rstrip("\n") + "\n" + mark)
     return path
 
 
-#: fewer charts than this are drawn in this process: a pool's workers each import Altair and
-#: vl-convert first (about 1.5 s here), while a chart takes about 75 ms. After one new run at a
-#: year of nightly runs (about 20 charts) the pool cost 1.0-1.4 s more than drawing them here.
-_POOL_JOBS = 40
+class _Drawer:
+    """The charts of a ``deferred`` block, drawn by worker processes while the block goes on.
+
+    A worker (``python -m cardproof.report.chart_draw``) imports vl-convert alone and starts with the
+    first chart to draw: after one new run at a year of nightly runs, its charts are drawn on another
+    core while the trend pages and indexes are written. More workers start, up to ``workers``, while
+    many charts wait (a first build). A chart whose file already ends with its mark is not drawn again.
+    A worker is a plain child process, not ``multiprocessing``: the caller's main script is never
+    imported again. Where a worker cannot start, fails a chart or dies, what it did not draw is drawn
+    in this process at the block's end (so a real drawing error is raised here, as with one core).
+    """
+
+    #: charts waiting per worker before another one starts
+    BACKLOG = 16
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.jobs: dict[str, tuple] = {}  # path -> its latest job
+        self.procs: list[dict] = []  # {"proc", "reader", "done": [result lines], "sent": [paths]}
+        self.owner: dict[str, dict] = {}  # path -> the worker it went to (a path asked for twice: the same one)
+        self.local: list[str] = []  # paths drawn here, at the end, in order
+
+    def add(self, path: Path, d: _Deferred) -> None:
+        key = str(path)
+        job = (key, d.spec, d.locale, _spec_mark(d.spec, d.locale))
+        self.jobs[key] = job
+        if key in self.local or (key not in self.owner and _drawn(key, job[3])):
+            return  # drawn here at the end; or its file is this chart already
+        worker = self.owner.get(key) or self._worker()
+        if worker is not None:
+            worker["queue"].put(json.dumps(job) + "\n")  # written by its writer: a spec can outgrow the pipe
+            worker["sent"] += 1
+            self.owner[key] = worker  # a path asked for again goes to the same worker: the last one wins
+            return
+        self.local.append(key)
+
+    def _worker(self) -> dict | None:
+        live = self.procs
+
+        def waiting(w: dict) -> int:
+            return w["sent"] - len(w["done"])
+
+        if self.workers >= 2 and len(self.procs) < self.workers \
+                and (not live or min(map(waiting, live)) >= self.BACKLOG):
+            try:
+                proc = subprocess.Popen([sys.executable, "-m", "cardproof.report.chart_draw"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True, encoding="utf-8")
+            except OSError:
+                self.workers = 1
+            else:
+                worker = {"proc": proc, "done": [], "sent": 0, "queue": queue.SimpleQueue()}
+                worker["threads"] = [threading.Thread(target=f, args=(worker,), daemon=True)
+                                     for f in (self._write, self._read)]
+                for t in worker["threads"]:
+                    t.start()
+                self.procs.append(worker)
+                return worker
+        return min(live, key=waiting) if live else None
+
+    @staticmethod
+    def _write(worker: dict) -> None:
+        """The worker's jobs, in order, until ``None``; then its input ends (and with it the worker)."""
+        stdin = worker["proc"].stdin
+        try:
+            while (line := worker["queue"].get()) is not None:
+                stdin.write(line)
+                stdin.flush()
+        except (OSError, ValueError):
+            pass  # the worker died: what it did not draw is drawn at the block's end
+        finally:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    @staticmethod
+    def _read(worker: dict) -> None:
+        for line in worker["proc"].stdout:  # drained as it comes: a full pipe would stop the worker
+            worker["done"].append(line)
+
+    def finish(self) -> None:
+        for worker in self.procs:
+            worker["queue"].put(None)
+        for worker in self.procs:
+            for t in worker["threads"]:
+                t.join()
+            worker["proc"].wait()
+        self.procs = []
+        # what no worker drew (none could start, one failed a chart or died) is drawn here, in the order
+        # asked for; a chart a worker drew ends with its mark
+        for key, job in self.jobs.items():
+            if not _drawn(key, job[3]):
+                _render_to(job)
+
+    def close(self) -> None:
+        """The block failed: its workers stop where they are."""
+        for worker in self.procs:
+            worker["queue"].put(None)
+            try:
+                worker["proc"].kill()
+                worker["proc"].wait()
+            except OSError:
+                pass
+        self.procs = []
 
 
 @contextlib.contextmanager
 def deferred(workers: int | None = None):
-    """Collect every chart written inside the block and render them at its end,
-    on all cores: rendering is most of the report step's time."""
+    """Collect every chart written inside the block; worker processes draw them while the block goes
+    on, on the other cores, and the block's end waits for them (``_Drawer``). One core: drawn here at
+    the end."""
     global _pending
-    _pending = []
+    drawer = _Drawer(workers or os.cpu_count() or 1)
+    _pending = drawer
     try:
         yield
-        jobs = [(str(p), d.spec, d.locale, mark) for p, d in _pending
-                for mark in [_spec_mark(d.spec, d.locale)] if not _drawn(str(p), mark)]
+        _pending = None
+        drawer.finish()
     finally:
         _pending = None
-    workers = workers or os.cpu_count() or 1
-    if len(jobs) < _POOL_JOBS or workers < 2:
-        for job in jobs:
-            _render_to(job)
-        return
-    # spawn, not fork: the caller may have threads (samplers, servers, test
-    # harnesses) whose locks a forked child would inherit held, and hang on
-    ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        list(pool.map(_render_to, jobs, chunksize=max(1, len(jobs) // (workers * 4))))
+        drawer.close()
 
 
 def decode_rows(view: dict, L: Lang, reasoning: bool) -> list[dict]:
@@ -232,7 +329,7 @@ def reasoning_chart(rows: list[dict], L: Lang, title: str | None = None) -> str:
 def write_svg(path: Path, svg) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(svg, _Deferred):
-        _pending.append((path, svg))
+        _pending.add(path, svg)
     else:
         path.write_text(svg)
     return path

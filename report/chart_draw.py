@@ -1,0 +1,48 @@
+"""Drawing a chart spec to SVG with vl-convert: all a chart worker process imports.
+
+``report/charts.py`` sends the specs here, to worker processes that start
+while the rest of the report is still being written. This module imports
+vl-convert alone (no Altair, no report code), so a worker is ready in a
+fraction of a second; vl-convert's own first chart in a process costs
+about half a second more (its engine starting), also off the main process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import vl_convert
+
+
+def render(spec: str, locale: str) -> str:
+    # axis numbers in the page's locale too (1.000,5 in German)
+    return vl_convert.vegalite_to_svg(spec, vl_version="5.20", format_locale=locale)
+
+
+def render_to(job: tuple[str, str, str, str]) -> str:
+    """Draw ``(path, spec, locale, mark)``: the SVG, then the mark as its last line (charts._spec_mark)."""
+    path, spec, locale, mark = job
+    Path(path).write_text(render(spec, locale).rstrip("\n") + "\n" + mark)
+    return path
+
+
+def main() -> None:
+    """A chart worker (``python -m cardproof.report.chart_draw``): one job per line of standard input as a
+    JSON list ``[path, spec, locale, mark]``; one line out per job: ``["ok", path]`` or
+    ``["error", path, message]``. Ends when its input does."""
+    import json
+    import sys
+
+    for line in sys.stdin:
+        try:
+            job = json.loads(line)
+            render_to(tuple(job))
+            out = ["ok", job[0]]
+        except Exception as exc:  # noqa: BLE001 -- told to the report process, which draws it itself
+            out = ["error", job[0] if isinstance(job, list) and job else None, f"{type(exc).__name__}: {exc}"]
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
