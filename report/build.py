@@ -113,7 +113,7 @@ class _RecentViews(OrderedDict):
         return self[rid]
 
 
-def _page_producers(history: list[dict] | None = None):
+def _page_producers(history: list[dict] | None = None, cache: Path | None = None):
     """Pages beyond the runs and their comparisons, each ``produce(db, project, show_addresses=...) -> [Path]``.
 
     One place to add a kind of page; each producer decides itself what it
@@ -123,7 +123,7 @@ def _page_producers(history: list[dict] | None = None):
     from .observed import write_log_articles  # server logs imported with no run (issue 15)
 
     # the build's series, computed once for the leads' steps and the trend pages
-    return [write_log_articles, partial(write_trends, series=history)]
+    return [write_log_articles, partial(write_trends, series=history, cache=cache)]
 
 
 def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[list[Path], dict, Path, dict]:
@@ -271,7 +271,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
             written.append(p)
     written += write_home(project / "site", lambda lang: render_home(all_runs, lang, comparisons,
                                                                     show_addresses=show_addresses))
-    for produce in _page_producers(history):
+    for produce in _page_producers(history, project / "site" / SERIES_CACHE):
         written += produce(db, project, show_addresses=show_addresses)
     for save in saves:
         save()

@@ -202,21 +202,38 @@ def test_a_point_keeps_its_table_rows_and_data_line_and_they_are_what_a_fresh_bu
     write_articles(db, tmp_path / "fresh")
     for suffix in (".md", ".csv"):
         assert pages(project, suffix) == pages(tmp_path / "fresh", suffix) and pages(project, suffix)
+    # kept apart from the series cache (read only for a campaign whose pages are rendered)
     [path] = (project / "site").glob(SERIES_CACHE.replace(".pickle", "-*.pickle"))
+    series = pickle.loads(path.read_bytes())["series"]["nightly"]["series"]
+    assert not any("_rows" in p or "_csv" in p for s in series for p in s["points"])
+    [path] = (project / "site").glob(".cardproof-trend-texts-*.pickle")
     kept = pickle.loads(path.read_bytes())
-    points = [p for s in kept["series"]["nightly"]["series"] for p in s["points"] if p["run_id"] == last]
-    assert points and all(p.get("_rows") and p.get("_csv") for p in points)
-    for p in points:
-        p["_rows"] = {k: v.replace(" | ", " | DOCTORED-ROW ", 1) for k, v in p["_rows"].items()}
-        p["_csv"] = (p["_csv"][0], "DOCTORED,LINE\r\n")
+    mine = [k for k in kept if k[1] == last]
+    assert mine and all(kept[k][1] and kept[k][2] for k in mine)
+    for k in mine:
+        fp, rows, line = kept[k]
+        kept[k] = (fp, {r: v.replace(" | ", " | DOCTORED-ROW ", 1) for r, v in rows.items()},
+                   (line[0], "DOCTORED,LINE\r\n"))
     path.write_bytes(pickle.dumps(kept))
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=4)
     write_articles(db, project)
     trend_pages = [t for n, t in pages(project, ".md").items() if n.startswith("trend-")]
     assert trend_pages and all("DOCTORED-ROW" in t for t in trend_pages)
     assert all("DOCTORED,LINE" in t for t in pages(project, ".csv").values())
+    # texts kept for other run data (another fingerprint: other rows or other code) are not used
+    kept = pickle.loads(path.read_bytes())
+    for k in [k for k in kept if k[1] == last]:
+        kept[k] = ("another fingerprint", {r: "DOCTORED-ROW" for r in kept[k][1]}, (kept[k][2][0], "DOCTORED,LINE\r\n"))
+    path.write_bytes(pickle.dumps(kept))
+    make_db(db, [{"level": 85.0, "build": "b3"}], seed=5)
+    write_articles(db, project)
+    assert "DOCTORED" not in "".join(pages(project, ".md").values()) + "".join(pages(project, ".csv").values())
 
     # the run before it goes: its point now follows a run of build b2, its row says so and is made again
+    kept = pickle.loads(path.read_bytes())
+    for k in [k for k in kept if k[1] == last]:
+        kept[k] = (kept[k][0], {r: v.replace(" | ", " | DOCTORED-ROW ", 1) for r, v in kept[k][1].items()}, kept[k][2])
+    path.write_bytes(pickle.dumps(kept))
     store = open_store(db)
     with store.db.conn:
         for table in ("samples", "cells", "loads"):

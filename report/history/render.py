@@ -315,21 +315,77 @@ def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = 
 
 
 def _save_cache(cache: Path, parts: dict[str, dict], unchanged: set[str]) -> None:
-    """Each campaign's cache file (``parts``), but those of ``unchanged`` campaigns whose files hold it."""
+    """Each campaign's cache file (``parts``), but those of ``unchanged`` campaigns whose files hold it;
+    and the texts file of each campaign whose trend pages had theirs (``_attach_texts``)."""
     wanted = {_cache_file(cache, c) for c in parts}
     for camp, part in parts.items():
         path = _cache_file(cache, camp)
+        series = (part["series"].get(camp) or {}).get("series") or []
+        if any(s.get("_texts") for s in series):
+            texts = {(_series_key(s), p["run_id"]): (p["_print"], p.get("_rows"), p.get("_csv"))
+                     for s in series for p in s["points"]
+                     if p.get("_print") is not None and (p.get("_rows") or p.get("_csv"))}
+            try:
+                _write_atomic(_texts_file(cache, camp), pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
+            except OSError:
+                pass
+        for s in series:  # the texts are not the series cache's: a campaign whose pages stay is read faster
+            s.pop("_texts", None)
+            for p in s["points"]:
+                for k in _TEXTS:
+                    p.pop(k, None)
         if camp in unchanged and path.exists():
             continue  # none of its runs changed: its file holds what it would write
         try:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
-            os.replace(tmp, path)
+            _write_atomic(path, pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:
             pass  # no cache: the next build reads the campaign's runs again
     for f in [*_cache_files(cache), cache]:  # campaigns no longer in the store; the one-file layout
         if f not in wanted:
             f.unlink(missing_ok=True)
+    texts_wanted = {_texts_file(cache, c) for c in parts}
+    for f in cache.parent.glob(f"{_TEXTS_STEM}-*.pickle"):
+        if f not in texts_wanted:
+            f.unlink(missing_ok=True)
+
+
+#: what the trend pages keep on a point (its table rows, report/history/tables.py, and its CSV line,
+#: ``write_data_file``), in a file per campaign of their own: read only for a campaign whose pages are
+#: rendered, not with every campaign's series
+_TEXTS = ("_rows", "_csv")
+_TEXTS_STEM = ".cardproof-trend-texts"
+
+
+def _texts_file(cache: Path, campaign: str) -> Path:
+    return cache.with_name(f"{_TEXTS_STEM}-{_cache_file(cache, campaign).stem.rsplit('-', 1)[1]}.pickle")
+
+
+def _series_key(s: dict) -> tuple:
+    return (s["model"], s.get("kind"), s.get("streams"), s.get("depth_tokens"), s.get("rate_rps"),
+            s["prompt_class"], s["reasoning"])
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _attach_texts(cache: Path, campaign_series: list[dict]) -> None:
+    """The kept rows and CSV lines of a campaign's points, each on its point if made from the same run
+    data (its fingerprint, which covers the code); the series are marked so the build writes them back."""
+    try:
+        kept = pickle.loads(_texts_file(cache, campaign_series[0]["campaign"]).read_bytes())
+    except Exception:  # noqa: BLE001 -- none yet, cut short or damaged: the texts are made again
+        kept = None
+    kept = kept if isinstance(kept, dict) else {}
+    for s in campaign_series:
+        s["_texts"] = True
+        key = _series_key(s)
+        for p in s["points"]:
+            entry = kept.get((key, p["run_id"]))
+            if type(entry) is tuple and len(entry) == 3 and entry[0] == p.get("_print") is not None:
+                p["_rows"], p["_csv"] = entry[1], entry[2]
 
 
 #: what each campaign's cache file keeps (``build_series``' ``cache``, ``steps_memo``, ``judged_memo``,
@@ -370,10 +426,12 @@ def _cache_parts(kept: dict, series: list[dict]) -> dict[str, dict]:
 _CACHE_FORMAT = 5
 
 
-def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None) -> list[Path]:
+def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None,
+                 cache: Path | None = None) -> list[Path]:
     """Every trend page and the trends index, both languages; returns the files written.
 
-    ``series``: :func:`trend_series` of this build where the caller has it already.
+    ``series``: :func:`trend_series` of this build where the caller has it already. ``cache``: its
+    cache file (the series' points keep the table rows and CSV lines of unchanged runs beside it).
     """
     out_dir = Path(project) / "site" / FOLDER
     img_dir = out_dir / "img"
@@ -394,12 +452,17 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
         old_index = {}
     old_index = old_index if isinstance(old_index, dict) else {}
     index: dict[str, dict] = {lang: {} for lang in LANGUAGES}  # page -> its line on the index, per language
+    attached: set = set()  # campaigns whose points have their kept texts
     for name, page_series in sorted(pages.items()):
         page_bench = bench.get(page_series[0]["model"], {})
         prints[name] = _fingerprint(page_series, page_bench, code)
         files = [out_dir / f"{name}{_suffix(lang)}.md" for lang in LANGUAGES]
         if old.get(name) == prints[name] and all(f.exists() for f in files):
             continue  # nothing it shows has changed: neither its Markdown nor its charts are made again
+        camp = page_series[0]["campaign"]
+        if cache is not None and camp not in attached:
+            attached.add(camp)
+            _attach_texts(cache, [s for s in series if s["campaign"] == camp])
         with publishing(show_addresses=show_addresses):
             write_data_file(out_dir / f"{name}.csv", page_series)
         changes = chart.change_rows(page_series)  # the dashed rules: the same in every chart of the page
