@@ -248,7 +248,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     comparisons = [comparisons[r["id"]] for r in all_runs if r["id"] in comparisons]  # newest first
     # unfinished runs stay out of every cross-run figure; their own articles still show what they stored
     models = models_across([r for r in all_runs if r["status"] == "completed"],
-                           lambda rid: model_figures(summaries[rid]))
+                           lambda rid: model_figures(summaries[rid]), keep=MODEL_RUNS,
+                           models_of=lambda rid: summaries[rid].models)
     for r in all_runs:  # the index states each finished run's headline by the article's rule
         r["headline"] = summaries[r["id"]].headline if r["status"] == "completed" else None
         r["no_headline"] = no_headline_reason(summaries[r["id"]]) if r["status"] == "completed" else None

@@ -10,7 +10,7 @@ change, so a build after one new run reads one run's rows, not all of them.
 from __future__ import annotations
 
 import bisect
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 
 from .stats import Spread
 
@@ -53,9 +53,17 @@ class RunSummary:
 
     @classmethod
     def from_json(cls, data: dict) -> "RunSummary":
-        cells = [CellFigure(**(c | {"decode": Spread(**c["decode"]) if c["decode"] else None}))
-                 for c in data["cells"]]
-        made = cls(**(data | {"cells": cells}))
+        """The summary as the manifest keeps it. Its cells are made when first read (``cells``,
+        ``cell``): a build after one new run reads the cells of a few of a year of runs."""
+        cells = data.get("cells")
+        # checked now, made later: a damaged manifest is read as no summary here (the run is read again),
+        # never an error when a page reads a cell
+        if not isinstance(cells, list) or not all(
+                type(c) is dict and c.keys() == _CELL_KEYS
+                and (c["decode"] is None or (type(c["decode"]) is dict and c["decode"].keys() == _SPREAD_KEYS))
+                for c in cells):
+            raise ValueError("cells")
+        made = _KeptSummary(**(data | {"cells": None}))
         made.__dict__["_json"] = data
         return made
 
@@ -67,6 +75,28 @@ class RunSummary:
         if "_keys" not in self.__dict__:
             self.__dict__["_keys"] = {(c.model, c.prompt_class, c.reasoning): c for c in self.cells}
         return self.__dict__["_keys"]
+
+
+_CELL_KEYS = {f.name for f in fields(CellFigure)}
+_SPREAD_KEYS = {f.name for f in fields(Spread)} if is_dataclass(Spread) else set(Spread._fields)
+
+
+class _KeptSummary(RunSummary):
+    """A ``RunSummary`` read from the manifest: its cells are made from their JSON when first read."""
+
+    @property
+    def cells(self) -> list[CellFigure]:
+        made = self.__dict__.get("_cells")
+        if made is None:
+            made = self.__dict__["_cells"] = [
+                CellFigure(**(c | {"decode": Spread(**c["decode"]) if c["decode"] else None}))
+                for c in self.__dict__["_json"]["cells"]]
+        return made
+
+    @cells.setter
+    def cells(self, value) -> None:
+        if value is not None:
+            self.__dict__["_cells"] = value
 
 
 def _named(model: dict | None) -> dict | None:

@@ -117,6 +117,8 @@ class ModelAcrossRuns:
 
     name: str
     runs: list[ModelRun]
+    #: every run that measured it (``runs`` may hold only the latest of them)
+    total: int = 0
 
 
 def model_figures(view: dict) -> dict[str, list[ClassFigure]]:
@@ -136,11 +138,25 @@ def model_figures(view: dict) -> dict[str, list[ClassFigure]]:
     return out
 
 
-def models_across(runs: list[dict], figures_of) -> list[ModelAcrossRuns]:
-    """Each model with the runs that measured it; ``figures_of(run_id)`` gives ``model_figures``."""
+def models_across(runs: list[dict], figures_of, *, keep: int | None = None,
+                  models_of=None) -> list[ModelAcrossRuns]:
+    """Each model with the runs that measured it; ``figures_of(run_id)`` gives ``model_figures``.
+
+    ``keep``: each model's first ``keep`` runs (of ``runs`` in their order, newest first on the runs
+    index) with their figures, the rest only counted in ``total``; ``models_of(run_id)`` then names a
+    run's models, so a run none of whose models needs its figures is not looked into.
+    """
     out: dict[str, ModelAcrossRuns] = {}
     for r in runs:
+        if keep is not None and models_of is not None:
+            names = models_of(r["id"])
+            if all(name in out and len(out[name].runs) >= keep for name in names):
+                for name in names:
+                    out[name].total += 1
+                continue
         for name, per_class in figures_of(r["id"]).items():
             entry = out.setdefault(name, ModelAcrossRuns(name, []))
-            entry.runs.append(ModelRun(r["id"], r["started_at"], per_class))
+            entry.total += 1
+            if keep is None or len(entry.runs) < keep:
+                entry.runs.append(ModelRun(r["id"], r["started_at"], per_class))
     return sorted(out.values(), key=lambda e: e.name)
