@@ -123,14 +123,23 @@ def test_a_damaged_manifest_means_a_full_build(gen, tmp_path, damage):
     assert _pages(project) == good
 
 
-def test_a_summary_that_does_not_parse_is_built_again(gen, tmp_path, counted_views):
+@pytest.mark.parametrize("damage", ["cells", "decode", "extra"])
+def test_a_summary_that_does_not_parse_is_built_again(gen, tmp_path, counted_views, damage):
+    """Right fingerprint, wrong shape: found when the manifest is read (a summary's cells are made only
+    when a page reads them, which must not be where a damaged one fails)."""
     gen.add(2)
     project = tmp_path / "proj"
     scaffold(project)
     write_articles(gen.path, project)
     good = _pages(project)
     manifest = json.loads((project / "site" / MANIFEST).read_text())
-    manifest["runs"]["1"]["cells"] = [{"id": "x"}]  # right fingerprint, wrong shape
+    cell = next(c for c in manifest["runs"]["1"]["cells"] if c["decode"])
+    if damage == "cells":
+        manifest["runs"]["1"]["cells"] = [{"id": "x"}]
+    elif damage == "decode":
+        cell["decode"] = {"median": 1.0}
+    else:
+        cell["colour"] = "red"
     (project / "site" / MANIFEST).write_text(json.dumps(manifest))
     counted_views.clear()
     write_articles(gen.path, project)
