@@ -169,11 +169,15 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
 
     def summary_of(r: dict) -> RunSummary:
         cached = old_runs.get(str(r["id"]))
-        if isinstance(cached, dict) and cached.get("fingerprint") == prints[r["id"]]:
-            try:
-                return RunSummary.from_json(cached)
-            except (KeyError, TypeError, ValueError):
-                pass  # an older or damaged manifest: built again
+        try:
+            if isinstance(cached, str):
+                kept = RunSummary.from_line(cached)
+                if kept.fingerprint == prints[r["id"]]:
+                    return kept
+            elif isinstance(cached, dict) and cached.get("fingerprint") == prints[r["id"]]:
+                return RunSummary.from_json(cached)  # a manifest of the older layout
+        except (KeyError, TypeError, ValueError):
+            pass  # a damaged manifest: built again
         return RunSummary.of(views.of(r["id"]), prints[r["id"]])
 
     def fresh(key: str, files: list[Path]) -> bool:
@@ -278,7 +282,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
         save()
     _remove_stale(out_dir, cmp_dir, keys)
     remove_stale_samples(out_dir, [r["id"] for r in all_runs])
-    manifest = {"pages": keys, "runs": {str(rid): s.to_json() for rid, s in summaries.items()},
+    manifest = {"pages": keys, "runs": {str(rid): s for rid, s in summaries.items()},
                 "comparisons": {c.key: c.to_json() for c in comparisons}}
     return written, manifest, manifest_path, old
 

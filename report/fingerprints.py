@@ -192,14 +192,35 @@ def combine(*parts: str) -> str:
     return hashlib.sha256("".join(parts).encode()).hexdigest()
 
 
+#: the manifest's first line; the second is JSON (``pages``, ``comparisons``), then a line per run summary
+#: (``RunSummary.to_line``): a summary that did not change is written back as the text it was read as,
+#: and read lazily (at a year of runs the summaries are megabytes; JSON of all of them cost 0.6 s a build)
+_MANIFEST_HEAD = "cardproof manifest 2"
+
+
 def read_manifest(path: Path) -> dict:
-    """The last build's ``pages`` (key -> fingerprint), ``runs`` and ``comparisons`` (summaries).
+    """The last build's ``pages`` (key -> fingerprint), ``runs`` (run id as text -> its summary's line,
+    or its JSON in a manifest of the older layout) and ``comparisons`` (summaries).
 
     A missing, unreadable or older manifest reads as empty parts: everything is built again.
     """
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, ValueError):
+        text = ""
+    if text.startswith(_MANIFEST_HEAD + "\n"):
+        lines = text.split("\n")
+        try:
+            data = json.loads(lines[1])
+        except (ValueError, IndexError):
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        runs = {line.split("\t", 1)[0]: line for line in lines[2:] if "\t" in line}
+        out = {part: data[part] if isinstance(data.get(part), dict) else {} for part in ("pages", "comparisons")}
+        return out | {"runs": runs, "_text": text}
+    try:
+        data = json.loads(text)
+    except ValueError:
         data = {}
     data = data if isinstance(data, dict) else {}
     return {part: data[part] if isinstance(data.get(part), dict) else {}
@@ -207,11 +228,17 @@ def read_manifest(path: Path) -> dict:
 
 
 def write_manifest(path: Path, keys: dict, old: dict | None = None) -> None:
-    """Write the manifest unless it equals ``old`` (the one read at the start): at a year of runs it is
-    megabytes of summaries, written compact."""
-    if old is not None and all(old.get(part) == keys.get(part) for part in ("pages", "runs", "comparisons")):
+    """Write the manifest (``pages``, ``comparisons``, and ``runs``: run id -> ``RunSummary``) unless it
+    is the text read at the start (``old``)."""
+    head = json.dumps({part: keys.get(part) or {} for part in ("pages", "comparisons")}, separators=(",", ":"),
+                      sort_keys=True)
+    runs = keys.get("runs") or {}
+    text = "\n".join([_MANIFEST_HEAD, head, *(runs[rid].to_line() for rid in sorted(runs, key=int))]) + "\n"
+    if old is not None and old.get("_text") == text:
         return
-    Path(path).write_text(json.dumps(keys, separators=(",", ":"), sort_keys=True))
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 GATE = ".cardproof-build-gate.json"

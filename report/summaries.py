@@ -10,6 +10,8 @@ change, so a build after one new run reads one run's rows, not all of them.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 
 from .stats import Spread
@@ -55,16 +57,39 @@ class RunSummary:
     def from_json(cls, data: dict) -> "RunSummary":
         """The summary as the manifest keeps it. Its cells are made when first read (``cells``,
         ``cell``): a build after one new run reads the cells of a few of a year of runs."""
-        cells = data.get("cells")
         # checked now, made later: a damaged manifest is read as no summary here (the run is read again),
         # never an error when a page reads a cell
-        if not isinstance(cells, list) or not all(
-                type(c) is dict and c.keys() == _CELL_KEYS
-                and (c["decode"] is None or (type(c["decode"]) is dict and c["decode"].keys() == _SPREAD_KEYS))
-                for c in cells):
+        if not _cells_shape(data.get("cells")):
             raise ValueError("cells")
         made = _KeptSummary(**(data | {"cells": None}))
         made.__dict__["_json"] = data
+        return made
+
+    def to_line(self) -> str:
+        """The summary as one line of the manifest (report/fingerprints.py): run id, digest, the small
+        part (models, classes, headline) and the cells, tab-separated JSON. A summary read from such a
+        line goes back as it came."""
+        kept = self.__dict__.get("_line")
+        if kept is not None:
+            return kept
+        data = self.to_json()
+        small = json.dumps({k: v for k, v in data.items() if k != "cells"}, sort_keys=True, separators=(",", ":"))
+        body = small + "\t" + json.dumps(data["cells"], sort_keys=True, separators=(",", ":"))
+        return f"{int(self.run_id)}\t{_digest(body)}\t{body}"
+
+    @classmethod
+    def from_line(cls, line: str) -> "RunSummary":
+        """The summary of a manifest line (``to_line``); ValueError where the line is not whole (its
+        digest differs) or its small part is not a summary's. Its cells are read when first needed."""
+        parts = line.split("\t")
+        if len(parts) != 4 or _digest(parts[2] + "\t" + parts[3]) != parts[1]:
+            raise ValueError("damaged line")
+        data = json.loads(parts[2])
+        if type(data) is not dict or data.keys() != _SMALL_KEYS or str(data["run_id"]) != parts[0]:
+            raise ValueError("not a summary")
+        made = _KeptSummary(**data, cells=None)
+        made.__dict__["_cells_text"] = parts[3]
+        made.__dict__["_line"] = line
         return made
 
     def cell(self, model: str, prompt_class: str, reasoning: bool) -> CellFigure | None:
@@ -81,6 +106,20 @@ _CELL_KEYS = {f.name for f in fields(CellFigure)}
 _SPREAD_KEYS = {f.name for f in fields(Spread)} if is_dataclass(Spread) else set(Spread._fields)
 
 
+_SMALL_KEYS = {f.name for f in fields(RunSummary)} - {"cells"}
+
+
+def _cells_shape(cells) -> bool:
+    return isinstance(cells, list) and all(
+        type(c) is dict and c.keys() == _CELL_KEYS
+        and (c["decode"] is None or (type(c["decode"]) is dict and c["decode"].keys() == _SPREAD_KEYS))
+        for c in cells)
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
 class _KeptSummary(RunSummary):
     """A ``RunSummary`` read from the manifest: its cells are made from their JSON when first read."""
 
@@ -88,9 +127,11 @@ class _KeptSummary(RunSummary):
     def cells(self) -> list[CellFigure]:
         made = self.__dict__.get("_cells")
         if made is None:
+            raw = self.__dict__["_json"]["cells"] if "_json" in self.__dict__ else json.loads(self._cells_text)
+            if not _cells_shape(raw):  # a whole line (its digest matched) that this code did not write
+                raise ValueError(f"the manifest's summary of run {self.run_id} has cells of another shape")
             made = self.__dict__["_cells"] = [
-                CellFigure(**(c | {"decode": Spread(**c["decode"]) if c["decode"] else None}))
-                for c in self.__dict__["_json"]["cells"]]
+                CellFigure(**(c | {"decode": Spread(**c["decode"]) if c["decode"] else None})) for c in raw]
         return made
 
     @cells.setter

@@ -123,28 +123,73 @@ def test_a_damaged_manifest_means_a_full_build(gen, tmp_path, damage):
     assert _pages(project) == good
 
 
-@pytest.mark.parametrize("damage", ["cells", "decode", "extra"])
+@pytest.mark.parametrize("damage", ["cells", "decode", "cut", "small"])
 def test_a_summary_that_does_not_parse_is_built_again(gen, tmp_path, counted_views, damage):
-    """Right fingerprint, wrong shape: found when the manifest is read (a summary's cells are made only
-    when a page reads them, which must not be where a damaged one fails)."""
+    """A run's summary line in the manifest that is not whole (its digest differs: cells or figures
+    changed, the line cut short) or whose small part is not a summary's (with a matching digest) is
+    found when the manifest is read: the run is read again, never an error when a page reads a cell."""
+    import hashlib
+
     gen.add(2)
     project = tmp_path / "proj"
     scaffold(project)
     write_articles(gen.path, project)
     good = _pages(project)
-    manifest = json.loads((project / "site" / MANIFEST).read_text())
-    cell = next(c for c in manifest["runs"]["1"]["cells"] if c["decode"])
+    path = project / "site" / MANIFEST
+    lines = path.read_text().split("\n")
+    assert lines[0] == "cardproof manifest 2" and json.loads(lines[1])["pages"]
+    i = next(i for i, line in enumerate(lines) if line.startswith("1\t"))
+    whole = lines[i]
+    rid, digest, small, cells = lines[i].split("\t")
+    assert json.loads(small)["fingerprint"] and json.loads(cells)[0]["model"]
     if damage == "cells":
-        manifest["runs"]["1"]["cells"] = [{"id": "x"}]
+        cells = json.dumps([{"id": "x"}])
     elif damage == "decode":
-        cell["decode"] = {"median": 1.0}
-    else:
-        cell["colour"] = "red"
-    (project / "site" / MANIFEST).write_text(json.dumps(manifest))
+        cells = cells.replace('"median":', '"middle":', 1)
+    elif damage == "cut":
+        cells = cells[:len(cells) // 2]
+    else:  # a whole line, but not a summary's
+        small = json.dumps({"run_id": 1, "colour": "red"})
+        digest = hashlib.blake2b(f"{small}\t{cells}".encode(), digest_size=8).hexdigest()
+    lines[i] = "\t".join([rid, digest, small, cells])
+    path.write_text("\n".join(lines))
     counted_views.clear()
     write_articles(gen.path, project)
     assert counted_views == [1]
     assert _pages(project) == good
+    assert path.read_text().split("\n")[i] == whole  # written whole again
+
+
+def test_a_manifest_of_the_older_layout_is_read(gen, tmp_path, counted_views):
+    """A project built by the version before (one JSON document) keeps its summaries: no run is read
+    again, and the manifest is written in the new layout."""
+    from cardproof.report.summaries import RunSummary
+
+    gen.add(2)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    good = _pages(project)
+    path = project / "site" / MANIFEST
+    lines = path.read_text().split("\n")
+    head = json.loads(lines[1])
+    runs = {line.split("\t")[0]: RunSummary.from_line(line).to_json() for line in lines[2:] if line}
+    import shutil
+
+    control = tmp_path / "control"
+    shutil.copytree(project, control)  # its manifest in the new layout
+    path.write_text(json.dumps(head | {"runs": runs}))
+    gen.add(1)
+    counted_views.clear()
+    write_articles(gen.path, control)
+    expected = list(counted_views)
+    assert 3 in expected and 2 not in expected
+    counted_views.clear()
+    write_articles(gen.path, project)
+    assert counted_views == expected  # the summaries of the older layout were used
+    assert path.read_text().startswith("cardproof manifest 2\n")
+    assert {k: v for k, v in _pages(project).items() if k in good and "run-3" not in k and "index" not in k} == \
+        {k: v for k, v in good.items() if "index" not in k}
 
 
 def test_an_older_article_stays_as_published_when_later_runs_arrive(gen, tmp_path):
