@@ -110,7 +110,7 @@ class _Drawer:
     def __init__(self, workers: int):
         self.workers = workers
         self.jobs: dict[str, tuple] = {}  # path -> its latest job
-        self.procs: list[dict] = []  # {"proc", "reader", "done": [result lines], "sent": [paths]}
+        self.procs: list[dict] = []  # {"proc", "queue", "threads", "done": [result lines], "sent": count}
         self.owner: dict[str, dict] = {}  # path -> the worker it went to (a path asked for twice: the same one)
         self.local: list[str] = []  # paths drawn here, at the end, in order
 
