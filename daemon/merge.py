@@ -31,7 +31,8 @@ HANDLED = {"campaigns", "runs", "models", "log_sources", "cells", "loads", "samp
            "gate_results", "canaries", "cell_checks", "memory_samples", "memory_selfreports", "memory_load_pids",
            "memory_load_stats", "memory_free_checks", "requests_seen", "quiet_waits", "llama_bench_imports",
            "llama_bench_results", "merges", "capture_gaps", "daemon_queue", "daemon_queue_runs",
-           "daemon_state", "_sqlite_migrations"}
+           "daemon_state", "_sqlite_migrations",
+           "row_changes"}  # row_changes: triggers of this file count its own changes (migrations.py m022)
 #: fields that must agree for a run found on both sides to count as the same copy
 SIGNATURE = ("status", "ended_at", "exit_code", "samples_planned", "samples_measured", "samples_failed")
 _ANCHORS = ("run_id", "cell_id", "sample_id", "load_id")

@@ -618,3 +618,33 @@ def m021_load_rates(db: sqlite_utils.Database) -> None:
     for name, kind in (("scheduled_s", float), ("sent_s", float), ("in_flight", int)):
         if name not in db["load_samples"].columns_dict:
             db["load_samples"].add_column(name, kind)
+
+
+#: rows per bucket of ``row_changes`` (rowid >> ROW_CHANGE_BITS)
+ROW_CHANGE_BITS = 12
+
+
+@migrations(name="m022_row_changes")
+def m022_row_changes(db: sqlite_utils.Database) -> None:
+    # issue 19: which stored rows were changed or deleted, by table and bucket of 4,096 rowids, counted
+    # by triggers (inserted rows are not counted: they are the rows above a table's highest id). The
+    # public copy of the store (report/exports.py) then compares only the new rows and the buckets
+    # whose counts moved, not a year of log lines on every build; a writer of any kind (the daemon, an
+    # import, a merge, a person with the sqlite3 shell) is counted, since triggers fire for all of them
+    db.execute("create table if not exists row_changes (tbl text not null, bucket integer not null, "
+               "n integer not null, primary key (tbl, bucket))")  # a rowid table: the report reads every table by rowid
+    for table in db.table_names():
+        if table in ("row_changes", "_sqlite_migrations") or table.startswith("sqlite_"):
+            continue
+        q = '"' + table.replace('"', '""') + '"'
+        literal = "'" + table.replace("'", "''") + "'"
+
+        def mark(row: str) -> str:
+            return (f"insert into row_changes (tbl, bucket, n) values ({literal}, {row}.rowid >> {ROW_CHANGE_BITS}, 1) "
+                    "on conflict (tbl, bucket) do update set n = n + 1;")
+
+        name = table.replace('"', "").replace("'", "")
+        db.execute(f'create trigger if not exists "row_changes_{name}_update" after update on {q} '
+                   f"begin {mark('old')} {mark('new')} end")
+        db.execute(f'create trigger if not exists "row_changes_{name}_delete" after delete on {q} '
+                   f"begin {mark('old')} end")

@@ -31,6 +31,7 @@ from cardproof.daemon.redact import redact_campaign_text
 from .gates import excluded_samples
 from .i18n import LANGUAGES, Lang
 from .privacy import public_text
+from ..daemon.migrations import ROW_CHANGE_BITS
 from ..daemon.storefile import connect_readonly
 
 DATABASE_NAME = "cardproof.db"
@@ -114,7 +115,7 @@ def samples_json(rows: list[dict], run_id: int) -> str:
 
 
 def public_database(src: Path, dst: Path, *, show_addresses: bool = False, masked: set | None = None,
-                    record: dict | None = None) -> bool:
+                    record: dict | None = None, seen: dict | None = None) -> bool:
     """A copy of the store at ``src`` fit to publish, written to ``dst``; False when ``dst`` already held it.
 
     Every text value is masked (:func:`_public_row`). Masking is done in Python, row by row: millions of
@@ -126,19 +127,23 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     from the store's ``VACUUM INTO``: a compact file, none of the store's free pages, where deleted text
     may linger, comes along. ``secure_delete`` zeroes
     every replaced value's bytes either way. ``record`` (a dict) gets ``masked`` (the rows masking
-    changed in the copy now) and ``incremental``.
+    changed in the copy now), ``incremental`` and ``changes`` (the store's change counts the copy is
+    up to, ``_changes``); ``seen`` is that of the copy on disk: where the store keeps change counts
+    (daemon/migrations.py m022), only rows above a table's last highest id and in buckets whose counts
+    moved are compared, and every ``FULL_EVERY``-th update compares every row again.
     """
     if masked is not None and dst.exists():
-        done = _update_in_place(src, dst, show_addresses, masked)
+        done = _update_in_place(src, dst, show_addresses, masked, seen)
         if done is not None:
-            changed, now_masked = done
+            changed, now_masked, changes = done
             if record is not None:
-                record.update(masked=now_masked, incremental=True)
+                record.update(masked=now_masked, incremental=True, changes=changes)
             return changed
     tmp = dst.with_name(dst.name + ".tmp")
     tmp.unlink(missing_ok=True)
     source = connect_readonly(src)
     try:
+        changes = _changes(source, None)  # before the copy: a write during it is compared next time
         source.execute("vacuum into ?", [str(tmp)])
     finally:
         source.close()
@@ -147,12 +152,18 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     try:
         target.execute("pragma secure_delete = on")
         for table in _tables(target, "main"):
+            if table in _UNPUBLISHED:
+                target.execute(f"delete from main.{_quote(table)}")
+                continue
             changed_rows |= {(table, rid) for rid in _publishable_table(target, table, show_addresses)}
+        for table in _UNPUBLISHED:  # the masking's own updates were counted in the copy
+            if table in _tables(target, "main"):
+                target.execute(f"delete from main.{_quote(table)}")
         target.commit()
     finally:
         target.close()
     if record is not None:
-        record.update(masked=changed_rows, incremental=False)
+        record.update(masked=changed_rows, incremental=False, changes=changes)
     if dst.exists() and _same_content(dst, tmp):
         tmp.unlink()
         return False
@@ -160,9 +171,51 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     return True
 
 
-def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set) -> tuple[bool, set] | None:
+#: the store's own bookkeeping, published empty: the change counts of its rows (daemon/migrations.py m022)
+#: count the masking's and the copy's own writes in a copy, so they would say nothing true there
+_UNPUBLISHED = ("row_changes",)
+
+#: every this many in-place updates, every row is compared again, whatever the change counts say (a row
+#: replaced by ``insert or replace`` is counted by no trigger)
+FULL_EVERY = 30
+
+
+def _changes(conn: sqlite3.Connection, seen: dict | None) -> dict | None:
+    """The store's change counts (``row_changes``, daemon/migrations.py m022) and each counted table's
+    highest rowid, or None where the store keeps none; ``updates``: in-place updates since every row
+    was last compared (from ``seen``, the record of the copy on disk)."""
+    triggers = {r[0] for r in conn.execute("select name from main.sqlite_master where type = 'trigger'")}
+    if "row_changes" not in _tables(conn, "main"):
+        return None
+    counted = [t for t in _tables(conn, "main")
+               if f"row_changes_{t}_update" in triggers and f"row_changes_{t}_delete" in triggers]
+    buckets: dict[str, dict[str, int]] = {}
+    for tbl, bucket, n in conn.execute("select tbl, bucket, n from main.row_changes"):
+        buckets.setdefault(str(tbl), {})[str(bucket)] = n
+    top = {t: conn.execute(f"select max(rowid) from main.{_quote(t)}").fetchone()[0] or 0 for t in counted}
+    updates = seen.get("updates", 0) + 1 if isinstance(seen, dict) and isinstance(seen.get("updates"), int) else 0
+    return {"top": top, "buckets": {t: buckets.get(t, {}) for t in counted}, "updates": updates}
+
+
+def _ranges(table: str, now: dict | None, seen: dict | None) -> list[tuple[int, int | None]] | None:
+    """The rowid ranges of ``table`` that may differ from the copy (new rows, buckets whose counts moved),
+    or None where every row is compared."""
+    if not (now and isinstance(seen, dict) and table in now["top"] and now["updates"] < FULL_EVERY):
+        return None
+    try:
+        top, before = int(seen["top"][table]), seen["buckets"][table]
+        moved = {int(b) for b in set(before) | set(now["buckets"][table])
+                 if before.get(b) != now["buckets"][table].get(b)}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    bits = ROW_CHANGE_BITS
+    return [(b << bits, ((b + 1) << bits) - 1) for b in sorted(moved)] + [(top + 1, None)]
+
+
+def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set,
+                     seen: dict | None = None) -> tuple[bool, set, dict | None] | None:
     """Bring the last copy ``dst`` up to the store ``src``: (whether it changed, the rows masking changed
-    in it now), or None where it must be made whole.
+    in it now, the change counts it is up to), or None where it must be made whole.
 
     A row is written again when it is new, differs from the copy, or was changed by masking last time
     (its copy differs from the store by design); a row no longer in the store goes. The comparison
@@ -180,13 +233,17 @@ def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set) ->
             return None  # not a database (a damaged download): made whole
         if _schema(conn, "main") != _schema(conn, "pub") or free * 4 > pages:
             return None
+        changes = _changes(conn, seen)  # first: a write from here on is compared by the next build
         plan, now = [], set()
         for table in _tables(conn, "main"):
+            if table in _UNPUBLISHED:
+                continue
             q = _quote(table)
             cols = [r[1] for r in conn.execute(f"pragma main.table_info({q})")]
+            ranges = _ranges(table, changes, seen)
             # a row masked last time always differs from the store: it is written only if what masking
             # makes of it now differs from the copy
-            candidates = _rows_to_mask(conn, table, cols, {rid for t, rid in masked if t == table})
+            candidates = _rows_to_mask(conn, table, cols, {rid for t, rid in masked if t == table}, ranges)
             published = {r[0]: list(r[1:]) for r in _rows_by_id(conn, table, cols, candidates, schema="pub")}
             writes, added = [], 0
             for row in _rows_by_id(conn, table, cols, candidates):
@@ -196,14 +253,20 @@ def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set) ->
                 if published.get(row[0]) != values:
                     writes.append([row[0], *values])
                 added += row[0] not in published
-            # the copy's rows the store no longer has, only looked for where the counts say there are any:
-            # the copy holds (store rows - rows new to it + rows gone)
-            counts = [conn.execute(f"select count(*) from {schema}.{q}").fetchone()[0] for schema in ("main", "pub")]
-            gone = _rows_gone(conn, table) if counts[1] != counts[0] - added else []
+            if ranges is not None:  # a row deleted from the store moved its bucket's count
+                gone = _rows_gone(conn, table, ranges[:-1]) if len(ranges) > 1 else []
+            else:
+                # the copy's rows the store no longer has, only looked for where the counts say there are
+                # any: the copy holds (store rows - rows new to it + rows gone)
+                counts = [conn.execute(f"select count(*) from {schema}.{q}").fetchone()[0]
+                          for schema in ("main", "pub")]
+                gone = _rows_gone(conn, table) if counts[1] != counts[0] - added else []
             if writes or gone:
                 plan.append((table, cols, writes, gone))
+        if changes is not None and not any(_ranges(t, changes, seen) is not None for t in changes["top"]):
+            changes["updates"] = 0  # every row was compared: the next update counts from here
         if not plan:
-            return False, now
+            return False, now, changes
         conn.execute("pragma pub.secure_delete = on")
         conn.execute("begin")  # every change below or none
         try:
@@ -215,6 +278,9 @@ def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set) ->
                 names = ", ".join(["rowid", *map(_quote, cols)])
                 conn.executemany(f"insert or replace into pub.{q} ({names}) values ({', '.join('?' * (len(cols) + 1))})",
                                  writes)
+            for table in _UNPUBLISHED:  # the deletes above were counted in the copy
+                if table in _tables(conn, "pub"):
+                    conn.execute(f"delete from pub.{_quote(table)}")
             conn.commit()
         except BaseException:
             conn.rollback()
@@ -222,7 +288,7 @@ def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set) ->
         free, pages = (conn.execute(f"pragma pub.{p}").fetchone()[0] for p in ("freelist_count", "page_count"))
         if free * 4 > pages:  # a store that lost many rows: the copy is compacted (its free pages are zeroes)
             conn.execute("vacuum pub")
-        return True, now
+        return True, now, changes
     finally:
         conn.close()
 
@@ -240,22 +306,29 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _rows_to_mask(conn: sqlite3.Connection, table: str, cols: list[str], masked: set) -> list[int]:
+def _rows_to_mask(conn: sqlite3.Connection, table: str, cols: list[str], masked: set,
+                  ranges: list[tuple[int, int | None]] | None = None) -> list[int]:
     """Rowids of store ``table`` (columns ``cols``) that are new, differ from the copy (``pub``), or were
-    masked in it."""
+    masked in it; with ``ranges`` ([(low, high or None)]), only rows in them are compared."""
     q = _quote(table)
     same = " and ".join(f"m.{_quote(c)} is o.{_quote(c)}" for c in cols) or "1"
-    rows = {r[0] for r in conn.execute(
-        f"select m.rowid from main.{q} m left join pub.{q} o on o.rowid = m.rowid "
-        f"where o.rowid is null or not ({same})")}
+    sql = (f"select m.rowid from main.{q} m left join pub.{q} o on o.rowid = m.rowid "
+           f"where (o.rowid is null or not ({same}))")
+    rows: set = set()
+    for low, high in ranges if ranges is not None else [(None, None)]:
+        bounds = [b for b in (low, high) if b is not None]
+        where = (" and m.rowid >= ?" if low is not None else "") + (" and m.rowid <= ?" if high is not None else "")
+        rows.update(r[0] for r in conn.execute(sql + where, bounds))
     return sorted(rows | masked)
 
 
-def _rows_gone(conn: sqlite3.Connection, table: str) -> list[int]:
-    """Rowids of the copy's ``table`` that the store no longer has."""
+def _rows_gone(conn: sqlite3.Connection, table: str, ranges: list[tuple[int, int]] | None = None) -> list[int]:
+    """Rowids of the copy's ``table`` that the store no longer has (with ``ranges``, among those rowids)."""
     q = _quote(table)
-    return [r[0] for r in conn.execute(f"select o.rowid from pub.{q} o where not exists "
-                                       f"(select 1 from main.{q} m where m.rowid = o.rowid)")]
+    sql = f"select o.rowid from pub.{q} o where not exists (select 1 from main.{q} m where m.rowid = o.rowid)"
+    if ranges is None:
+        return [r[0] for r in conn.execute(sql)]
+    return [r[0] for low, high in ranges for r in conn.execute(sql + " and o.rowid between ? and ?", [low, high])]
 
 
 def _same_content(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
@@ -386,6 +459,7 @@ def write_public_database(db_path: Path, docs_dir: Path, *, show_addresses: bool
     dst = downloads / DATABASE_NAME
     state_path = docs_dir / _DATABASE_STATE
     masking = [show_addresses, _masking()]
+    seen = None
     try:
         saved = json.loads(state_path.read_text())
         if saved["state"] == _file_state(db_path, dst, show_addresses):
@@ -394,17 +468,20 @@ def write_public_database(db_path: Path, docs_dir: Path, *, show_addresses: bool
         masked = {(t, int(r)) for t, r in saved["masked"]} \
             if saved["state"][1] == _file_state(db_path, dst, show_addresses)[1] and saved["masking"] == masking \
             else None
+        seen = saved.get("changes") if masked is not None else None
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         masked = None  # no or a damaged record: made whole
     record: dict = {}
     # the store as it was before the copy began: a capture that writes while the copy is made leaves a
     # record the next build does not match, so that build copies its rows
     store_before = _file_state(db_path, dst, show_addresses)[0]
-    changed = public_database(Path(db_path), dst, show_addresses=show_addresses, masked=masked, record=record)
+    changed = public_database(Path(db_path), dst, show_addresses=show_addresses, masked=masked, record=record,
+                              seen=seen)
     try:
         state = _file_state(db_path, dst, show_addresses)
         state[0] = store_before
-        state_path.write_text(json.dumps({"state": state, "masking": masking, "masked": sorted(record["masked"])}))
+        state_path.write_text(json.dumps({"state": state, "masking": masking, "masked": sorted(record["masked"]),
+                                          "changes": record.get("changes")}))
     except OSError:
         pass  # only a shortcut for the next build
     return [dst] if changed else []

@@ -36,6 +36,7 @@ APPLIED_ORDER = [
     "m018_said_reasons",
     "m020_fit_checks",
     "m021_load_rates",
+    "m022_row_changes",
 ]
 
 
