@@ -57,3 +57,30 @@ def test_added_rows_are_folded_in_and_changed_tables_grouped_again(tmp_path, mon
     after = _stats(db, cache)
     assert after == _stats(db, None)
     assert after["log_lines"][first][0] == incremental["log_lines"][first][0] - 5
+    # the store counts its changed rows (daemon/migrations.py m022): the whole figures are that count
+    # and the highest id, read without going through the tables
+    import json
+
+    kept = json.loads(cache.read_text())
+    assert kept["log_lines"]["whole"]["log_lines"][0] == "counted"
+    assert kept["gate_results"]["whole"]["gate_results"][0] == "counted"
+
+
+def test_a_store_without_change_counts_is_read_by_its_row_counts(tmp_path):
+    """A store whose triggers are gone (or a copy made before m022): the plain figures, the same stats."""
+    import json
+
+    db, cache = tmp_path / "b.db", tmp_path / "stats.json"
+    gen = Generator(db, models=2, campaigns=1, log_lines=40)
+    gen.add(3)
+    assert _stats(db, cache) == _stats(db, None)
+    store = open_store(db)
+    with store.db.conn:
+        for (name,) in store.db.execute("select name from sqlite_master where type = 'trigger'").fetchall():
+            store.db.execute(f'drop trigger "{name}"')
+        store.db.execute("update gate_results set fired = 1 - fired where id = (select min(id) from gate_results)")
+    store.close()
+    gen.add(1)
+    assert _stats(db, cache) == _stats(db, None)
+    kept = json.loads(cache.read_text())
+    assert isinstance(kept["gate_results"]["whole"]["gate_results"][0], int)
