@@ -220,6 +220,49 @@ def test_the_damage_memo_scans_new_rows_and_a_changed_table_whole():
         assert ("samples", "decode_tps") in find_damage(conn, named.append, {"samples": bad})
 
 
+def test_with_the_stores_change_counts_an_old_row_edited_by_hand_is_found():
+    """Where the store counts changed rows per bucket of rowids (daemon/migrations.py m022), the memo
+    keeps that count below its last bucket: new rows (and a new run's rows updated during its capture)
+    are scanned from the last bucket on, and an old row edited in place is found by a whole scan (the
+    row-count memo does not see such an edit)."""
+    import sqlite3
+
+    import sqlite_utils
+
+    from cardproof.daemon.migrations import ROW_CHANGE_BITS, m022_row_changes
+    from cardproof.report import tolerance
+    from cardproof.report.tolerance import find_damage
+
+    conn = sqlite3.connect(":memory:")
+    _samples_table(conn, 3 * (1 << ROW_CHANGE_BITS))
+    m022_row_changes(sqlite_utils.Database(conn))
+    memo: dict = {}
+    named: list[str] = []
+    assert find_damage(conn, named.append, memo) == {} and not named
+    assert memo["samples"]["changes_below"] == 0 and "rows" not in memo["samples"]
+    scanned_from = []
+    real = tolerance._clean_upto
+    tolerance._clean_upto = lambda *a: scanned_from.append(real(*a)) or scanned_from[-1]
+    try:
+        # new rows, one of them updated after it was written (as a capture does): scanned from the last bucket
+        conn.executemany("insert into samples (decode_tps, request_json) values (?, '{}')", [(1.0,)] * 10)
+        conn.execute("update samples set decode_tps = 'fast' where id = (select max(id) from samples)")
+        out = find_damage(conn, named.append, memo)
+        assert ("samples", "decode_tps") in out
+        upto = 3 * (1 << ROW_CHANGE_BITS)  # the memo's last row: the first of the fourth bucket
+        assert scanned_from[-1] == ((upto >> ROW_CHANGE_BITS) << ROW_CHANGE_BITS) - 1  # that bucket on
+        conn.execute("update samples set decode_tps = 2.0 where decode_tps = 'fast'")
+        assert find_damage(conn, named.append, memo) == {}
+        # an old row edited by hand: counted, so the whole table is scanned and the damage named
+        named.clear()
+        conn.execute("update samples set request_json = '{broken' where id = 7")
+        out = find_damage(conn, named.append, memo)
+        assert scanned_from[-1] == 0
+        assert ("samples", "request_json") in out and any("samples row 7: request_json" in n for n in named)
+    finally:
+        tolerance._clean_upto = real
+
+
 def test_a_build_remembers_the_clean_tables_and_still_names_a_new_damaged_row(run_db, tmp_path):
     """The real build: its memo beside the pages; a sample added with text for a number after it is named and
     read as NULL; the store replaced by another file (same path, other inode) is scanned whole."""
