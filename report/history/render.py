@@ -201,8 +201,8 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
     lines = [line.getvalue()]
     for s in page_series:
         for p in s["points"]:
-            # a point of a run that did not change is the same object build after build (the series cache):
-            # its line is kept on it (the series it belongs to, whose fields the line repeats, is its own)
+            # a point of a run that did not change keeps its line from the last build (``_attach_texts``; the
+            # series it belongs to, whose fields the line repeats, is its own)
             kept = p.get("_csv")
             if type(kept) is tuple and len(kept) == 2 and kept[0] == p["state"] and type(kept[1]) is str:
                 lines.append(kept[1])
@@ -267,8 +267,8 @@ def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = 
     ``cache``: a file that keeps each run's points between builds, valid for the runs whose
     fingerprint (``prints``, report/fingerprints.py) is unchanged (see ``build_series``).
     ``later`` (a list): the cache is not written here; a callable that writes it is appended, for the
-    caller to call once the pages are rendered (the points keep their table rows and CSV lines,
-    report/history/tables.py and ``write_data_file``, for the next build).
+    caller to call once the pages are rendered (it also writes the texts the pages kept on the points,
+    report/history/tables.py and ``write_data_file``, for the next build: ``_attach_texts``).
     """
     if cache is None or prints is None:
         series = build_series(db)
