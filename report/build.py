@@ -142,7 +142,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     prints = run_fingerprints(db, all_runs, project, code)
     # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key
     # once per build: the leads' steps here, the trend pages below; each run's points kept between builds
-    saves: list = []  # the series cache is written once the trend pages have added their rows to its points
+    saves: list = []  # the series cache is written once the trend pages have kept their texts for the next build
     history = trend_series(db, project / "site" / SERIES_CACHE, prints, later=saves)
     # the manifest, the series and the summaries live until the build ends: the cyclic collector
     # need not walk them again on every collection of the pages' short-lived objects
