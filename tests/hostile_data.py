@@ -145,6 +145,8 @@ def fill(db_path, *, keep_status: set[int] = frozenset()) -> dict[str, int]:
                     value, _ = BIG, big_done.add(key)
                 if (table, col) == ("models", "name"):
                     value = f"{value} m{rowid}"  # (name, digest) is unique
+                if (table, col) == ("row_changes", "tbl"):
+                    value = f"{value} r{rowid}"  # (tbl, bucket) is unique
                 values[col] = value
             if values:
                 sets = ", ".join(f'"{c}" = ?' for c in values)

@@ -239,6 +239,10 @@ def test_sigterm_finishes_the_request_marks_interrupted_and_notifies(fresh_serve
     d = start_daemon(cfg, tmp_path, 1, env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "500000"})
     try:
         wait_until(lambda: _q(db, "select count(*) from samples")[0][0] >= 1, 60, "a first sample")
+        # the progress STATUS= follows the sample on the daemon's main loop: on a busy machine a SIGTERM
+        # sent at once could stop the daemon before that loop ran (the run never said its tok/s)
+        wait_until(lambda: any(m.startswith("STATUS=run 1 (test): [") and "tok/s" in m for m in list(msgs)), 60,
+                   "a progress STATUS= with the first sample's tok/s")
         wait_until(lambda: in_flight(log) > 0, 60, "a request in flight")
         stored_at_term = _q(db, "select count(*) from samples")[0][0]
         d.send_signal(signal.SIGTERM)
