@@ -648,3 +648,14 @@ def m022_row_changes(db: sqlite_utils.Database) -> None:
                    f"begin {mark('old')} {mark('new')} end")
         db.execute(f'create trigger if not exists "row_changes_{name}_delete" after delete on {q} '
                    f"begin {mark('old')} end")
+
+
+def counted_tables(conn, schema: str = "main") -> set[str]:
+    """Tables of ``schema`` whose updated and deleted rows m022's triggers count in ``row_changes``
+    (a store from before m022, or one whose triggers were dropped, has none). ``conn``: a sqlite3
+    connection (or anything with its ``execute``)."""
+    names = {r[0] for r in conn.execute(f"select name from {schema}.sqlite_master where type in ('table', 'trigger')")}
+    if "row_changes" not in names:
+        return set()
+    return {n[len("row_changes_"):-len("_update")] for n in names
+            if n.startswith("row_changes_") and n.endswith("_update") and n[:-len("_update")] + "_delete" in names}

@@ -31,7 +31,7 @@ from cardproof.daemon.redact import redact_campaign_text
 from .gates import excluded_samples
 from .i18n import LANGUAGES, Lang
 from .privacy import public_text
-from ..daemon.migrations import ROW_CHANGE_BITS
+from ..daemon.migrations import ROW_CHANGE_BITS, counted_tables
 from ..daemon.storefile import connect_readonly
 
 DATABASE_NAME = "cardproof.db"
@@ -184,11 +184,9 @@ def _changes(conn: sqlite3.Connection, seen: dict | None) -> dict | None:
     """The store's change counts (``row_changes``, daemon/migrations.py m022) and each counted table's
     highest rowid, or None where the store keeps none; ``updates``: in-place updates since every row
     was last compared (from ``seen``, the record of the copy on disk)."""
-    triggers = {r[0] for r in conn.execute("select name from main.sqlite_master where type = 'trigger'")}
-    if "row_changes" not in _tables(conn, "main"):
+    counted = sorted(counted_tables(conn))
+    if not counted:
         return None
-    counted = [t for t in _tables(conn, "main")
-               if f"row_changes_{t}_update" in triggers and f"row_changes_{t}_delete" in triggers]
     buckets: dict[str, dict[str, int]] = {}
     for tbl, bucket, n in conn.execute("select tbl, bucket, n from main.row_changes"):
         buckets.setdefault(str(tbl), {})[str(bucket)] = n
@@ -234,13 +232,14 @@ def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set,
         if _schema(conn, "main") != _schema(conn, "pub") or free * 4 > pages:
             return None
         changes = _changes(conn, seen)  # first: a write from here on is compared by the next build
-        plan, now = [], set()
+        plan, now, compared_part = [], set(), False
         for table in _tables(conn, "main"):
             if table in _UNPUBLISHED:
                 continue
             q = _quote(table)
             cols = [r[1] for r in conn.execute(f"pragma main.table_info({q})")]
             ranges = _ranges(table, changes, seen)
+            compared_part = compared_part or ranges is not None
             # a row masked last time always differs from the store: it is written only if what masking
             # makes of it now differs from the copy
             candidates = _rows_to_mask(conn, table, cols, {rid for t, rid in masked if t == table}, ranges)
@@ -263,7 +262,7 @@ def _update_in_place(src: Path, dst: Path, show_addresses: bool, masked: set,
                 gone = _rows_gone(conn, table) if counts[1] != counts[0] - added else []
             if writes or gone:
                 plan.append((table, cols, writes, gone))
-        if changes is not None and not any(_ranges(t, changes, seen) is not None for t in changes["top"]):
+        if changes is not None and not compared_part:
             changes["updates"] = 0  # every row was compared: the next update counts from here
         if not plan:
             return False, now, changes

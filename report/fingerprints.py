@@ -16,6 +16,8 @@ import os
 from importlib import metadata, resources
 from pathlib import Path
 
+from cardproof.daemon.migrations import counted_tables
+
 MANIFEST = ".cardproof-build.json"
 
 # Rows a run article is made from, by the column that names the run.
@@ -91,14 +93,6 @@ def _top(figures: list):
     return figures[2] if figures and figures[0] == "counted" else figures[1]
 
 
-def _counted(db) -> set[str]:
-    """Tables whose changed and deleted rows the store's triggers count (daemon/migrations.py m022)."""
-    if "row_changes" not in db.table_names():
-        return set()
-    names = {r[0] for r in db.execute("select name from sqlite_master where type = 'trigger'").fetchall()}
-    return {t for t in db.table_names() if f"row_changes_{t}_update" in names and f"row_changes_{t}_delete" in names}
-
-
 def _appended_only(db, table: str, before: list, now: list) -> bool:
     """True when ``table`` only gained rows since ``before`` ([count, highest id(, sum of fired)]):
     every row it had is still there (the rows above the old highest id are exactly the new count), and
@@ -150,7 +144,7 @@ def _per_run_stats(db, cache_path: Path | None) -> dict[str, dict[int, list]]:
     except (OSError, ValueError):
         cached = {}
     cached = cached if isinstance(cached, dict) else {}
-    queries = _table_queries(set(db.table_names()), _counted(db))
+    queries = _table_queries(set(db.table_names()), counted_tables(db.conn))
     whole = {}
     for name, _, whole_sql, _ in queries:
         whole[name] = list(db.execute(whole_sql).fetchone())

@@ -32,7 +32,7 @@ from typing import Callable
 
 import sqlite_utils
 
-from cardproof.daemon.migrations import ROW_CHANGE_BITS
+from cardproof.daemon.migrations import ROW_CHANGE_BITS, counted_tables
 
 #: Largest magnitude a REAL column may hold and still be read: far above any
 #: real figure, far below where chart scales and ratios overflow.
@@ -145,7 +145,7 @@ def find_damage(conn, warn: Callable[[str], None], checked: dict | None = None) 
     tables = [r[0] for r in conn.execute(
         "select name from main.sqlite_master where type = 'table' and name not like 'sqlite_%' order by name")]
     out: dict[tuple[str, str], str] = {}
-    counted = _counted(conn)
+    counted = counted_tables(conn)
     for table in (t for t in tables if t not in SKIP_TABLES):
         columns = conn.execute(f"pragma main.table_info({_q(table)})").fetchall()
         bad, dates = _checks(table, columns)
@@ -180,15 +180,6 @@ def _changes_below(conn, table: str, counted: set[str], bucket: int) -> int | No
         return None
     return conn.execute("select coalesce(sum(n), 0) from main.row_changes where tbl = ? and bucket < ?",
                         [table, bucket]).fetchone()[0]
-
-
-def _counted(conn) -> set[str]:
-    names = {r[0] for r in conn.execute("select name from main.sqlite_master where type in ('table', 'trigger')")}
-    if "row_changes" not in names:
-        return set()
-    return {n[len("row_changes_"):-len("_update")] for n in names
-            if n.startswith("row_changes_") and n.endswith("_update")
-            and n[:-len("_update")] + "_delete" in names}
 
 
 def _memo(conn, table: str, counted: set[str] = frozenset()) -> dict:

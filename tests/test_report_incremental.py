@@ -123,20 +123,24 @@ def test_a_damaged_manifest_means_a_full_build(gen, tmp_path, damage):
     assert _pages(project) == good
 
 
+def _built_once(gen, tmp_path):
+    """Two runs built once into a project: (project, its pages, the manifest's path, the manifest's lines)."""
+    gen.add(2)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    path = project / "site" / MANIFEST
+    return project, _pages(project), path, path.read_text().split("\n")
+
+
 @pytest.mark.parametrize("damage", ["cells", "decode", "cut", "small"])
 def test_a_summary_that_does_not_parse_is_built_again(gen, tmp_path, counted_views, damage):
     """A run's summary line in the manifest that is not whole (its digest differs: cells or figures
     changed, the line cut short) or whose small part is not a summary's (with a matching digest) is
     found when the manifest is read: the run is read again, never an error when a page reads a cell."""
-    import hashlib
+    from cardproof.report.summaries import _digest
 
-    gen.add(2)
-    project = tmp_path / "proj"
-    scaffold(project)
-    write_articles(gen.path, project)
-    good = _pages(project)
-    path = project / "site" / MANIFEST
-    lines = path.read_text().split("\n")
+    project, good, path, lines = _built_once(gen, tmp_path)
     assert lines[0] == "cardproof manifest 2" and json.loads(lines[1])["pages"]
     i = next(i for i, line in enumerate(lines) if line.startswith("1\t"))
     whole = lines[i]
@@ -150,7 +154,7 @@ def test_a_summary_that_does_not_parse_is_built_again(gen, tmp_path, counted_vie
         cells = cells[:len(cells) // 2]
     else:  # a whole line, but not a summary's
         small = json.dumps({"run_id": 1, "colour": "red"})
-        digest = hashlib.blake2b(f"{small}\t{cells}".encode(), digest_size=8).hexdigest()
+        digest = _digest(f"{small}\t{cells}")
     lines[i] = "\t".join([rid, digest, small, cells])
     path.write_text("\n".join(lines))
     counted_views.clear()
@@ -165,13 +169,7 @@ def test_a_manifest_of_the_older_layout_is_read(gen, tmp_path, counted_views):
     again, and the manifest is written in the new layout."""
     from cardproof.report.summaries import RunSummary
 
-    gen.add(2)
-    project = tmp_path / "proj"
-    scaffold(project)
-    write_articles(gen.path, project)
-    good = _pages(project)
-    path = project / "site" / MANIFEST
-    lines = path.read_text().split("\n")
+    project, good, path, lines = _built_once(gen, tmp_path)
     head = json.loads(lines[1])
     runs = {line.split("\t")[0]: RunSummary.from_line(line).to_json() for line in lines[2:] if line}
     import shutil
