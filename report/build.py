@@ -13,7 +13,6 @@ import gc
 
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 
 from cardproof.daemon.store import open_store
@@ -33,8 +32,8 @@ from .llama_bench import llama_bench_view
 from .tolerance import shielded
 from .summaries import ComparisonSummary, RunSummary, model_figures, no_headline_reason, previous_runs, ratio_range
 from .views import article_view, models_across
-from .lead_steps import lead_steps, steps_by_run, steps_print
-from .history.render import trend_series
+from .lead_steps import lead_steps, steps_print
+from .history.pages import trend_pass
 
 # Other modules and tests import these from here.
 from .article_parts import cell_value as _cellvalue, merged_caveats, render_caveat, run_charts as _charts  # noqa: F401
@@ -113,17 +112,16 @@ class _RecentViews(OrderedDict):
         return self[rid]
 
 
-def _page_producers(history: list[dict] | None = None, cache: Path | None = None):
+def _page_producers():
     """Pages beyond the runs and their comparisons, each ``produce(db, project, show_addresses=...) -> [Path]``.
 
     One place to add a kind of page; each producer decides itself what it
-    rewrites.
+    rewrites. (The trend pages come first, from ``trend_pass``: the run
+    articles' leads name the steps they find.)
     """
-    from .history.render import write_trends  # each model across runs, with its steps (issue 20)
     from .observed import write_log_articles  # server logs imported with no run (issue 15)
 
-    # the build's series, computed once for the leads' steps and the trend pages
-    return [write_log_articles, partial(write_trends, series=history, cache=cache)]
+    return [write_log_articles]
 
 
 def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[list[Path], dict, Path, dict]:
@@ -140,14 +138,13 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     old = read_manifest(manifest_path)
     code = code_fingerprint() + ("+addresses" if show_addresses else "")
     prints = run_fingerprints(db, all_runs, project, code)
-    # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key
-    # once per build: the leads' steps here, the trend pages below; each run's points kept between builds
-    saves: list = []  # the series cache is written once the trend pages have kept their texts for the next build
-    history = trend_series(db, project / "site" / SERIES_CACHE, prints, later=saves)
-    # the manifest, the series and the summaries live until the build ends: the cyclic collector
+    # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key.
+    # The trend pages are made and rendered one at a time (issue 19: a year of points is never held at
+    # once), each run's points kept between builds; what the leads need of their steps comes back.
+    starts, written = trend_pass(db, project, prints, show_addresses=show_addresses, progress=progress)
+    # the manifest and the summaries live until the build ends: the cyclic collector
     # need not walk them again on every collection of the pages' short-lived objects
     gc.freeze()
-    starts = steps_by_run(series=history)
     prev = previous_runs(all_runs)
     # A run article shows its own data, its comparison with the previous run and the campaign's
     # ratio range up to itself: its key covers the previous run and every earlier run of the campaign.
@@ -182,8 +179,6 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
 
     def fresh(key: str, files: list[Path]) -> bool:
         return old["pages"].get(key) == keys[key] and all(f.exists() for f in files)
-
-    written = []
 
     def write_run(r: dict) -> bool:
         """The article and evidence page of ``r`` in every language, unless fresh; True when rendered."""
@@ -276,19 +271,14 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
             written.append(p)
     written += write_home(project / "site", lambda lang: render_home(all_runs, lang, comparisons,
                                                                     show_addresses=show_addresses))
-    for produce in _page_producers(history, project / "site" / SERIES_CACHE):
+    for produce in _page_producers():
         written += produce(db, project, show_addresses=show_addresses)
-    for save in saves:
-        save()
     _remove_stale(out_dir, cmp_dir, keys)
     remove_stale_samples(out_dir, [r["id"] for r in all_runs])
     manifest = {"pages": keys, "runs": {str(rid): s for rid, s in summaries.items()},
                 "comparisons": {c.key: c.to_json() for c in comparisons}}
     return written, manifest, manifest_path, old
 
-
-#: each run's points of the history series, by run fingerprint (report/history/series.py)
-SERIES_CACHE = ".cardproof-series.pickle"
 
 #: how far each table of the store was found free of damaged values (report/tolerance.py)
 DAMAGE_CHECKED = ".cardproof-damage-checked.json"

@@ -225,21 +225,33 @@ def read_manifest(path: Path) -> dict:
     or its JSON in a manifest of the older layout) and ``comparisons`` (summaries).
 
     A missing, unreadable or older manifest reads as empty parts: everything is built again.
+    Read line by line (a year of run summaries is megabytes; the whole text is not held beside its
+    lines); ``_digest`` is the text's digest, so ``write_manifest`` can tell an unchanged manifest.
     """
+    digest = hashlib.sha256()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open(encoding="utf-8", newline="") as f:
+            first = f.readline()
+            digest.update(first.encode())
+            if first == _MANIFEST_HEAD + "\n":
+                second = f.readline()
+                digest.update(second.encode())
+                try:
+                    data = json.loads(second)
+                except ValueError:
+                    data = {}
+                data = data if isinstance(data, dict) else {}
+                runs = {}
+                for line in f:
+                    digest.update(line.encode())
+                    line = line.removesuffix("\n")
+                    if "\t" in line:
+                        runs[line.split("\t", 1)[0]] = line
+                out = {part: data[part] if isinstance(data.get(part), dict) else {} for part in ("pages", "comparisons")}
+                return out | {"runs": runs, "_digest": digest.hexdigest()}
+            text = first + f.read()
     except (OSError, ValueError):
         text = ""
-    if text.startswith(_MANIFEST_HEAD + "\n"):
-        lines = text.split("\n")
-        try:
-            data = json.loads(lines[1])
-        except (ValueError, IndexError):
-            data = {}
-        data = data if isinstance(data, dict) else {}
-        runs = {line.split("\t", 1)[0]: line for line in lines[2:] if "\t" in line}
-        out = {part: data[part] if isinstance(data.get(part), dict) else {} for part in ("pages", "comparisons")}
-        return out | {"runs": runs, "_text": text}
     try:
         data = json.loads(text)
     except ValueError:
@@ -251,15 +263,23 @@ def read_manifest(path: Path) -> dict:
 
 def write_manifest(path: Path, keys: dict, old: dict | None = None) -> None:
     """Write the manifest (``pages``, ``comparisons``, and ``runs``: run id -> ``RunSummary``) unless it
-    is the text read at the start (``old``)."""
+    is the text read at the start (``old``, by its digest). Written line by line, not made whole first."""
     head = json.dumps({part: keys.get(part) or {} for part in ("pages", "comparisons")}, separators=(",", ":"),
                       sort_keys=True)
     runs = keys.get("runs") or {}
-    text = "\n".join([_MANIFEST_HEAD, head, *(runs[rid].to_line() for rid in sorted(runs, key=int))]) + "\n"
-    if old is not None and old.get("_text") == text:
-        return
     tmp = Path(path).with_name(Path(path).name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    digest = hashlib.sha256()
+    with tmp.open("w", encoding="utf-8", newline="") as f:
+        for line in [_MANIFEST_HEAD, head]:
+            digest.update((line + "\n").encode())
+            f.write(line + "\n")
+        for rid in sorted(runs, key=int):
+            line = runs[rid].to_line() + "\n"
+            digest.update(line.encode())
+            f.write(line)
+    if old is not None and old.get("_digest") == digest.hexdigest() and Path(path).exists():
+        tmp.unlink()
+        return
     os.replace(tmp, path)
 
 

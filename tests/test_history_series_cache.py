@@ -1,20 +1,25 @@
-"""The history series keep each run's points between builds (report/history/series.py ``cache``/``prints``).
+"""The report build makes the trend pages one page at a time and keeps each page's points between builds
+(report/history/pages.py).
 
 Generated runs on real SQLite (tests/history_data.py, bench/history_steps_data.py): prompt-class cells
-with a known step, load, rate and depth steps. The series made from the cache must be the series made
-from the store, run for run; a run whose fingerprint changed, or whose entry is damaged, is read again.
+with a known step, load, rate and depth steps, two campaigns. After every kind of change (a new run, a
+changed run, a deleted run, damaged cache files) the trend pages, their charts and data files and the
+run articles' leads must be what a build from nothing writes; what is kept must really be read, and a
+campaign none of whose runs changed must not be read at all.
 """
 
 from __future__ import annotations
 
-import json
 import pickle
 import sys
 from pathlib import Path
 
+import pytest
+
 from cardproof.daemon.store import open_store
-from cardproof.report.build import SERIES_CACHE, write_articles
-from cardproof.report.history import build_series
+from cardproof.report.build import write_articles
+from cardproof.report.history import pages as pages_module
+from cardproof.report.history import series as series_module
 from history_data import make_db
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -23,224 +28,245 @@ from history_steps_data import add_steps  # noqa: E402
 RUNS = [{"level": 100.0, "build": "b1"}] * 5 + [{"level": 85.0, "build": "b2"}] * 4
 
 
-def _canon(series: list[dict]) -> str:
-    """Everything a series says, as text: points with their spreads, states, conditions and changes, steps."""
-    def point(p):
-        return {k: v for k, v in p.items() if k != "_print"}  # the run's fingerprint, only where prints were given
-    return json.dumps([{**{k: v for k, v in s.items() if k != "_memo_keys"}, "points": [point(p) for p in s["points"]],
-                        "steps": [{**st, "before": st["before"]["run_id"], "after": st["after"]["run_id"]}
-                                  for st in s["steps"]]} for s in series], default=repr, sort_keys=True)
+def _site(project: Path) -> dict[str, bytes]:
+    """The trend pages, charts, data files and the run articles (whose leads name the steps)."""
+    site = project / "site"
+    files = [*(site / "trends").rglob("*"), *(site / "runs").glob("run-*.md")]
+    return {str(f.relative_to(site)): f.read_bytes() for f in sorted(files)
+            if f.is_file() and not f.name.startswith(".")}
 
 
-def _series(db: Path, **kw) -> list[dict]:
-    store = open_store(db, mode="ro")
-    try:
-        return build_series(store.db, **kw)
-    finally:
-        store.close()
+def _same_as_fresh(db: Path, project: Path, tmp_path: Path, tag: str) -> None:
+    write_articles(db, project)
+    fresh = tmp_path / f"fresh-{tag}"
+    write_articles(db, fresh)
+    mine, theirs = _site(project), _site(fresh)
+    assert sorted(mine) == sorted(theirs)
+    assert [k for k in mine if mine[k] != theirs[k]] == []
+    assert any(k.startswith("trends/trend-") and k.endswith(".md") for k in mine)
 
 
-def test_series_from_the_cache_are_the_series_from_the_store(tmp_path):
+def _two_campaigns(tmp_path: Path) -> tuple[Path, list[int], list[int]]:
     db = tmp_path / "h.db"
-    ids = make_db(db, RUNS)
+    nightly = make_db(db, RUNS, name="nightly")
     add_steps(db, rates=(0.5,))
-    fresh = _canon(_series(db))
-    assert '"kind": "rate"' in fresh and '"kind": "load"' in fresh and '"kind": "depth"' in fresh
-    assert '"metric": "decode_tps"' in fresh  # the known step is there to be kept
-    prints = {rid: f"print-{rid}" for rid in ids}
-    cache: dict = {}
-    assert _canon(_series(db, cache=cache, prints=prints)) == fresh  # filled from the store
-    assert sorted(cache) == sorted(str(r) for r in ids)
-    cache = pickle.loads(pickle.dumps(cache))  # as written to the file and read back
-    assert _canon(_series(db, cache=cache, prints=prints)) == fresh  # every run from the cache
-
-    # the cache is what is read: a value changed in one run's entry shows; a new print reads the store again
-    entry = cache[str(ids[0])]
-    for _key, fields in entry["points"]:
-        if fields["values"].get("decode_tps"):
-            fields["values"]["decode_tps"] = [1234.5] * len(fields["values"]["decode_tps"])
-    assert "1234.5" in _canon(_series(db, cache=cache, prints=prints))
-    prints[ids[0]] = "print-changed"
-    assert _canon(_series(db, cache=cache, prints=prints)) == fresh
-    assert cache[str(ids[0])]["print"] == "print-changed"
-
-    # damaged entries are read again, never an error
-    cache[str(ids[1])] = {"print": prints[ids[1]], "points": "nothing"}
-    key, point = cache[str(ids[2])]["points"][0]
-    cache[str(ids[2])]["points"][0] = (("another campaign", *key[1:]), point)
-    cache[str(ids[3])] = ["not", "an", "entry"]
-    assert _canon(_series(db, cache=cache, prints=prints)) == fresh
+    weekly = make_db(db, RUNS, name="weekly", model="tiny-b", seed=2)
+    return db, nightly, weekly
 
 
-def test_a_new_run_is_read_and_a_removed_run_leaves_the_cache(tmp_path):
-    db = tmp_path / "h.db"
-    ids = make_db(db, RUNS)
-    prints = {rid: f"print-{rid}" for rid in ids}
-    cache: dict = {}
-    _series(db, cache=cache, prints=prints)
-    more = make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
-    prints[more[0]] = "print-new"
-    assert _canon(_series(db, cache=cache, prints=prints)) == _canon(_series(db))
-    assert str(more[0]) in cache
-    store = open_store(db)
-    with store.db.conn:
-        for table in ("samples", "cells", "loads"):
-            store.db.execute(f"delete from {table} where run_id = ?", [ids[0]])
-        store.db.execute("delete from runs where id = ?", [ids[0]])
-    store.close()
-    assert _canon(_series(db, cache=cache, prints=prints)) == _canon(_series(db))
-    assert str(ids[0]) not in cache
+def _page_files(project: Path) -> list[Path]:
+    return sorted((project / "site").glob(".cardproof-series-*.pickle"))
 
 
-def test_the_report_step_keeps_the_cache_beside_its_pages(tmp_path):
-    db = tmp_path / "h.db"
-    make_db(db, RUNS)
+def _reads(monkeypatch) -> list[str]:
+    """The cache files the build reads, by name."""
+    seen = []
+    real = pages_module._read
+
+    def read(path):
+        if path.exists():
+            seen.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(pages_module, "_read", read)
+    return seen
+
+
+def test_pages_after_new_changed_and_deleted_runs_are_what_a_build_from_nothing_writes(tmp_path):
+    db, nightly, weekly = _two_campaigns(tmp_path)
     project = tmp_path / "proj"
     write_articles(db, project)
-    [path] = (project / "site").glob(SERIES_CACHE.replace(".pickle", "-*.pickle"))  # one file per campaign
-    kept = pickle.loads(path.read_bytes())
-    assert kept["format"] == 5 and len(kept["runs"]) == len(RUNS) and kept["steps"] and kept["judged"] \
-        and list(kept["series"]) == ["nightly"]
-    # a damaged cache file is no cache: the next build reads the store and writes it whole again
-    path.write_bytes(pickle.dumps(kept)[:100])  # cut short
+    text = "".join(v.decode() for k, v in _site(project).items() if k.startswith("runs/"))
+    assert "This run starts a step" in text  # the known step reaches a lead through the kept steps
+    # one file per page (campaign × model) and the head
+    assert len(_page_files(project)) == 2 and (project / "site" / pages_module.HEAD).is_file()
+
+    make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)  # a new nightly run
+    _same_as_fresh(db, project, tmp_path, "new")
+    store = open_store(db)  # a changed run: found interrupted after all (its point can carry no step now)
+    with store.db.conn:
+        store.db.execute("update runs set status = 'interrupted' where id = ?", [nightly[6]])
+    store.close()
+    _same_as_fresh(db, project, tmp_path, "changed")
+    store = open_store(db)  # a deleted run of the other campaign
+    with store.db.conn:
+        for table in ("samples", "cells", "loads"):
+            store.db.execute(f"delete from {table} where run_id = ?", [weekly[3]])
+        store.db.execute("delete from runs where id = ?", [weekly[3]])
+    store.close()
+    _same_as_fresh(db, project, tmp_path, "deleted")
+
+
+def test_a_campaign_whose_runs_did_not_change_is_not_read_and_a_changed_one_is_read_from_its_files(
+        tmp_path, monkeypatch):
+    db, nightly, weekly = _two_campaigns(tmp_path)
+    project = tmp_path / "proj"
+    write_articles(db, project)
+    files = {pickle.loads(f.read_bytes())["campaign"]: f for f in _page_files(project)}
+    seen = _reads(monkeypatch)
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
+    _same_as_fresh(db, project, tmp_path, "a")
+    mine = [n for n in seen if n != pages_module.HEAD]
+    assert mine == [files["nightly"].name]  # the fresh build had none to read
+
+    # what the nightly file keeps is what its page shows: a doctored figure shows after the next run
+    part = pickle.loads(files["nightly"].read_bytes())
+    rid = nightly[1]
+    _, points = part["runs"][rid]
+    for _key, p in points:
+        sp = p["spread"].get("decode_tps")
+        if sp:
+            p["spread"]["decode_tps"] = sp.__class__(4321.5, sp.low, sp.high, sp.n)
+    part["texts"] = {}  # its rows and lines are made again from the doctored points
+    files["nightly"].write_bytes(pickle.dumps(part))
+    make_db(db, [{"level": 85.0, "build": "b3"}], seed=4)
     write_articles(db, project)
-    assert len(pickle.loads(path.read_bytes())["runs"]) == len(RUNS) + 1
-    # a second campaign gets a file of its own; a build that adds a run to it leaves the first one's file
-    make_db(db, RUNS[:3], name="weekly", seed=4)
+    csv = next((project / "site" / "trends").glob("trend-nightly-*.csv")).read_text()
+    assert "4321.5" in csv
+
+    # the weekly file is not read while its runs stay: a doctored figure there does not show...
+    part = pickle.loads(files["weekly"].read_bytes())
+    for _key, p in part["runs"][weekly[0]][1]:
+        sp = p["spread"].get("decode_tps")
+        if sp:
+            p["spread"]["decode_tps"] = sp.__class__(9876.5, sp.low, sp.high, sp.n)
+    part["texts"] = {}
+    files["weekly"].write_bytes(pickle.dumps(part))
+    make_db(db, [{"level": 85.0, "build": "b3"}], seed=5)
     write_articles(db, project)
-    files = sorted((project / "site").glob(SERIES_CACHE.replace(".pickle", "-*.pickle")))
-    assert len(files) == 2 and path in files
-    before = path.stat().st_mtime_ns
-    make_db(db, RUNS[:1], name="weekly", seed=5)
+    assert "9876.5" not in next((project / "site" / "trends").glob("trend-weekly-*.csv")).read_text()
+    # ...until a weekly run is added: then its file is read, and the doctored figure is what it held
+    make_db(db, [{"level": 100.0, "build": "b1"}], name="weekly", model="tiny-b", seed=6)
     write_articles(db, project)
-    assert path.stat().st_mtime_ns == before
-    weekly = pickle.loads(next(f for f in files if f != path).read_bytes())
-    assert list(weekly["series"]) == ["weekly"] and len(weekly["runs"]) == 4
+    assert "9876.5" in next((project / "site" / "trends").glob("trend-weekly-*.csv")).read_text()
 
 
-def test_steps_are_kept_for_series_whose_runs_did_not_change(tmp_path, monkeypatch):
-    """The step search of a series whose runs (and their fingerprints) are unchanged is not run again;
-    what the memo gives is what the search gives, and a changed run searches its series again."""
-    from cardproof.report.history import series as series_module
+@pytest.mark.parametrize("damage", ["head cut short", "head of other code", "page file cut short",
+                                    "page file of another page", "page file removed", "points of another run"])
+def test_damaged_cache_files_are_no_cache(tmp_path, damage):
+    db, nightly, _ = _two_campaigns(tmp_path)
+    project = tmp_path / "proj"
+    write_articles(db, project)
+    head = project / "site" / pages_module.HEAD
+    files = {pickle.loads(f.read_bytes())["campaign"]: f for f in _page_files(project)}
+    if damage == "head cut short":
+        head.write_bytes(head.read_bytes()[:50])
+    elif damage == "head of other code":
+        head.write_bytes(pickle.dumps({"format": 5, "campaigns": {}}))
+    elif damage == "page file cut short":
+        files["nightly"].write_bytes(files["nightly"].read_bytes()[:200])
+    elif damage == "page file of another page":
+        files["nightly"].write_bytes(files["weekly"].read_bytes())
+    elif damage == "page file removed":
+        files["weekly"].unlink()
+    else:
+        part = pickle.loads(files["nightly"].read_bytes())
+        part["runs"][nightly[0]] = part["runs"][nightly[1]]
+        files["nightly"].write_bytes(pickle.dumps(part))
+    make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
+    _same_as_fresh(db, project, tmp_path, "damaged")
+    assert len(_page_files(project)) == 2 and pickle.loads(head.read_bytes())["format"] == pages_module.FORMAT
 
-    db = tmp_path / "h.db"
-    ids = make_db(db, RUNS)
-    add_steps(db, rates=(0.5,))
-    fresh = _canon(_series(db))
-    prints = {rid: f"print-{rid}" for rid in ids}
+
+def test_steps_are_searched_again_only_in_series_with_a_new_point(tmp_path, monkeypatch):
+    db, _, _ = _two_campaigns(tmp_path)
+    project = tmp_path / "proj"
     calls = []
     search = series_module.find_steps
     monkeypatch.setattr(series_module, "find_steps", lambda *a, **k: calls.append(a[2]) or search(*a, **k))
-    cache: dict = {}
-    memo: dict = {}
-    assert _canon(_series(db, cache=cache, prints=prints, steps_memo=memo)) == fresh
-    searched = len(calls)
-    assert searched and len(memo) == searched
+    write_articles(db, project)
+    first = list(calls)
+    assert any(seed.startswith("weekly|") for seed in first) and any(seed.startswith("nightly|") for seed in first)
     calls.clear()
-    assert _canon(_series(db, cache=cache, prints=prints, steps_memo=memo)) == fresh
-    assert calls == []  # every series' steps from the memo
-    # a memo entry is what the series shows: a doctored one shows (the memo is really read)
-    key = next(k for k, v in memo.items() if v and "decode_tps" in k[0])
-    memo[key] = [memo[key][0].__class__(**{**memo[key][0].__dict__, "ratio": 0.123})]
-    assert '"ratio": 0.123' in _canon(_series(db, cache=cache, prints=prints, steps_memo=memo))
-    # one run changed: the series it is in are searched again, the memo holds only the keys used
-    prints[ids[-1]] = "print-changed"
-    calls.clear()
-    assert _canon(_series(db, cache=cache, prints=prints, steps_memo=memo)) == fresh
-    assert 0 < len(calls) <= searched and len(memo) == searched
+    make_db(db, [{"level": 100.0, "build": "b1"}], name="weekly", model="tiny-b", seed=6)
+    write_articles(db, project)
+    # only the weekly series are searched again (the nightly campaign is not even read)
+    assert calls and all(seed.startswith("weekly|") for seed in calls)
+    # a memo entry is what the page shows: a doctored one shows (the memo is really read)
+    [f] = [f for f in _page_files(project) if pickle.loads(f.read_bytes())["campaign"] == "nightly"]
+    part = pickle.loads(f.read_bytes())
+    key = next(k for k, v in part["steps"].items() if v and "decode_tps" in k[0])
+    part["steps"][key] = [part["steps"][key][0].__class__(**{**part["steps"][key][0].__dict__, "ratio": 0.123})]
+    part["texts"] = {}
+    f.write_bytes(pickle.dumps(part))
+    (project / "site" / "trends" / ".trends.json").unlink()  # the page is rendered again from its file
+    make_db(db, [{"level": 100.0, "build": "b1"}], name="weekly", model="tiny-b", seed=7)  # (a build to do)
+    write_articles(db, project)
+    assert "87.7" in next((project / "site" / "trends").glob("trend-nightly-*.md")).read_text()  # 1 - 0.123
 
 
-def test_a_campaign_whose_runs_did_not_change_keeps_its_finished_series(tmp_path):
-    """One new run makes only its own campaign's series again; another campaign's series come from the
-    cache as they were (a doctored figure there shows, so they are really read), and are what the store
-    gives; a changed run in that campaign makes its series again."""
+def test_a_first_build_reads_the_store_one_model_at_a_time(tmp_path, monkeypatch):
+    """With more new runs than ``FEW_RUNS`` (a first build, a code change) each page reads its own model's
+    rows: one page's points are held at once, and the pages are the same."""
     db = tmp_path / "h.db"
-    ids_a = make_db(db, RUNS, name="nightly")
-    ids_b = make_db(db, RUNS, name="weekly", seed=2)
-    prints = {rid: f"print-{rid}" for rid in ids_a + ids_b}
-    cache: dict = {}
-    series_cache: dict = {}
-    kw = dict(cache=cache, prints=prints, steps_memo={}, judged_memo={}, series_cache=series_cache)
-    assert _canon(_series(db, **kw)) == _canon(_series(db))
-    assert set(series_cache) == {"nightly", "weekly"}
-    cache, series_cache = pickle.loads(pickle.dumps((cache, series_cache)))  # as the file keeps them
-    kw.update(cache=cache, series_cache=series_cache)
-    weekly = series_cache["weekly"]["series"]
-    weekly[0]["points"][0]["spread"]["decode_tps"] = weekly[0]["points"][0]["spread"]["decode_tps"].__class__(
-        4321.5, 1.0, 9999.0, 5)
-    more = make_db(db, [{"level": 85.0, "build": "b3"}], name="nightly", seed=3)
-    prints[more[0]] = "print-new"
-    made = _series(db, **kw)
-    assert "4321.5" in _canon(made)  # the weekly series were not made again
-    assert [s for s in made if s["campaign"] == "weekly"] == weekly
-    assert _canon([s for s in made if s["campaign"] == "nightly"]) == \
-        _canon([s for s in _series(db) if s["campaign"] == "nightly"])
-    assert sum(p["run_id"] == more[0] for s in made for p in s["points"]) > 0
-    # a weekly run changed: its campaign's series are made again from the store
-    prints[ids_b[0]] = "print-changed"
-    assert _canon(_series(db, **kw)) == _canon(_series(db))
+    make_db(db, RUNS, name="nightly")
+    make_db(db, RUNS, name="nightly", model="tiny-b", seed=2)
+    add_steps(db)
+    write_articles(db, tmp_path / "whole")
+    calls = []
+    real = series_module._run_points
+
+    def counted(db_, runs, model, restrict, excluded=None):
+        made = real(db_, runs, model, restrict, excluded)
+        calls.append((model, {k[1] for pts in made.values() for k, _ in pts}))
+        return made
+
+    monkeypatch.setattr(pages_module, "_run_points", counted)
+    monkeypatch.setattr(pages_module, "FEW_RUNS", 3)
+    write_articles(db, tmp_path / "by-model")
+    assert sorted(m for m, _ in calls) == ["tiny-a", "tiny-b"]
+    assert all(seen == {m} for m, seen in calls)
+    assert _site(tmp_path / "by-model") == _site(tmp_path / "whole")
 
 
 def test_a_point_keeps_its_table_rows_and_data_line_and_they_are_what_a_fresh_build_writes(tmp_path):
-    """The trend pages' table rows and CSV lines of runs that did not change are kept on their points in
-    the cache file (report/history/tables.py, render.py ``write_data_file``): after a new run the pages
-    are what a build from nothing writes, and a doctored row or line in the file shows (it is really
-    read). A run deleted before a point changes what that point's row shows (the conditions that changed
-    since the point before it): the row is made again."""
+    """The trend pages' table rows and CSV lines of runs that did not change are kept in the page's file
+    (report/history/tables.py, render.py ``write_data_file``): after a new run the pages are what a
+    build from nothing writes, and a doctored row or line in the file shows (it is really read). A run
+    deleted before a point changes what that point's row shows (the conditions that changed since the
+    point before it): the row is made again."""
     db = tmp_path / "h.db"
     ids = make_db(db, RUNS + [{"level": 85.0, "build": "b3"}] * 2)
     last = ids[-1]  # its build is its previous run's: no change shown, until that run goes
     project = tmp_path / "proj"
     write_articles(db, project)
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
-    write_articles(db, project)
+    _same_as_fresh(db, project, tmp_path, "a")
 
     def pages(p, suffix):
         return {f.name: f.read_text() for f in sorted((p / "site" / "trends").iterdir()) if f.suffix == suffix}
 
-    write_articles(db, tmp_path / "fresh")
-    for suffix in (".md", ".csv"):
-        assert pages(project, suffix) == pages(tmp_path / "fresh", suffix) and pages(project, suffix)
-    # kept apart from the series cache (read only for a campaign whose pages are rendered)
-    [path] = (project / "site").glob(SERIES_CACHE.replace(".pickle", "-*.pickle"))
-    series = pickle.loads(path.read_bytes())["series"]["nightly"]["series"]
-    assert not any("_rows" in p or "_csv" in p for s in series for p in s["points"])
-    [path] = (project / "site").glob(".cardproof-trend-texts-*.pickle")
-    kept = pickle.loads(path.read_bytes())
-    mine = [k for k in kept if k[1] == last]
-    assert mine and all(kept[k][1] and kept[k][2] for k in mine)
-    for k in mine:
-        fp, rows, line = kept[k]
-        kept[k] = (fp, {r: v.replace(" | ", " | DOCTORED-ROW ", 1) for r, v in rows.items()},
-                   (line[0], "DOCTORED,LINE\r\n"))
-    path.write_bytes(pickle.dumps(kept))
+    [path] = _page_files(project)
+
+    def doctor(how):
+        part = pickle.loads(path.read_bytes())
+        mine = [k for k in part["texts"] if k[1] == last]
+        assert mine and all(part["texts"][k][1] and part["texts"][k][2] for k in mine)
+        for k in mine:
+            part["texts"][k] = how(*part["texts"][k])
+        path.write_bytes(pickle.dumps(part))
+
+    doctor(lambda fp, rows, line: (fp, {r: v.replace(" | ", " | DOCTORED-ROW ", 1) for r, v in rows.items()},
+                                   (line[0], "DOCTORED,LINE\r\n")))
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=4)
     write_articles(db, project)
     trend_pages = [t for n, t in pages(project, ".md").items() if n.startswith("trend-")]
     assert trend_pages and all("DOCTORED-ROW" in t for t in trend_pages)
     assert all("DOCTORED,LINE" in t for t in pages(project, ".csv").values())
     # texts kept for other run data (another fingerprint: other rows or other code) are not used
-    kept = pickle.loads(path.read_bytes())
-    for k in [k for k in kept if k[1] == last]:
-        kept[k] = ("another fingerprint", {r: "DOCTORED-ROW" for r in kept[k][1]}, (kept[k][2][0], "DOCTORED,LINE\r\n"))
-    path.write_bytes(pickle.dumps(kept))
+    doctor(lambda fp, rows, line: ("another fingerprint", {r: "DOCTORED-ROW" for r in rows},
+                                   (line[0], "DOCTORED,LINE\r\n")))
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=5)
     write_articles(db, project)
     assert "DOCTORED" not in "".join(pages(project, ".md").values()) + "".join(pages(project, ".csv").values())
 
     # the run before it goes: its point now follows a run of build b2, its row says so and is made again
-    kept = pickle.loads(path.read_bytes())
-    for k in [k for k in kept if k[1] == last]:
-        kept[k] = (kept[k][0], {r: v.replace(" | ", " | DOCTORED-ROW ", 1) for r, v in kept[k][1].items()}, kept[k][2])
-    path.write_bytes(pickle.dumps(kept))
+    doctor(lambda fp, rows, line: (fp, {r: v.replace(" | ", " | DOCTORED-ROW ", 1) for r, v in rows.items()}, line))
     store = open_store(db)
     with store.db.conn:
         for table in ("samples", "cells", "loads"):
             store.db.execute(f"delete from {table} where run_id = ?", [ids[-2]])
         store.db.execute("delete from runs where id = ?", [ids[-2]])
     store.close()
-    write_articles(db, project)
-    write_articles(db, tmp_path / "fresh2")
-    assert pages(project, ".md") == pages(tmp_path / "fresh2", ".md")
+    _same_as_fresh(db, project, tmp_path, "b")
     assert "DOCTORED-ROW" not in "".join(pages(project, ".md").values())

@@ -284,7 +284,8 @@ def test_a_run_whose_steps_change_renders_its_article_not_its_evidence(gen, tmp_
     write_articles(gen.path, project)
     evidence_before = (project / "site" / "runs" / "run-1-evidence.md").read_text()
     real_print = build_mod.steps_print
-    monkeypatch.setattr(build_mod, "steps_by_run", lambda series: {1: "a step starts here"})
+    real_pass = build_mod.trend_pass
+    monkeypatch.setattr(build_mod, "trend_pass", lambda *a, **k: ({1: "a step starts here"}, real_pass(*a, **k)[1]))
     monkeypatch.setattr(build_mod, "steps_print", lambda steps: "moved" if steps else real_print(steps))
     monkeypatch.setattr(build_mod, "lead_steps", lambda steps: [])
     rendered, evidence = [], []

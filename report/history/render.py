@@ -11,14 +11,10 @@ again; pages of series no longer in the store go away.
 from __future__ import annotations
 
 import csv
-import gc
 import hashlib
 import io
 import json
-import os
-import pickle
 from collections import defaultdict
-from functools import partial
 from pathlib import Path
 
 from .. import charts
@@ -149,9 +145,9 @@ def _code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def _fingerprint(page_series: list[dict], bench: dict, code: str) -> str:
-    """Everything a page shows (points, conditions that changed, steps, llama-bench) and the code that shows it."""
-    h = hashlib.sha256(code.encode())
+def series_print(page_series: list[dict]) -> str:
+    """Everything a page shows of its series (points, conditions that changed, steps), as a key."""
+    h = hashlib.sha256()
 
     def point(p):
         if p.get("_print"):  # the run's fingerprint stands for its values and spreads (report/fingerprints.py)
@@ -166,6 +162,13 @@ def _fingerprint(page_series: list[dict], bench: dict, code: str) -> str:
                              [[st["metric"], st["before"]["run_id"], st["after"]["run_id"], st["ratio"], st["low"],
                                st["high"], st["stayed"], st["changes"], st["skipped"]] for st in s["steps"]]],
                             default=str).encode())
+    return h.hexdigest()
+
+
+def page_print(of_series: str, bench: dict, code: str) -> str:
+    """A page's key: its series' (``series_print``), its model's llama-bench points and the code that shows them."""
+    h = hashlib.sha256(code.encode())
+    h.update(of_series.encode())
     h.update(json.dumps(bench, sort_keys=True, default=str).encode())
     return h.hexdigest()
 
@@ -201,7 +204,7 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
     lines = [line.getvalue()]
     for s in page_series:
         for p in s["points"]:
-            # a point of a run that did not change keeps its line from the last build (``_attach_texts``; the
+            # a point of a run that did not change keeps its line from the last build (report/history/pages.py; the
             # series it belongs to, whose fields the line repeats, is its own)
             kept = p.get("_csv")
             if type(kept) is tuple and len(kept) == 2 and kept[0] == p["state"] and type(kept[1]) is str:
@@ -259,210 +262,85 @@ def _env():
     return environment()
 
 
-def trend_series(db, cache: Path | None = None, prints: dict[int, str] | None = None,
-                 later: list | None = None) -> list[dict]:
-    """Every series with its steps and final page names: computed once per build, read by the trend
-    pages and by the run articles' leads (report/lead_steps.py).
-
-    ``cache``: a file that keeps each run's points between builds, valid for the runs whose
-    fingerprint (``prints``, report/fingerprints.py) is unchanged (see ``build_series``).
-    ``later`` (a list): the cache is not written here; a callable that writes it is appended, for the
-    caller to call once the pages are rendered (it also writes the texts the pages kept on the points,
-    report/history/tables.py and ``write_data_file``, for the next build: ``_attach_texts``).
-    """
-    if cache is None or prints is None:
-        series = build_series(db)
-    else:
-        # pickle, not JSON: a year of runs' points is ~50 MB of JSON, 2 s to read and 2 s to write, more
-        # than computing them. The files are as trusted as the project folder they are in, whose mkdocs
-        # hooks (.cardproof/mkdocs_hooks.py) the site build runs; one that does not read is no cache.
-        # One file per campaign: a new run rewrites its own campaign's file, not a year of every campaign's.
-        # a million small objects that live until the build ends: the cyclic collector would walk
-        # them again and again while they are made (half the time of reading them)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            kept: dict = {part: {} for part in _CACHE_PARTS}
-            loaded: dict = {}  # campaign -> its series as read: a campaign still holding them is not written
-            for f in _cache_files(cache):
-                try:
-                    part = pickle.loads(f.read_bytes())
-                except Exception:  # noqa: BLE001 -- cut short, damaged or of other code: read the store
-                    continue
-                if isinstance(part, dict) and part.get("format") == _CACHE_FORMAT \
-                        and all(isinstance(part.get(k), dict) for k in _CACHE_PARTS):
-                    for k in _CACHE_PARTS:
-                        kept[k].update(part[k])
-                    loaded.update({c: e.get("series") for c, e in part["series"].items() if isinstance(e, dict)})
-            series = build_series(db, cache=kept["runs"], prints=prints, steps_memo=kept["steps"],
-                                  judged_memo=kept["judged"], series_cache=kept["series"])
-            parts = _cache_parts(kept, series)
-        finally:
-            # what was read and made here lives until the build ends: out of the collector's reach before it
-            # runs again, or its first collection walks every point (0.4 s at a year of runs). The report
-            # build gives them back when it ends (``build._frozen``); the cache is passed by it alone.
-            gc.freeze()
-            if collecting:
-                gc.enable()
-        save = partial(_save_cache, cache, parts,
-                       {c for c in parts if c in loaded and (kept["series"].get(c) or {}).get("series") is loaded[c]})
-        if later is None:
-            save()
-        else:
-            later.append(save)
+def trend_series(db) -> list[dict]:
+    """Every series with its steps and final page names (the report build makes them one page at a time
+    instead, report/history/pages.py)."""
+    series = build_series(db)
     assign_pages(series)
     return series
 
 
-def _save_cache(cache: Path, parts: dict[str, dict], unchanged: set[str]) -> None:
-    """Each campaign's cache file (``parts``), but those of ``unchanged`` campaigns whose files hold it;
-    and the texts file of each campaign whose trend pages had theirs (``_attach_texts``)."""
-    wanted = {_cache_file(cache, c) for c in parts}
-    for camp, part in parts.items():
-        path = _cache_file(cache, camp)
-        series = (part["series"].get(camp) or {}).get("series") or []
-        if any(s.get("_texts") for s in series):
-            texts = {(_series_key(s), p["run_id"]): (p["_print"], p.get("_rows"), p.get("_csv"))
-                     for s in series for p in s["points"]
-                     if p.get("_print") is not None and (p.get("_rows") or p.get("_csv"))}
-            try:
-                _write_atomic(_texts_file(cache, camp), pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
-            except OSError:
-                pass
-        for s in series:  # the texts are not the series cache's: a campaign whose pages stay is read faster
-            s.pop("_texts", None)
-            for p in s["points"]:
-                for k in _TEXTS:
-                    p.pop(k, None)
-        if camp in unchanged and path.exists():
-            continue  # none of its runs changed: its file holds what it would write
-        try:
-            _write_atomic(path, pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
-        except OSError:
-            pass  # no cache: the next build reads the campaign's runs again
-    for f in [*_cache_files(cache), cache]:  # campaigns no longer in the store; the one-file layout
-        if f not in wanted:
-            f.unlink(missing_ok=True)
-    texts_wanted = {_texts_file(cache, c) for c in parts}
-    for f in cache.parent.glob(f"{_TEXTS_STEM}-*.pickle"):
-        if f not in texts_wanted:
-            f.unlink(missing_ok=True)
-
-
-#: what the trend pages keep on a point (its table rows, report/history/tables.py, and its CSV line,
-#: ``write_data_file``), in a file per campaign of their own: read only for a campaign whose pages are
-#: rendered, not with every campaign's series
-_TEXTS = ("_rows", "_csv")
-_TEXTS_STEM = ".cardproof-trend-texts"
-
-
-def _texts_file(cache: Path, campaign: str) -> Path:
-    return cache.with_name(f"{_TEXTS_STEM}-{_cache_file(cache, campaign).stem.rsplit('-', 1)[1]}.pickle")
-
-
-def _series_key(s: dict) -> tuple:
-    return (s["model"], s.get("kind"), s.get("streams"), s.get("depth_tokens"), s.get("rate_rps"),
-            s["prompt_class"], s["reasoning"])
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _attach_texts(cache: Path, campaign_series: list[dict]) -> None:
-    """The kept rows and CSV lines of a campaign's points, each on its point if made from the same run
-    data (its fingerprint, which covers the code); the series are marked so the build writes them back."""
-    try:
-        kept = pickle.loads(_texts_file(cache, campaign_series[0]["campaign"]).read_bytes())
-    except Exception:  # noqa: BLE001 -- none yet, cut short or damaged: the texts are made again
-        kept = None
-    kept = kept if isinstance(kept, dict) else {}
-    for s in campaign_series:
-        s["_texts"] = True
-        key = _series_key(s)
-        for p in s["points"]:
-            entry = kept.get((key, p["run_id"]))
-            if type(entry) is tuple and len(entry) == 3 and entry[0] == p.get("_print") is not None:
-                p["_rows"], p["_csv"] = entry[1], entry[2]
-
-
-#: what each campaign's cache file keeps (``build_series``' ``cache``, ``steps_memo``, ``judged_memo``,
-#: ``series_cache``)
-_CACHE_PARTS = ("runs", "steps", "judged", "series")
-
-
-def _cache_file(cache: Path, campaign: str) -> Path:
-    """The campaign's cache file beside ``cache``: named by a hash (a campaign name is foreign text)."""
-    digest = hashlib.sha256(str(campaign).encode()).hexdigest()[:24]
-    return cache.with_name(f"{cache.stem}-{digest}{cache.suffix}")
-
-
-def _cache_files(cache: Path) -> list[Path]:
-    return sorted(cache.parent.glob(f"{cache.stem}-*{cache.suffix}"))
-
-
-def _cache_parts(kept: dict, series: list[dict]) -> dict[str, dict]:
-    """``kept`` (as ``build_series`` left it) split by campaign, each part a cache file's content."""
-    parts: dict[str, dict] = defaultdict(lambda: {"format": _CACHE_FORMAT, **{k: {} for k in _CACHE_PARTS}})
-    for rid, entry in kept["runs"].items():
-        parts[str(entry.get("campaign"))]["runs"][rid] = entry
-    for camp, entry in kept["series"].items():
-        parts[camp]["series"][camp] = entry
-    for s in series:  # the step memo's and the verdicts' entries each series used
-        part = parts[s["campaign"]]
-        for seed, key in s.get("_memo_keys") or []:
-            if key is not None and key in kept["steps"]:
-                part["steps"][key] = kept["steps"][key]
-            if seed in kept["judged"]:
-                part["judged"][seed] = kept["judged"][seed]
-    return dict(parts)
-
-
-#: the layout of the series cache; another one is read as no cache
-#: 2: the steps of each series too; 3: a load step's TTFT p90; 4: the candidates' verdicts; 5: points as made
-#: (not JSON-ready lists) and each campaign's finished series
-_CACHE_FORMAT = 5
-
-
-def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None,
-                 cache: Path | None = None) -> list[Path]:
+def write_trends(db, project: Path, *, show_addresses: bool = False, series: list[dict] | None = None) -> list[Path]:
     """Every trend page and the trends index, both languages; returns the files written.
 
-    ``series``: :func:`trend_series` of this build where the caller has it already. ``cache``: its
-    cache file (the series' points keep the table rows and CSV lines of unchanged runs beside it).
+    ``series``: :func:`trend_series` of the store where the caller has it already. (The report build
+    renders the pages one at a time as it makes their series, report/history/pages.py.)
     """
-    out_dir = Path(project) / "site" / FOLDER
-    img_dir = out_dir / "img"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        old = json.loads((out_dir / _PRINTS).read_text())
-    except (OSError, ValueError):
-        old = {}
+    trends = Trends(project, show_addresses=show_addresses)
     if series is None:
         series = trend_series(db)
     pages = assign_pages(series)
     bench = bench_series(db, sorted({s["model"] for s in series}))
-    prints, written = {}, []
-    code = _code_fingerprint() + ("+addresses" if show_addresses else "")
-    try:
-        old_index = json.loads((out_dir / _INDEX).read_text())
-    except (OSError, ValueError):
-        old_index = {}
-    old_index = old_index if isinstance(old_index, dict) else {}
-    index: dict[str, dict] = {lang: {} for lang in LANGUAGES}  # page -> its line on the index, per language
-    attached: set = set()  # campaigns whose points have their kept texts
     for name, page_series in sorted(pages.items()):
         page_bench = bench.get(page_series[0]["model"], {})
-        prints[name] = _fingerprint(page_series, page_bench, code)
-        files = [out_dir / f"{name}{_suffix(lang)}.md" for lang in LANGUAGES]
-        if old.get(name) == prints[name] and all(f.exists() for f in files):
-            continue  # nothing it shows has changed: neither its Markdown nor its charts are made again
-        camp = page_series[0]["campaign"]
-        if cache is not None and camp not in attached:
-            attached.add(camp)
-            _attach_texts(cache, [s for s in series if s["campaign"] == camp])
+        key = page_print(series_print(page_series), page_bench, trends.code)
+        if not trends.fresh(name, key):
+            trends.render(name, page_series, page_bench, key)
+    return trends.finish()
+
+
+class Trends:
+    """The trend pages of one build, rendered one at a time (:meth:`render`), then the index (:meth:`finish`).
+
+    A page whose key (``page_print``) is the last build's and whose files and index line are there is
+    not rendered again (:meth:`fresh`): :meth:`keep` names it, and the index keeps its line.
+    """
+
+    def __init__(self, project: Path, *, show_addresses: bool = False):
+        self.out_dir = Path(project) / "site" / FOLDER
+        self.img_dir = self.out_dir / "img"
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.show_addresses = show_addresses
+        try:
+            old = json.loads((self.out_dir / _PRINTS).read_text())
+        except (OSError, ValueError):
+            old = {}
+        self.old = old if isinstance(old, dict) else {}
+        try:
+            old_index = json.loads((self.out_dir / _INDEX).read_text())
+        except (OSError, ValueError):
+            old_index = {}
+        self.old_index = old_index if isinstance(old_index, dict) else {}
+        self.code = _code_fingerprint() + ("+addresses" if show_addresses else "")
+        self.prints: dict[str, str] = {}
+        self.written: list[Path] = []
+        self.index: dict[str, dict] = {lang: {} for lang in LANGUAGES}  # page -> its line on the index
+
+    def _files(self, name: str) -> list[Path]:
+        return [self.out_dir / f"{name}{_suffix(lang)}.md" for lang in LANGUAGES]
+
+    def _kept_line(self, lang: str, name: str, key: str) -> dict | None:
+        kept = self.old_index.get(lang, {}).get(name) if isinstance(self.old_index.get(lang), dict) else None
+        return kept if isinstance(kept, dict) and kept.get("print") == key and isinstance(kept.get("steps"), list) \
+            else None
+
+    def fresh(self, name: str, key: str) -> bool:
+        """Whether the page with ``key`` is as the last build left it (then it is kept, not rendered)."""
+        if self.old.get(name) == key and all(f.exists() for f in self._files(name)) \
+                and all(self._kept_line(lang, name, key) for lang in LANGUAGES):
+            self.keep(name, key)
+            return True
+        return False
+
+    def keep(self, name: str, key: str) -> None:
+        self.prints[name] = key
+        for lang in LANGUAGES:
+            self.index[lang][name] = self._kept_line(lang, name, key)
+
+    def render(self, name: str, page_series: list[dict], page_bench: dict, key: str) -> None:
+        """The page ``name`` (its Markdown in every language, its charts and data file)."""
+        out_dir, img_dir, show_addresses = self.out_dir, self.img_dir, self.show_addresses
+        self.prints[name] = key
         with publishing(show_addresses=show_addresses):
             write_data_file(out_dir / f"{name}.csv", page_series)
         changes = chart.change_rows(page_series)  # the dashed rules: the same in every chart of the page
@@ -482,10 +360,10 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
                 charts.write_svg(svg, text)
                 charts_out[L.code].append({"metric": metric, "file": f"img/{svg.name}",
                                            "alt": L.gettext(METRIC_AXES[metric])})
-        for L, path in zip(langs, files):
+        for L, path in zip(langs, self._files(name)):
             lang = L.code
             view = _page_view(page_series, L)
-            index[lang][name] = _index_entry(view, prints[name])
+            self.index[lang][name] = _index_entry(view, key)
             view["bench"] = sorted((p for points in page_bench.values() for p in points),
                                    key=lambda p: (str(p["test"]), str(p["date"] or ""), p["id"]))
             with publishing(show_addresses=show_addresses):
@@ -494,34 +372,28 @@ def write_trends(db, project: Path, *, show_addresses: bool = False, series: lis
                     _=_, L=L, page=view, charts=charts_out[lang], metric_names=METRIC_NAMES, metrics=list(METRICS),
                     num=formatter(L), when=dates(L), row=row_maker(L, _))
             if _write_if_changed(path, text):
-                written.append(path)
-    for lang in LANGUAGES:
-        L = Lang(lang)
-        # a page that did not change keeps its line from the last build (its step sentences are the most
-        # of it): one new run does not make every page's view again for the index
-        for name in sorted(pages):
-            if name in index[lang]:
-                continue  # rendered above
-            kept = old_index.get(lang, {}).get(name) if isinstance(old_index.get(lang), dict) else None
-            if isinstance(kept, dict) and kept.get("print") == prints[name] and isinstance(kept.get("steps"), list):
-                index[lang][name] = kept
-            else:
-                index[lang][name] = _index_entry(_page_view(pages[name], L), prints[name])
-        views = [{**index[lang][name], "steps": [{"text": MD(t)} for t in index[lang][name]["steps"]]}
-                 for name in sorted(pages)]
-        with publishing(show_addresses=show_addresses):
-            text = _env().get_template("trend_index.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L,
-                                                                    pages=views)
-        path = out_dir / f"index{_suffix(lang)}.md"
-        if _write_if_changed(path, text):
-            written.append(path)
-    _remove_stale(out_dir, set(pages))
-    (out_dir / _PRINTS).write_text(json.dumps(prints, indent=1, sort_keys=True))
-    try:
-        (out_dir / _INDEX).write_text(json.dumps(index, sort_keys=True))
-    except OSError:
-        pass  # only a shortcut for the next build
-    return written
+                self.written.append(path)
+
+    def finish(self) -> list[Path]:
+        """The trends index in every language; pages no longer named go; returns every file written."""
+        out_dir = self.out_dir
+        for lang in LANGUAGES:
+            L = Lang(lang)
+            views = [{**self.index[lang][name], "steps": [{"text": MD(t)} for t in self.index[lang][name]["steps"]]}
+                     for name in sorted(self.prints)]
+            with publishing(show_addresses=self.show_addresses):
+                text = _env().get_template("trend_index.md.j2").render(_=translator(L.gettext, CATALOGUE), L=L,
+                                                                        pages=views)
+            path = out_dir / f"index{_suffix(lang)}.md"
+            if _write_if_changed(path, text):
+                self.written.append(path)
+        _remove_stale(out_dir, set(self.prints))
+        (out_dir / _PRINTS).write_text(json.dumps(self.prints, indent=1, sort_keys=True))
+        try:
+            (out_dir / _INDEX).write_text(json.dumps(self.index, sort_keys=True))
+        except OSError:
+            pass  # only a shortcut for the next build
+        return self.written
 
 
 #: beside the trend pages: each page's line on the trends index, by page fingerprint and language. Its

@@ -128,9 +128,7 @@ def _excluded_samples(db, runs: list[dict], where: str = "") -> set[int]:
     return out
 
 
-def build_series(db, campaign: str | None = None, model: str | None = None, *, cache: dict | None = None,
-                 prints: dict[int, str] | None = None, steps_memo: dict | None = None,
-                 judged_memo: dict | None = None, series_cache: dict | None = None) -> list[dict]:
+def build_series(db, campaign: str | None = None, model: str | None = None) -> list[dict]:
     """Every series (campaign × model × cell) with points in time order and steps per metric.
 
     A cell is a prompt class with reasoning on or off, a load step (its
@@ -142,23 +140,23 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
     status where it did not complete, ``unstable``, ``no valid sample``),
     its conditions and what changed since the previous point.
 
-    ``cache`` (run id as text -> that run's points as made here; updated
-    here) with ``prints`` (run id -> the run's fingerprint,
-    report/fingerprints.py) keeps each run's points between builds: a
-    build after one new run reads that run's samples, not a year of them.
-    A run whose fingerprint differs from its entry is read again.
-
-    ``steps_memo`` (with ``prints``): the steps found in each series and metric last time, keyed by
-    everything they are computed from (the series, its minimum effect, the runs of its usable points
-    with their fingerprints); replaced here by the entries this build used. The search is
-    deterministic (a fixed seed per series), so a series the new run does not touch keeps its steps.
-    ``judged_memo`` (with ``steps_memo``): per series and metric, the verdicts of the candidates its
-    last search judged (``steps.find_steps``): a series the new run adds a point to judges again only
-    the candidates next to it.
+    The report build makes the same series one trend page at a time and keeps each run's points
+    between builds (report/history/pages.py).
     """
     runs = [r for r in queries.runs(db) if campaign is None or r["campaign_name"] == campaign]
     if not runs:
         return []
+    settings = run_settings(db, runs)
+    made = _run_points(db, runs, model, restrict=campaign is not None)
+    grouped: dict[tuple, list[dict]] = defaultdict(list)
+    for r in runs:
+        for key, point in made.get(r["id"], []):
+            grouped[tuple(key)].append(point)
+    return series_of_points(grouped, lambda cid: settings[cid]["min_effect"])
+
+
+def run_settings(db, runs: list[dict]) -> dict[int, dict]:
+    """Campaign id -> its frozen text's settings (``campaign_settings``); each run gets its ``_limits``."""
     texts = {r["id"]: r["toml_text"] for r in db.query("select id, toml_text from campaigns")}
     settings_by_campaign: dict[int, dict] = {}
     by_sha: dict = {}  # a nightly campaign freezes the same text every night: read it once
@@ -169,56 +167,20 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
                 by_sha[key] = campaign_settings(texts.get(r["campaign_id"]))
             settings_by_campaign[r["campaign_id"]] = by_sha[key]
         r["_limits"] = settings_by_campaign[r["campaign_id"]]
-    caching = cache is not None and prints is not None and model is None
-    by_campaign: dict[str, list[dict]] = defaultdict(list)
-    for r in runs:
-        by_campaign[r["campaign_name"]].append(r)
-    # a campaign none of whose runs changed (the same runs, fingerprints and minimum effects as last time)
-    # keeps its finished series, steps included: one new run makes only its own campaign's series again
-    signature = {camp: repr([(r["id"], prints.get(r["id"]), settings_by_campaign[r["campaign_id"]]["min_effect"])
-                             for r in camp_runs]) for camp, camp_runs in by_campaign.items()} if caching else {}
-    reused: dict[str, list[dict]] = {}
-    if caching and series_cache is not None and campaign is None:
-        for camp, sig in signature.items():
-            entry = series_cache.get(camp)
-            if isinstance(entry, dict) and entry.get("sig") == sig and isinstance(entry.get("series"), list) \
-                    and all(str(r["id"]) in cache for r in by_campaign[camp]):
-                reused[camp] = entry["series"]
-    kept: dict[int, list] = {}
-    if caching:
-        for r in runs:
-            if r["campaign_name"] in reused:
-                continue
-            entry = cache.get(str(r["id"]))
-            if isinstance(entry, dict) and entry.get("print") == prints.get(r["id"]) is not None:
-                try:
-                    kept[r["id"]] = _points_checked(entry, r)
-                except (KeyError, TypeError, ValueError, AttributeError):
-                    pass  # a damaged entry: the run is read again
-    fresh = [r for r in runs if r["id"] not in kept and r["campaign_name"] not in reused]
-    made = _run_points(db, fresh, model, restrict=len(fresh) < len(runs)) if fresh else {}
-    if caching:
-        for r in fresh:
-            cache[str(r["id"])] = {"print": prints.get(r["id"]), "points": made.get(r["id"], []),
-                                   "campaign": r["campaign_name"]}
-        for rid in [k for k in cache if not k.isdigit() or int(k) not in {r["id"] for r in runs}]:
-            if campaign is None:
-                del cache[rid]  # a run no longer in the store
-    grouped: dict[tuple, list[dict]] = defaultdict(list)
-    for r in runs:
-        if r["campaign_name"] in reused:
-            continue
-        print_ = prints.get(r["id"]) if caching else None
-        for key, point in kept.get(r["id"]) or made.get(r["id"], []):
-            if print_ is not None:
-                point["_print"] = print_  # the run's data it was made from: the trend page's key uses it
-            grouped[tuple(key)].append(point)
+    return settings_by_campaign
+
+
+def series_of_points(grouped: dict[tuple, list[dict]], min_effect_of, memo: tuple[dict, dict] | None = None,
+                     judged: tuple[dict, dict] | None = None) -> list[dict]:
+    """The series of points grouped by series key (``_run_points``' keys), in their order, with what
+    changed between points and their steps. ``min_effect_of(campaign id)``: the smallest change a step
+    is; ``memo`` and ``judged`` as in ``_steps``."""
     out = []
     for (camp, mname, kind, streams, depth, rate, cls, reasoning), points in grouped.items():
         points.sort(key=lambda p: (p["started_at"] or "", p["run_id"]))
         for prev, p in zip([None, *points], points):
             p["changes"] = changed(prev["conditions"], p["conditions"]) if prev else []
-        min_effect = settings_by_campaign[points[-1]["_campaign_id"]]["min_effect"]
+        min_effect = min_effect_of(points[-1]["_campaign_id"])
         out.append({"campaign": camp, "model": mname, "prompt_class": cls, "reasoning": reasoning,
                     "kind": kind, "streams": streams, "depth_tokens": depth, "rate_rps": rate,
                     "metrics": KIND_METRICS[kind],
@@ -228,57 +190,22 @@ def build_series(db, campaign: str | None = None, model: str | None = None, *, c
     out.sort(key=lambda s: (s["campaign"], s["model"], order[s["kind"]], s["streams"] or 0, s["rate_rps"] or 0,
                             s["depth_tokens"] or 0, s["reasoning"], s["prompt_class"]))
     seen_models = set()
-    memo = {} if caching and steps_memo is not None else None
-    judged = None if memo is None or judged_memo is None else (judged_memo, {})
     for s in out:
         # a load time belongs to the model, not the cell: its steps are told once, with the model's first cell
         first = (s["campaign"], s["model"]) not in seen_models
         seen_models.add((s["campaign"], s["model"]))
-        s["steps"] = _steps(s, [m for m in s["metrics"] if first or m != "load_seconds"],
-                            None if memo is None else (steps_memo, memo), judged)
-    for series_list in reused.values():
-        for s in series_list:
-            s["page"] = f"trend-{slug(s['campaign'])}-{slug(s['model'])}"  # the base name: pages are assigned again
-            if memo is not None:  # its memo entries stay for the build that next adds a run to it
-                for seed, key in s.get("_memo_keys") or []:
-                    if key is not None and key in steps_memo:
-                        memo[key] = steps_memo[key]
-                    if judged is not None and seed in judged_memo:
-                        judged[1][seed] = judged_memo[seed]
-    if memo is not None:
-        steps_memo.clear()
-        steps_memo.update(memo)  # only what this build used: the memo does not grow with old keys
-    if judged is not None:
-        judged_memo.clear()
-        judged_memo.update(judged[1])
-    if caching and series_cache is not None and campaign is None:
-        made_now: dict[str, list[dict]] = defaultdict(list)
-        for s in out:
-            made_now[s["campaign"]].append(s)
-        series_cache.clear()
-        series_cache.update({camp: {"sig": signature[camp], "series": ss} for camp, ss in made_now.items()})
-        series_cache.update({camp: {"sig": signature[camp], "series": ss} for camp, ss in reused.items()})
-        out += [s for ss in reused.values() for s in ss]
-        out.sort(key=lambda s: s["campaign"])  # stable: each campaign's own order stays
+        s["steps"] = _steps(s, [m for m in s["metrics"] if first or m != "load_seconds"], memo, judged)
     return out
 
 
-def _points_checked(entry: dict, run: dict) -> list[tuple]:
-    """A run's cached points (as :func:`_run_points` made them), checked to be this run's."""
-    points = entry["points"]
-    if not isinstance(points, list):
-        raise ValueError("no points")
-    for key, p in points:
-        if len(key) != 8 or key[2] not in KIND_METRICS or key[0] != run["campaign_name"] or p["run_id"] != run["id"] \
-                or not isinstance(p["spread"], dict) or not isinstance(p["values"], dict):
-            raise ValueError("cache entry of another run or kind")
-    return points
-
-
-def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict[int, list[tuple]]:
+def _run_points(db, runs: list[dict], model: str | None, restrict: bool,
+                excluded: set[int] | None = None) -> dict[int, list[tuple]]:
     """Run id -> [(series key, point)] for ``runs``: their cells, samples, loads and conditions.
 
     ``restrict`` reads only these runs' rows (by the run-id indexes); otherwise every row once.
+    ``model``: that model's cells alone (their samples by cell id). ``excluded``: the samples an
+    excluding gate fired on, where the caller has them (``_excluded_samples`` of these runs).
+    The points of one run and model share one conditions dict (they are the same).
     """
     by_id = {r["id"]: r for r in runs}
     ids = sorted(by_id)
@@ -286,7 +213,8 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
     def where_run(column: str) -> str:
         return _among(column, ids if restrict else None)
 
-    excluded = _excluded_samples(db, runs, where_run("samples.run_id"))
+    if excluded is None:
+        excluded = _excluded_samples(db, runs, where_run("samples.run_id"))
     cells: dict[int, dict] = {}
     steps_table = "load_steps" in db.table_names()
     rate_column = "load_steps.rate_rps" if steps_table and "rate_rps" in db["load_steps"].columns_dict \
@@ -302,7 +230,8 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
                from cells join models on models.id = cells.model_id
                {"left join load_steps on load_steps.cell_id = cells.id" if steps_table else ""}
                where coalesce(cells.kind, 'measure') in ('measure', 'load', 'rate', 'depth')
-               {where_run("cells.run_id")}"""):
+               {where_run("cells.run_id")} {"" if model is None else "and models.name = ?"}""",
+            [] if model is None else [model]):
         if c["run_id"] not in by_id or (model is not None and c["model"] != model):
             continue
         if c["kind"] != "measure" and (c["step_id"] is None or not _step_axis_value(c)):
@@ -319,7 +248,8 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
             f"""select cell_id, id, decode_tps, prefill_tps, ttft_ms, generated_tokens, error_kind,
                       coalesce(kind, 'measure') from samples
                where coalesce(kind, 'measure') in ('measure', 'load', 'rate', 'depth')
-               {where_run("samples.run_id")} order by id"""):
+               {where_run("samples.run_id") if model is None else _among("samples.cell_id", sorted(cells))}
+               order by id"""):
         c = cells.get(row[0])
         # a cell's own requests only: a canary or probe in a measure cell never enters its series
         if c is None or row[7] != c["kind"] or row[6] or row[1] in excluded:
@@ -351,11 +281,15 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
     facts = model_conditions(db, ids if restrict else None)
 
     run_facts: dict[int, dict] = {}
+    conditions: dict[tuple[int, str], dict] = {}
 
-    def of_run(run: dict) -> dict:  # the same for every cell of the run: made once
-        if run["id"] not in run_facts:
-            run_facts[run["id"]] = run_conditions(run)
-        return run_facts[run["id"]]
+    def of_run(run: dict, model_name: str) -> dict:  # the same for every cell of the run and model: made once
+        key = (run["id"], model_name)
+        if key not in conditions:
+            if run["id"] not in run_facts:
+                run_facts[run["id"]] = run_conditions(run)
+            conditions[key] = run_facts[run["id"]] | facts.get(key, {})
+        return conditions[key]
 
     out: dict[int, list[tuple]] = defaultdict(list)
     for c in cells.values():
@@ -375,7 +309,7 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool) -> dict
             "server_build": run["server_build"], "cell_id": c["id"], "values": values, "spread": spreads,
             "state": _state(run, spreads["decode_tps"], values.get("decode_tps", []), kind,
                             bool(c["refused_reason"])),
-            "conditions": of_run(run) | facts.get((run["id"], c["model"]), {}),
+            "conditions": of_run(run, c["model"]),
             # where its samples are on the run's evidence page
             "anchor": f"cell-{c['id']}" if kind == "measure" else f"step-{c['step_id']}",
             "_campaign_id": run["campaign_id"],
@@ -407,14 +341,10 @@ def _steps(series: dict, metrics: list[str], memo: tuple[dict, dict] | None = No
     result for points whose runs' fingerprints are unchanged (see ``build_series``)."""
     points = series["points"]
     steps = []
-    if memo is not None:
-        series["_memo_keys"] = []  # (seed, memo key) per metric: a cache file per campaign keeps its own
     for metric in metrics:
         higher_better = METRICS[metric][1]
         usable = _usable(points, metric)
         seed, key = _step_key(series, metric, usable, memo is not None)
-        if memo is not None:
-            series["_memo_keys"].append((seed, key))
         found = memo[0].get(key) if key is not None else None
         # the verdicts of this series' candidates, kept per series: one whose steps came from the memo
         # keeps last build's, for the build that next adds a point to it

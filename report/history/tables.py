@@ -36,7 +36,7 @@ def row_maker(L: Lang, _):
 
     def row(p: dict, metrics: list[str]) -> MD:
         # a point of a run that did not change keeps its rows from the last build (render.py
-        # ``_attach_texts``), by what else the row shows (its language, the columns, the state and the
+        # report/history/pages.py), by what else the row shows (its language, the columns, the state and the
         # conditions that changed since the point before it, which a deleted run can change)
         key = (L.code, tuple(metrics), p["state"], repr(p["changes"]) if p["changes"] else "", p.get("anchor"))
         kept = p.get("_rows")
