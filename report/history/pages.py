@@ -69,7 +69,12 @@ def page_names(pairs) -> dict[tuple[str, str], str]:
     for camp, model in set(pairs):
         by_base[f"trend-{slug(camp)}-{slug(model)}"].append((camp, model))
     return {pair: base if i == 0 else f"{base}-{i + 1}"
-            for base, group in by_base.items() for i, pair in enumerate(sorted(group))}
+            for base, group in by_base.items() for i, pair in enumerate(sorted(group, key=_text_pair))}
+
+
+def _text_pair(pair: tuple) -> tuple[str, str]:
+    """A sort key that holds for a damaged row's missing name too (report/tolerance.py reads it as NULL)."""
+    return (str(pair[0]), str(pair[1]))
 
 
 def _read(path: Path):
@@ -186,20 +191,20 @@ def trend_pass(db, project: Path, prints: dict[int, str], *, show_addresses: boo
         pages = entry.get("pages") if isinstance(entry.get("pages"), dict) else {}
         models[name] = set(pages) | c.models() if len(c.fresh) < len(c.runs) or not c.runs else c.models()
     names = page_names((camp, m) for camp, ms in models.items() for m in ms)
-    bench = bench_series(db, sorted({m for ms in models.values() for m in ms}))
+    bench = bench_series(db, sorted({m for ms in models.values() for m in ms}, key=str))
     trends = Trends(project, show_addresses=show_addresses)
     starts: dict[int, list[dict]] = defaultdict(list)
     new_head: dict[str, dict] = {}
     wanted: set[Path] = set()
     total = sum(len(ms) for ms in models.values())
     done = 0
-    for camp in sorted(campaigns):
+    for camp in sorted(campaigns, key=str):
         c = campaigns[camp]
         entry = old.get(camp) if isinstance(old.get(camp), dict) else {}
         kept_pages = entry.get("pages") if isinstance(entry.get("pages"), dict) else {}
         unchanged = entry.get("sig") == c.sig and not c.fresh
         pages_head: dict[str, dict] = {}
-        for model in sorted(models[camp]):
+        for model in sorted(models[camp], key=str):
             done += 1
             name = names[(camp, model)]
             path = page_file(folder, camp, model)
