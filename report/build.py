@@ -20,8 +20,8 @@ from cardproof.daemon.store import open_store
 from . import charts, queries
 from .compare import compare_runs
 from .contradictions.authored import AuthoredError
-from .fingerprints import (MANIFEST, build_gate, code_fingerprint, combine, pages_state, read_gate, read_manifest,
-                           run_fingerprints, write_gate, write_manifest)
+from .fingerprints import (MANIFEST, StoredLine, build_gate, code_fingerprint, combine, pages_state, read_gate,
+                           read_manifest, run_fingerprints, write_gate, write_manifest)
 from .home import write_home
 from .addenda import addenda, published_runs, with_addenda
 from .exports import remove_stale_samples, sample_files, with_downloads, write_public_database, write_run_samples
@@ -167,8 +167,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     def summary_of(r: dict) -> RunSummary:
         cached = old_runs.get(str(r["id"]))
         try:
-            if isinstance(cached, str):
-                kept = RunSummary.from_line(cached)
+            if isinstance(cached, StoredLine):  # read again from the file when its cells or line are needed
+                kept = RunSummary.from_line(cached.text(), cached.text)
                 if kept.fingerprint == prints[r["id"]]:
                     return kept
             elif isinstance(cached, dict) and cached.get("fingerprint") == prints[r["id"]]:

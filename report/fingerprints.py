@@ -220,36 +220,61 @@ def combine(*parts: str) -> str:
 _MANIFEST_HEAD = "cardproof manifest 2"
 
 
+class StoredLine:
+    """A run summary's line in the manifest file, read again from the file when needed: a year of
+    summaries is megabytes, and a build reads few of them whole (``RunSummary.from_line``)."""
+
+    __slots__ = ("path", "offset", "length")
+
+    def __init__(self, path: Path, offset: int, length: int):
+        self.path, self.offset, self.length = path, offset, length
+
+    def text(self) -> str:
+        """The line as read at the start of the build; ValueError where the file no longer holds it."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                raw = f.read(self.length)
+        except OSError as exc:
+            raise ValueError(f"the manifest {self.path} could not be read again: {exc}") from exc
+        if len(raw) != self.length or b"\n" in raw:
+            raise ValueError(f"the manifest {self.path} changed during the build")
+        return raw.decode("utf-8")
+
+
 def read_manifest(path: Path) -> dict:
     """The last build's ``pages`` (key -> fingerprint), ``runs`` (run id as text -> its summary's line,
-    or its JSON in a manifest of the older layout) and ``comparisons`` (summaries).
+    a ``StoredLine``, or its JSON in a manifest of the older layout) and ``comparisons`` (summaries).
 
     A missing, unreadable or older manifest reads as empty parts: everything is built again.
-    Read line by line (a year of run summaries is megabytes; the whole text is not held beside its
-    lines); ``_digest`` is the text's digest, so ``write_manifest`` can tell an unchanged manifest.
+    Read line by line, and the runs' lines are not held (only where each is in the file);
+    ``_digest`` is the text's digest, so ``write_manifest`` can tell an unchanged manifest.
     """
     digest = hashlib.sha256()
     try:
-        with Path(path).open(encoding="utf-8", newline="") as f:
+        with Path(path).open("rb") as f:
             first = f.readline()
-            digest.update(first.encode())
-            if first == _MANIFEST_HEAD + "\n":
+            digest.update(first)
+            if first == (_MANIFEST_HEAD + "\n").encode():
                 second = f.readline()
-                digest.update(second.encode())
+                digest.update(second)
                 try:
                     data = json.loads(second)
                 except ValueError:
                     data = {}
                 data = data if isinstance(data, dict) else {}
                 runs = {}
-                for line in f:
-                    digest.update(line.encode())
-                    line = line.removesuffix("\n")
-                    if "\t" in line:
-                        runs[line.split("\t", 1)[0]] = line
+                offset = len(first) + len(second)
+                for raw in f:
+                    digest.update(raw)
+                    head = raw[:24].split(b"\t", 1)
+                    if len(head) == 2:  # a run id, then the rest of the line (read again when needed)
+                        runs[head[0].decode("utf-8", "replace")] = StoredLine(Path(path), offset,
+                                                                              len(raw.rstrip(b"\n")))
+                    offset += len(raw)
                 out = {part: data[part] if isinstance(data.get(part), dict) else {} for part in ("pages", "comparisons")}
                 return out | {"runs": runs, "_digest": digest.hexdigest()}
-            text = first + f.read()
+            text = (first + f.read()).decode("utf-8")
     except (OSError, ValueError):
         text = ""
     try:

@@ -72,15 +72,18 @@ class RunSummary:
         kept = self.__dict__.get("_line")
         if kept is not None:
             return kept
+        if "_again" in self.__dict__:
+            return self._line_again()
         data = self.to_json()
         small = json.dumps({k: v for k, v in data.items() if k != "cells"}, sort_keys=True, separators=(",", ":"))
         body = small + "\t" + json.dumps(data["cells"], sort_keys=True, separators=(",", ":"))
         return f"{int(self.run_id)}\t{_digest(body)}\t{body}"
 
     @classmethod
-    def from_line(cls, line: str) -> "RunSummary":
+    def from_line(cls, line: str, again=None) -> "RunSummary":
         """The summary of a manifest line (``to_line``); ValueError where the line is not whole (its
-        digest differs) or its small part is not a summary's. Its cells are read when first needed."""
+        digest differs) or its small part is not a summary's. Its cells are read when first needed.
+        ``again()``: the line once more (``fingerprints.StoredLine.text``), where it is not to be held."""
         parts = line.split("\t")
         if len(parts) != 4 or _digest(parts[2] + "\t" + parts[3]) != parts[1]:
             raise ValueError("damaged line")
@@ -88,8 +91,10 @@ class RunSummary:
         if type(data) is not dict or data.keys() != _SMALL_KEYS or str(data["run_id"]) != parts[0]:
             raise ValueError("not a summary")
         made = _KeptSummary(**data, cells=None)
-        made.__dict__["_cells_text"] = parts[3]
-        made.__dict__["_line"] = line
+        if again is None:
+            made.__dict__["_line"] = line  # its cells are the line's last part
+        else:
+            made.__dict__["_again"] = (again, parts[1])  # read again, and checked to be the same, when needed
         return made
 
     def cell(self, model: str, prompt_class: str, reasoning: bool) -> CellFigure | None:
@@ -127,12 +132,23 @@ class _KeptSummary(RunSummary):
     def cells(self) -> list[CellFigure]:
         made = self.__dict__.get("_cells")
         if made is None:
-            raw = self.__dict__["_json"]["cells"] if "_json" in self.__dict__ else json.loads(self._cells_text)
+            if "_json" in self.__dict__:  # read from a manifest of the older layout
+                raw = self.__dict__["_json"]["cells"]
+            else:
+                raw = json.loads((self.__dict__.get("_line") or self._line_again()).split("\t", 3)[3])
             if not _cells_shape(raw):  # a whole line (its digest matched) that this code did not write
                 raise ValueError(f"the manifest's summary of run {self.run_id} has cells of another shape")
             made = self.__dict__["_cells"] = [
                 CellFigure(**(c | {"decode": Spread(**c["decode"]) if c["decode"] else None})) for c in raw]
         return made
+
+    def _line_again(self) -> str:
+        again, digest = self.__dict__["_again"]
+        line = again()
+        parts = line.split("\t")
+        if len(parts) != 4 or parts[1] != digest or _digest(parts[2] + "\t" + parts[3]) != digest:
+            raise ValueError(f"the manifest's summary of run {self.run_id} changed during the build")
+        return line
 
     @cells.setter
     def cells(self, value) -> None:

@@ -190,6 +190,33 @@ def test_a_manifest_of_the_older_layout_is_read(gen, tmp_path, counted_views):
         {k: v for k, v in good.items() if "index" not in k}
 
 
+def test_summaries_are_read_again_from_the_manifest_file_not_held(gen, tmp_path):
+    """A build holds where each run's summary line is in the manifest (a year of them is megabytes), reads
+    a line again when its cells or its text are needed, and finds a file that changed in between."""
+    from cardproof.report.fingerprints import StoredLine, read_manifest
+    from cardproof.report.summaries import RunSummary
+
+    project, _, path, lines = _built_once(gen, tmp_path)
+    old = read_manifest(path)
+    assert old["runs"] and all(isinstance(v, StoredLine) for v in old["runs"].values())
+    by_id = {line.split("\t")[0]: line for line in lines[2:] if line}
+    for rid, stored in old["runs"].items():
+        kept = RunSummary.from_line(stored.text(), stored.text)
+        assert "_line" not in kept.__dict__  # the line is not held...
+        assert kept.to_line() == by_id[rid]  # ...and goes back as it was
+        assert kept.cells == RunSummary.from_line(by_id[rid]).cells and kept.cells
+    stored = next(iter(old["runs"].values()))
+    kept = RunSummary.from_line(stored.text(), stored.text)
+    path.write_text(path.read_text().replace("\t", " ", 3))  # another text in its place
+    with pytest.raises(ValueError, match="changed during the build"):
+        kept.cells
+    # a build after that reads the summaries it can and makes the others again
+    gen.add(1)
+    write_articles(gen.path, project)
+    assert path.read_text().startswith("cardproof manifest 2\n")
+    assert len(read_manifest(path)["runs"]) == len(by_id) + 1
+
+
 def test_an_older_article_stays_as_published_when_later_runs_arrive(gen, tmp_path):
     """The ratio range of a run covers its campaign up to that run, so run 1's article never changes."""
     gen.add(2)

@@ -40,10 +40,12 @@ from pathlib import Path
 from .. import queries
 from .llama_bench import bench_series
 from .render import Trends, page_print, series_print
+from .conditions import _among
 from .series import _excluded_samples, _run_points, run_settings, series_of_points, slug
 
-#: the layout of the cache files; another one is read as no cache (5 and before: a file per campaign)
-FORMAT = 6
+#: the layout of the cache files; another one is read as no cache (5 and before: a file per campaign;
+#: 7: spreads with slots, whose pickled state is no longer a dict)
+FORMAT = 7
 HEAD = ".cardproof-trends-head.pickle"
 _STEM = ".cardproof-series"
 #: a campaign with at most this many new or changed runs reads their rows once for all its models; with
@@ -136,15 +138,15 @@ class _Campaign:
         known = head.get("runs") if isinstance(head, dict) and isinstance(head.get("runs"), dict) else {}
         # the runs whose points the page files may hold as they are now
         self.fresh = [r for r in runs if known.get(r["id"]) != prints.get(r["id"]) or prints.get(r["id"]) is None]
-        self._excluded: set[int] | None = None
+        self._excluded: dict[tuple, set[int]] = {}
         self._made: dict[int, list[tuple]] | None = None
 
-    def excluded(self) -> set[int]:
-        if self._excluded is None:
-            from .conditions import _among
-            self._excluded = _excluded_samples(self.db, self.runs,
-                                               _among("samples.run_id", [r["id"] for r in self.runs]))
-        return self._excluded
+    def excluded(self, runs: list[dict]) -> set[int]:
+        """The samples of ``runs`` an excluding gate fired on: read once for every model's page."""
+        ids = tuple(r["id"] for r in runs)
+        if ids not in self._excluded:
+            self._excluded[ids] = _excluded_samples(self.db, runs, _among("samples.run_id", list(ids)))
+        return self._excluded[ids]
 
     def made(self, runs: list[dict], model: str) -> dict[int, list[tuple]]:
         """The points of ``runs`` for ``model``, read from the store."""
@@ -152,15 +154,14 @@ class _Campaign:
             return {}
         if runs is self.fresh and len(self.fresh) <= FEW_RUNS:
             if self._made is None:  # a night's run or two: read once for every model of the campaign
-                self._made = _run_points(self.db, self.fresh, None, restrict=True, excluded=self.excluded())
+                self._made = _run_points(self.db, self.fresh, None, restrict=True, excluded=self.excluded(self.fresh))
             return {rid: [(k, p) for k, p in pts if k[1] == model] for rid, pts in self._made.items()}
-        return _run_points(self.db, runs, model, restrict=True, excluded=self.excluded())
+        return _run_points(self.db, runs, model, restrict=True, excluded=self.excluded(runs))
 
     def models(self) -> set[str]:
         """The models of the campaign's new or changed runs (the page files name the others)."""
         if not self.fresh:
             return set()
-        from .conditions import _among
         return {m for (m,) in self.db.execute(
             f"""select distinct models.name from cells join models on models.id = cells.model_id
                 where coalesce(cells.kind, 'measure') in {_KINDS}"""
