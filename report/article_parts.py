@@ -56,8 +56,8 @@ def render_caveat(c, L: Lang) -> dict:
     _ = translator(L.gettext, CATALOGUE)
     params = {}
     for key, value in c.params.items():
-        if isinstance(value, tuple) and value[0] == "pct":
-            params[key] = L.pct(value[1], 0)
+        if isinstance(value, tuple) and value[0] == "pct":  # a share: never "0 %" for some, "100 %" for not all
+            params[key] = L.share(value[1])
         elif isinstance(value, tuple) and value[0] == "int":
             params[key] = L.num(value[1], 0)
         elif isinstance(value, tuple) and value[0] == "num2":

@@ -154,6 +154,18 @@ class Lang:
         fmt = "#,##0" + ("." + "0" * digits if digits else "") + "\u00a0%"
         return format_percent(value, format=fmt, locale=self.code)
 
+    def share(self, value) -> str:
+        """A share in percent with the fewest digits (0 to 2) that keep it apart from 0 % and 100 %: 2 of
+        1,299 is "0.2 %", not "0 %", and 1,298 of 1,299 "99.9 %", not "100 %"; past two digits, "<0.01 %"
+        and ">99.99 %"."""
+        if not _finite(value):
+            return "—"
+        for digits in (0, 1, 2):
+            shown = round(value * 100, digits)
+            if (shown != 0 or value == 0) and (shown != 100 or value == 1):
+                return self.pct(value, digits)
+        return ("<" + self.pct(0.0001, 2)) if value < 0.5 else (">" + self.pct(0.9999, 2))
+
     def signed_pct(self, value, digits: int = 1) -> str:
         """``+8.8 %`` / ``−5.9 %`` with a real minus sign."""
         if not _finite(value):
