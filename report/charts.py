@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import subprocess
@@ -245,6 +246,17 @@ def log_scale(domain: list[float] | None) -> bool:
     return bool(domain) and domain[0] > 0 and domain[1] / domain[0] > 10
 
 
+def log_ticks(domain: list[float]) -> tuple[list[float], list[float]]:
+    """A log axis's domain widened to the 1-2-5 values around it, and a tick at each 1-2-5 value in it:
+    a figure near 1,500 sits between the ticks 1,000 and 2,000 rather than past the last label."""
+    lo, hi = domain
+    steps = [m * 10.0 ** k for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in (1, 2, 5)]
+    start = max([v for v in steps if v <= lo * (1 + 1e-9)], default=lo)
+    end = min([v for v in steps if v >= hi * (1 - 1e-9)], default=hi)
+    return [start, end], [v for v in steps if start <= v <= end]
+
+
 def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None):
     """The decode chart as an Altair chart (see decode_chart)."""
     base = alt.Chart(alt.Data(values=rows))
@@ -254,12 +266,16 @@ def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: lis
                       legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2))
     domain = domain or decode_domain(rows)
     log = log_scale(domain)
+    axis = alt.Axis()
+    if log:  # ticks at 1-2-5 values over a domain widened to them: Vega's own thin out past a decade
+        domain, ticks = log_ticks(domain)
+        axis = alt.Axis(values=ticks)
     # the same domain for reasoning off and on: the two charts can be read side by side
     scale = alt.Scale(type="log" if log else "linear", domain=domain, nice=not log, zero=False) if domain \
         else alt.Scale()
     axis_title = L.gettext("decode tok/s (median, min–max)") + (" · " + L.gettext("log scale") if log else "")
     whisker = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("low:Q", title=axis_title, scale=scale), x2="high:Q", y=y,
+        x=alt.X("low:Q", title=axis_title, scale=scale, axis=axis), x2="high:Q", y=y,
         yOffset=alt.YOffset("class:N", sort=None), color=color)
     # an unstable cell's median is drawn as a hollow mark: it is shown, not stated as a finding
     dots = base.mark_point(size=60).encode(

@@ -38,6 +38,19 @@ def test_log_scale_past_one_order_of_magnitude_and_the_axis_says_so():
     assert all(s["type"] == "linear" for s in _x_scales(charts.decode_spec(narrow, Lang("en")).to_dict()))
 
 
+def test_a_log_axis_has_a_labelled_tick_on_each_side_of_every_figure():
+    """The demo's decode chart (a tiny model near 1,500 tok/s beside one near 3) had no tick past 900: a
+    log axis now runs from the 1-2-5 value below the lowest figure to the one above the highest, with a
+    label at each."""
+    wide = _rows(("a", 3.0, 2.5, 4.0), ("b", 1480.0, 1300.0, 1520.0))
+    spec = charts.decode_spec(wide, Lang("en"), "t").to_dict()
+    assert all(s["domain"] == [2.0, 2000.0] for s in _x_scales(spec))
+    for lang, labels in (("en", ["2", "5", "10", "100", "1,000", "2,000"]), ("de", ["2", "5", "10", "100", "1.000", "2.000"])):
+        svg = charts.decode_chart(wide, Lang(lang), "t")
+        for label in labels:
+            assert f">{label}</text>" in svg, (lang, label)
+
+
 def test_each_chart_has_a_visible_title_in_its_language():
     svg = charts.decode_chart(_rows(("a", 100, 90, 110)), Lang("de"), title="Decode Tok./s, Reasoning aus")
     assert "Decode Tok./s, Reasoning aus" in svg
