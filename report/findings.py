@@ -10,11 +10,15 @@ verdict every time. With five samples or fewer the interval is the min–max
 range (each end is the median of more than 2.5 % of the resamples), so the
 variant matters for cells with many repetitions. Two medians whose
 min–max ranges overlap differ by less than their own spread: the text says
-"no measurable difference", not a ratio.
+"no measurable difference", not a ratio; so it does where the ranges come
+apart but the samples do not differ beyond their scatter (Welch's t-test at
+5 %): with three samples a side, ranges of one source come apart one time
+in ten.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import tomllib
@@ -104,9 +108,66 @@ def is_unstable(s: Spread | None, limit: float) -> bool:
     return r is not None and r > limit
 
 
-def measurable(a: Spread, b: Spread) -> bool:
-    """True when the two min–max ranges do not overlap: the difference is larger than the spread."""
-    return a.low > b.high or b.low > a.high
+#: two-sided 5 % critical values of Student's t by whole degrees of freedom (a fractional Welch df is
+#: rounded down: the larger value, the safe side); past 30 the value at the next listed df below
+_T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+          11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+          20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
+          29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def _t_critical(df: float) -> float:
+    whole = max(1, math.floor(df))
+    if whole in _T_975:
+        return _T_975[whole]
+    return _T_975[max(k for k in _T_975 if k <= whole)] if whole < 1000 else 1.960
+
+
+def welch_differs(xs: list[float], ys: list[float]) -> bool:
+    """Welch's t-test, two-sided at 5 %: do the means of ``xs`` and ``ys`` differ beyond their scatter?"""
+    nx, ny = len(xs), len(ys)
+    if nx < 2 or ny < 2:
+        return False
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    vx, vy = statistics.variance(xs) / nx, statistics.variance(ys) / ny
+    if vx + vy == 0:
+        return mx != my  # no scatter on either side: any difference is one
+    t = abs(mx - my) / math.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / ((vx * vx / (nx - 1) if vx else 0) + (vy * vy / (ny - 1) if vy else 0))
+    return t > _t_critical(df)
+
+
+def measurable(a: Spread, b: Spread, a_values: list[float] | None = None,
+               b_values: list[float] | None = None) -> bool:
+    """True when the two min–max ranges do not overlap *and* that is more than chance.
+
+    Two ranges of few samples come apart by chance alone: three samples against three from the same
+    source do so one time in ten, two against two one time in three. So, beyond the ranges, the
+    samples (``a_values``, ``b_values``, where given) must differ by Welch's t-test at 5 %; with
+    only the spreads, there must be enough samples that ranges of one source come apart like that
+    at most 5 % of the time (2 / C(na + nb, na): four against four, 2.9 %). A single sample on
+    either side is never a measurable difference: it has no scatter to judge by.
+    """
+    if not (a.low > b.high or b.low > a.high):
+        return False
+    if a_values is not None and b_values is not None:
+        return welch_differs([float(v) for v in a_values], [float(v) for v in b_values])
+    if not (a.n >= 2 and b.n >= 2):
+        return False
+    return 2 / math.comb(a.n + b.n, a.n) <= 0.05
+
+
+def cell_values(cell: dict) -> list[float] | None:
+    """A cell's valid decode samples (the figures its spread is made of), or None where the view has none."""
+    valid = cell.get("valid")
+    if valid is None:
+        return None
+    return [s["decode_tps"] for s in valid if isinstance(s.get("decode_tps"), (int, float))]
+
+
+def cells_measurable(a: dict, b: dict) -> bool:
+    """``measurable`` of two cells of a run view, from their samples."""
+    return measurable(a["decode"], b["decode"], cell_values(a), cell_values(b))
 
 
 def _compare(cls: str, rated: list[tuple[dict, dict]]) -> dict | None:
@@ -126,7 +187,8 @@ def _compare(cls: str, rated: list[tuple[dict, dict]]) -> dict | None:
         "ratio": a.median / b.median if b.median else None,
         "ratio_low": a.low / b.high if b.high else None,
         "ratio_high": a.high / b.low if b.low else None,
-        "measurable": measurable(a, b),
+        "measurable": cells_measurable(best_c, other_c),
+        "apart": a.low > b.high or b.low > a.high,  # ranges apart, yet perhaps not beyond the samples' scatter
     }
 
 
@@ -227,5 +289,5 @@ def reasoning_pairs(view: dict) -> tuple[list[dict], list[dict]]:
             else:
                 shown.append(pair | {"delta": on["decode"].median / off["decode"].median - 1
                                      if off["decode"].median else None,
-                                     "measurable": measurable(off["decode"], on["decode"])})
+                                     "measurable": cells_measurable(off, on)})
     return shown, left_out

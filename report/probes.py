@@ -17,7 +17,7 @@ from cardproof.daemon.probes.base import message, summarise
 from cardproof.daemon.probes.defects import load_defects
 from cardproof.daemon.rules.outcome import rule_sha256
 
-from .findings import measurable
+from .findings import cells_measurable
 
 
 NO_GRADE = ("INCONCLUSIVE", "ERROR", "SKIP")
@@ -195,7 +195,7 @@ def _speed(view: dict, cand: str, inc: str) -> list[dict]:
         # an unstable cell gives no ratio; overlapping ranges give no measurable one (report/findings.py)
         out.append({"cls": cls, "reasoning": reasoning, "cand": a, "inc": b, "ratio": a.median / b.median,
                     "low": a.low / b.high, "high": a.high / b.low,
-                    "unstable": bool(c.get("unstable") or i.get("unstable")), "measurable": measurable(a, b)})
+                    "unstable": bool(c.get("unstable") or i.get("unstable")), "measurable": cells_measurable(c, i)})
     return out
 
 
