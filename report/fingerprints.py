@@ -9,6 +9,7 @@ is not rendered again. It also keeps each run's and comparison's summary
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import json
@@ -16,7 +17,7 @@ import os
 from importlib import metadata, resources
 from pathlib import Path
 
-from cardproof.daemon.migrations import counted_tables
+from cardproof.daemon.migrations import ROW_CHANGE_BITS, counted_tables
 
 MANIFEST = ".cardproof-build.json"
 
@@ -72,19 +73,23 @@ def _table_queries(tables: set[str], counted: set[str] = frozenset()) -> list[tu
 
     # count and highest id as two subqueries: each alone is answered from an index or the b-tree's edge,
     # both in one statement scan the table (0.25 s for the log lines at a year of runs)
+    # per run: count, highest id (, sum of fired), lowest id: the ids span the run's rows, which the
+    # change counts' buckets are matched to (``_touched``)
     out = [(t, (t,), whole(t, f"select (select count(*) from {t}), (select max(id) from {t})"),
-            f"select run_id, count(*), max(id) from {t} {{where}} group by run_id") for t in _RUN_TABLES if t in tables]
+            f"select run_id, count(*), max(id), min(id) from {t} {{where}} group by run_id")
+           for t in _RUN_TABLES if t in tables]
     out.append(("gate_results", ("gate_results", "samples"),
                 # judging again deletes and inserts (daemon/judge.py): count and highest id see it; a
                 # verdict updated in place (fired set) only the sum of fired does (or the change count)
                 whole("gate_results", "select count(*), max(id), sum(fired) from gate_results"),
-                "select samples.run_id, count(*), max(gate_results.id), sum(fired) from gate_results "
-                "join samples on samples.id = gate_results.sample_id {where} group by samples.run_id"))
+                "select samples.run_id, count(*), max(gate_results.id), sum(fired), min(gate_results.id) "
+                "from gate_results join samples on samples.id = gate_results.sample_id {where} "
+                "group by samples.run_id"))
     if "facts" in tables:
         out.append(("facts", ("facts", "loads"),
                     whole("facts", "select (select count(*) from facts), (select max(id) from facts)"),
-                    "select loads.run_id, count(*), max(facts.id) from facts join loads on loads.id = facts.load_id "
-                    "{where} group by loads.run_id"))
+                    "select loads.run_id, count(*), max(facts.id), min(facts.id) from facts "
+                    "join loads on loads.id = facts.load_id {where} group by loads.run_id"))
     return out
 
 
@@ -115,7 +120,7 @@ def _appended_only(db, table: str, before: list, now: list) -> bool:
 
 
 def _merged(runs: dict, added: list) -> dict:
-    """Per-run [count, highest id(, fired)] with the rows added since folded in."""
+    """Per-run [count, highest id(, fired), lowest id] with the rows added since folded in."""
     out = dict(runs)
     for row in added:
         key, figures = str(row[0]), list(row[1:])
@@ -124,14 +129,46 @@ def _merged(runs: dict, added: list) -> dict:
             out[key] = figures
             continue
         merged = [old[0] + figures[0], max(v for v in (old[1], figures[1]) if v is not None)]
-        if len(figures) == 3:
+        if len(figures) == 4:
             merged.append((old[2] or 0) + (figures[2] or 0))
+        merged.append(min(v for v in (old[-1], figures[-1]) if v is not None))
         out[key] = merged
     return out
 
 
+def _touched(db, stats: dict[str, dict[int, list]], counted: set[str]) -> dict[str, dict[int, int]]:
+    """Per counted table and run: the store's count of updated and deleted rows (``row_changes``) in the
+    buckets of ids its rows span. A row changed in place leaves a run's count and highest id as they
+    were (a log line attributed to a load, a sample's counters from the log): this moves instead, so the
+    run's pages are made again; runs whose ids share the bucket are made again with it (harmless)."""
+    out: dict[str, dict[int, int]] = {}
+    for name in counted & set(stats):
+        rows = db.execute("select bucket, sum(n) from row_changes where tbl = ? group by bucket order by bucket",
+                          [name]).fetchall()
+        if not rows:
+            continue
+        buckets = [b for b, _ in rows]
+        upto = [0]
+        for _, n in rows:
+            upto.append(upto[-1] + (n or 0))
+        per_run = {}
+        for rid, figures in stats[name].items():
+            lo, hi = figures[-1], figures[1]
+            if not (isinstance(lo, int) and isinstance(hi, int)):
+                continue
+            first = bisect.bisect_left(buckets, lo >> ROW_CHANGE_BITS)
+            last = bisect.bisect_right(buckets, hi >> ROW_CHANGE_BITS)
+            if last > first:
+                per_run[rid] = upto[last] - upto[first]
+        out[name] = per_run
+    return out
+
+
+_STATS_LAYOUT = 2
+
+
 def _per_run_stats(db, cache_path: Path | None) -> dict[str, dict[int, list]]:
-    """Per kind of row and run id: [count, highest id(, fired)].
+    """Per kind of row and run id: [count, highest id(, fired), lowest id].
 
     A whole-table count and highest id are cheap; only a table whose whole
     figures changed since the last build (kept in ``cache_path``) is grouped
@@ -143,12 +180,13 @@ def _per_run_stats(db, cache_path: Path | None) -> dict[str, dict[int, list]]:
         cached = json.loads(cache_path.read_text()) if cache_path else {}
     except (OSError, ValueError):
         cached = {}
-    cached = cached if isinstance(cached, dict) else {}
+    # the figures' layout: 2 adds each run's lowest id (``_touched``); another layout is grouped again
+    cached = cached if isinstance(cached, dict) and cached.get("_layout") == _STATS_LAYOUT else {}
     queries = _table_queries(set(db.table_names()), counted_tables(db.conn))
     whole = {}
     for name, _, whole_sql, _ in queries:
         whole[name] = list(db.execute(whole_sql).fetchone())
-    out, keep = {}, {}
+    out, keep = {}, {"_layout": _STATS_LAYOUT}
     for name, depends, _, per_run_sql in queries:
         seen = cached.get(name) if isinstance(cached.get(name), dict) else {}
         before = seen.get("whole") if isinstance(seen.get("whole"), dict) else {}
@@ -182,6 +220,7 @@ def run_fingerprints(db, runs: list[dict], project: Path, code: str) -> dict[int
     """
     site = Path(project) / "site"
     stats = _per_run_stats(db, site / TABLE_STATS if site.is_dir() else None)
+    touched = _touched(db, stats, counted_tables(db.conn))
     notes = _notes_by_run(project)
     out = {}
     for r in runs:
@@ -189,6 +228,8 @@ def run_fingerprints(db, runs: list[dict], project: Path, code: str) -> dict[int
         h.update(json.dumps(r, sort_keys=True, default=str).encode())
         for name in sorted(stats):
             h.update(f"{name}:{stats[name].get(r['id'])};".encode())
+            if name in touched:
+                h.update(f"changed:{touched[name].get(r['id'], 0)};".encode())
         for note in notes.get(r["id"], []):
             h.update(note.name.encode())
             h.update(note.read_bytes())
