@@ -167,7 +167,7 @@ def _touched(db, stats: dict[str, dict[int, list]], counted: set[str]) -> dict[s
 _STATS_LAYOUT = 2
 
 
-def _per_run_stats(db, cache_path: Path | None) -> dict[str, dict[int, list]]:
+def _per_run_stats(db, cache_path: Path | None, counted: set[str] | None = None) -> dict[str, dict[int, list]]:
     """Per kind of row and run id: [count, highest id(, fired), lowest id].
 
     A whole-table count and highest id are cheap; only a table whose whole
@@ -182,7 +182,7 @@ def _per_run_stats(db, cache_path: Path | None) -> dict[str, dict[int, list]]:
         cached = {}
     # the figures' layout: 2 adds each run's lowest id (``_touched``); another layout is grouped again
     cached = cached if isinstance(cached, dict) and cached.get("_layout") == _STATS_LAYOUT else {}
-    queries = _table_queries(set(db.table_names()), counted_tables(db.conn))
+    queries = _table_queries(set(db.table_names()), counted_tables(db.conn) if counted is None else counted)
     whole = {}
     for name, _, whole_sql, _ in queries:
         whole[name] = list(db.execute(whole_sql).fetchone())
@@ -219,8 +219,9 @@ def run_fingerprints(db, runs: list[dict], project: Path, code: str) -> dict[int
     the run's row, the author's notes and ``code``.
     """
     site = Path(project) / "site"
-    stats = _per_run_stats(db, site / TABLE_STATS if site.is_dir() else None)
-    touched = _touched(db, stats, counted_tables(db.conn))
+    counted = counted_tables(db.conn)
+    stats = _per_run_stats(db, site / TABLE_STATS if site.is_dir() else None, counted)
+    touched = _touched(db, stats, counted)
     notes = _notes_by_run(project)
     out = {}
     for r in runs:

@@ -39,9 +39,9 @@ from pathlib import Path
 
 from .. import queries
 from .llama_bench import bench_series
-from .render import Trends, page_print, series_print
+from .render import Trends, page_print, runs_of_steps, series_print
 from .conditions import _among
-from .series import _excluded_samples, _run_points, run_settings, series_of_points, slug
+from .series import KIND_METRICS, _excluded_samples, _run_points, run_settings, series_of_points, slug
 
 #: the layout of the cache files; another one is read as no cache (5 and before: a file per campaign;
 #: 7: spreads with slots, whose pickled state is no longer a dict)
@@ -106,11 +106,9 @@ def _step_entry(s: dict, st: dict) -> dict:
 
 
 def _starts(series: list[dict]) -> dict[int, list[dict]]:
-    out: dict[int, list[dict]] = defaultdict(list)
-    for s in series:
-        for st in s["steps"]:
-            out[st["after"]["run_id"]].append(_step_entry(s, st))
-    return dict(out)
+    """``render.runs_of_steps`` without the points: what the head keeps for the leads."""
+    return {rid: [_step_entry(e["series"], e["step"]) for e in entries]
+            for rid, entries in runs_of_steps(series).items()}
 
 
 def _points_of(entry, run: dict, model: str) -> list[tuple] | None:
@@ -121,7 +119,8 @@ def _points_of(entry, run: dict, model: str) -> list[tuple] | None:
         if not isinstance(points, list):
             return None
         for key, p in points:
-            if len(key) != 8 or key[0] != run["campaign_name"] or key[1] != model or p["run_id"] != run["id"] \
+            if len(key) != 8 or key[2] not in KIND_METRICS or key[0] != run["campaign_name"] or key[1] != model \
+                    or p["run_id"] != run["id"] \
                     or not isinstance(p["spread"], dict) or not isinstance(p["values"], dict):
                 return None
         return points
