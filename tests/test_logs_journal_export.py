@@ -111,3 +111,26 @@ def test_export_reader_agrees_with_journalctls_json(tmp_path):
     assert [tuple(r) for r in got] == want
     assert stats["warnings"]["no_message"] == 6000 - len(want)
     assert bad_bytes == stats["warnings"]["non_utf8"] > 0  # invalid UTF-8 keeps its bytes
+
+
+def test_cursor_and_time_are_read_where_journalctl_puts_them_and_looked_up_elsewhere():
+    """journalctl writes __CURSOR first and __REALTIME_TIMESTAMP second; an entry in another order
+    (hand-made export input) still gives both, and an entry without a time gives none."""
+    from collections import Counter
+
+    from cardproof.daemon.logs.export import export_entries
+    from cardproof.daemon.logs.lines import RealtimeFormatter
+
+    entries = (b"__CURSOR=s=a;i=1\n__REALTIME_TIMESTAMP=1764500000000001\n_PID=7\nMESSAGE=first\n\n"
+               b"__MONOTONIC_TIMESTAMP=5\n_PID=8\n__REALTIME_TIMESTAMP=1764500001000002\nMESSAGE=second\n__CURSOR=s=a;i=2\n\n"
+               b"__CURSOR=s=a;i=3\n_SYSTEMD_UNIT=x.service\nMESSAGE=third\n\n"
+               b"__CURSOR=s=a;i=4\n__REALTIME_TIMESTAMP=notanumber\nMESSAGE=fourth\n\n")
+    out, rest = export_entries(entries, RealtimeFormatter(), Counter())
+    assert rest == b""
+    assert [(r[0], r[2], r[3], r[5]) for r in out] == [
+        ("2025-11-30T10:53:20.000001+00:00", 7, "s=a;i=1", "first"),
+        ("2025-11-30T10:53:21.000002+00:00", 8, "s=a;i=2", "second"),
+        (None, None, "s=a;i=3", "third"),
+        (None, None, "s=a;i=4", "fourth"),
+    ]
+    assert out[2][1] == "x.service"

@@ -7,10 +7,16 @@ path (principle 4) without knowing which backend it talked to.
 
 from __future__ import annotations
 
+import base64
 import codecs
+import functools
+import http.client
 import json
 import math
 import re
+import ssl
+import threading
+import urllib.parse
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
@@ -20,6 +26,25 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .base import BackendError
 from .validate import malformed
+
+
+@functools.lru_cache(maxsize=1)
+def _tls_context() -> ssl.SSLContext:
+    """httpx's own default context (certifi, or SSL_CERT_FILE/SSL_CERT_DIR), made once per process."""
+    return httpx.create_ssl_context()
+
+
+def tls_verify(url: str) -> ssl.SSLContext | bool:
+    """``verify`` for an httpx client of ``url``.
+
+    Every httpx client loads the certificate store anew (18-30 ms here),
+    and a run makes several (the backend's, its side client, a step's): on
+    a run of eight short requests that was 4-5 ms of every request
+    (``bench/runner_overhead.py --phases``). A plain-HTTP server needs no
+    certificates at all; an HTTPS one gets one context shared by all
+    clients, with the same trust httpx would give each.
+    """
+    return False if url.startswith("http://") else _tls_context()
 
 
 def make_client(url: str, timeout_s: float, *, keep_alive: bool = False) -> httpx.Client:
@@ -34,8 +59,76 @@ def make_client(url: str, timeout_s: float, *, keep_alive: bool = False) -> http
     polls, which read a failed poll as "state unknown" and poll again: a fresh connection per poll
     cost 0.5-1.5 ms of every measured request here (``bench/runner_overhead.py --phases``).
     """
-    return httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s, connect=5.0),
+    return httpx.Client(base_url=url, timeout=httpx.Timeout(timeout_s, connect=5.0), verify=tls_verify(url),
                         limits=httpx.Limits(max_keepalive_connections=20 if keep_alive else 0))
+
+
+class StatusPoller:
+    """GET-and-JSON status polls on one kept-alive connection (the standard library's ``http.client``).
+
+    A router's model status is asked before every measured request (is the
+    model loaded, or will this request load it?). Through httpx that poll
+    cost 0.4-0.8 ms of client CPU and about 1 ms of every request's wall
+    time here; this costs a third of it (``bench/runner_overhead.py
+    --phases``). A server that closed the kept-alive connection in the
+    meantime is asked once more on a fresh one, so a stale connection never
+    reads as "state unknown". Thread-safe: polls from several streams take
+    turns. A failure raises a :class:`BackendError`, as :func:`request_json` does.
+    """
+
+    def __init__(self, url: str, timeout_s: float = 5.0, headers: dict | None = None):
+        u = urllib.parse.urlsplit(url)
+        self.url = url.rstrip("/")
+        self._https = u.scheme == "https"
+        self._host, self._port = u.hostname or "localhost", u.port
+        self._prefix = u.path.rstrip("/")
+        self._headers = dict(headers or {})
+        if u.username is not None and "authorization" not in {k.lower() for k in self._headers}:
+            login = f"{urllib.parse.unquote(u.username)}:{urllib.parse.unquote(u.password or '')}"
+            self._headers["Authorization"] = "Basic " + base64.b64encode(login.encode()).decode("ascii")
+        self._timeout = timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
+                                               context=_tls_context())
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+
+    def get_json(self, path: str):
+        where = f"GET {self.url}{path}"
+        with self._lock:
+            for fresh in (self._conn is None, True):
+                if self._conn is None:
+                    self._conn = self._connect()
+                try:
+                    self._conn.request("GET", self._prefix + path, headers=self._headers)
+                    resp = self._conn.getresponse()
+                    body = resp.read()
+                except TimeoutError as exc:
+                    self.close()
+                    raise BackendError("timeout", f"{where}: {exc}") from exc
+                except (http.client.HTTPException, OSError) as exc:
+                    self.close()
+                    if not fresh:
+                        continue  # the server closed the idle connection: once more on a new one
+                    raise BackendError("connection", f"{where}: {type(exc).__name__}: {exc}") from exc
+                if resp.will_close:
+                    self.close()
+                break
+        if resp.status >= 400:
+            raise BackendError("http", f"{where}: HTTP {resp.status}: {body[:300].decode('utf-8', 'replace')}",
+                               status=resp.status)
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise BackendError("protocol", f"{where}: not JSON: {body[:200]!r}") from exc
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 def request_json(client: httpx.Client, method: str, path: str, *, json_body=None, params=None,

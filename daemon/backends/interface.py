@@ -16,7 +16,7 @@ from typing import ClassVar, Protocol
 import httpx
 
 from .base import LoadResult, SampleResult
-from .http import make_client
+from .http import StatusPoller, make_client
 
 
 class LoadWatch(Protocol):
@@ -48,11 +48,14 @@ class Backend(ABC):
         self.timeout_s = timeout_s
         self.client = make_client(self.url, timeout_s)
         self._side: httpx.Client | None = None
+        self._poller: StatusPoller | None = None
 
     def close(self) -> None:
         self.client.close()
         if self._side is not None:
             self._side.close()
+        if self._poller is not None:
+            self._poller.close()
 
     def side_client(self) -> httpx.Client:
         """A second client for polling beside a running request (made once, with the same login)."""
@@ -60,6 +63,13 @@ class Backend(ABC):
             self._side = make_client(self.url, 5.0, keep_alive=True)  # polls: a failed one reads as unknown
             self._side.headers.update({k: v for k, v in self.client.headers.items() if k == "authorization"})
         return self._side
+
+    def status_poller(self) -> StatusPoller:
+        """A light kept-alive connection for the status polls around each measured request (made once)."""
+        if self._poller is None:
+            self._poller = StatusPoller(self.url, 5.0, {k: v for k, v in self.client.headers.items()
+                                                        if k == "authorization"})
+        return self._poller
 
     # -- what the server says about itself -----------------------------------
     @abstractmethod

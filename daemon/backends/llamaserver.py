@@ -212,12 +212,12 @@ class LoadWatcher(PollingLoadWatcher):
     """The router's per-model status (``GET /models``), polled around a request."""
 
     def __init__(self, backend: LlamaServerBackend, name: str, poll_s: float = 0.02):
-        self._client = backend.side_client()
+        self._poller = backend.status_poller()
         super().__init__(name, poll_s)
 
     def _poll(self) -> tuple[str | None, int | None]:
         try:
-            data = model_list(self._client.get("/models").json(), "/models")
+            data = model_list(self._poller.get_json("/models"), "/models")
         except Exception:  # any unreadable answer: state unknown, as when the server is busy
             return None, None
         for m in data:

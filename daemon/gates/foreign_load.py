@@ -5,6 +5,7 @@ import json
 import httpx
 
 from ..backends import BackendError, evidence
+from ..backends.http import tls_verify
 from ..prompts import build_prompt
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
@@ -85,7 +86,8 @@ def provoke(run) -> None:
     _, t = run.sample("foreign_load", cell_id=cid)
     foreign_error = None
     try:
-        with httpx.Client(base_url=run.backend.url, transport=httpx.HTTPTransport(local_address=FOREIGN_ADDRESS),
+        with httpx.Client(base_url=run.backend.url, transport=httpx.HTTPTransport(local_address=FOREIGN_ADDRESS,
+                                                                         verify=tls_verify(run.backend.url)),
                           timeout=60) as other:
             run.backend.chat(run.model, build_prompt(run.short_tokens, "f0re1gn0f0re1gn0"), max_tokens=16,
                              reasoning=False, client=other)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import httpx
 
 from ..backends import Backend, BackendError
+from ..backends.http import tls_verify
 from ..said import Saying, english, said_json
 from ..sampling import Sent, Taken, store_sent
 from ..store import Store, dumps, utcnow
@@ -97,7 +98,6 @@ def store_request(store: Store, step_id: int, stream: int | None, sent: Sent, ar
 def step_client(backend: Backend, streams: int) -> httpx.Client:
     """A client with room for every stream of the step at once (httpx's pool would queue beyond 100)."""
     auth = {k: v for k, v in backend.client.headers.items() if k.lower() == "authorization"}
-    # no TLS on a plain-HTTP server: loading the certificate store costs tens of ms per step for nothing
-    tls = {"verify": False} if backend.url.startswith("http://") else {}
-    return httpx.Client(base_url=backend.url, timeout=backend.client.timeout, headers=auth, **tls,
+    return httpx.Client(base_url=backend.url, timeout=backend.client.timeout, headers=auth,
+                        verify=tls_verify(backend.url),
                         limits=httpx.Limits(max_connections=streams + 2, max_keepalive_connections=0))  # see make_client

@@ -78,20 +78,25 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
             if f >= 0:
                 e = find(b"\n", f + 19, end)
                 unit = buf[f + 19:end if e < 0 else e]
-        ts = None
-        f = rfind(b"\n__REALTIME_TIMESTAMP=", pos, end)
-        if f >= 0:
-            e = find(b"\n", f + 22, end)
-            ts = buf[f + 22:end if e < 0 else e]
-        cursor = None
-        f = rfind(b"\n__CURSOR=", pos, end)
-        if f >= 0:
-            f += 1
-        elif buf.startswith(b"__CURSOR=", pos):  # the first field, as journalctl writes it
-            f = pos
-        if f >= 0:
-            e = find(b"\n", f + 9, end)
-            cursor = buf[f + 9:end if e < 0 else e].decode("ascii", "replace")
+        # journalctl writes __CURSOR first and __REALTIME_TIMESTAMP second: read them where they
+        # are (an rfind walks back over the whole entry); anywhere else, look them up
+        ts = cursor = None
+        if buf.startswith(b"__CURSOR=", pos):
+            e = find(b"\n", pos + 9, end)
+            cursor = buf[pos + 9:end if e < 0 else e].decode("ascii", "replace")
+            if e >= 0 and buf.startswith(b"__REALTIME_TIMESTAMP=", e + 1):
+                f = find(b"\n", e + 22, end)
+                ts = buf[e + 22:end if f < 0 else f]
+        else:
+            f = rfind(b"\n__CURSOR=", pos, end)
+            if f >= 0:
+                e = find(b"\n", f + 10, end)
+                cursor = buf[f + 10:end if e < 0 else e].decode("ascii", "replace")
+        if ts is None:
+            f = rfind(b"\n__REALTIME_TIMESTAMP=", pos, end)
+            if f >= 0:
+                e = find(b"\n", f + 22, end)
+                ts = buf[f + 22:end if e < 0 else e]
         append((fmt(ts), unit.decode("utf-8", "replace") if unit else None, pid, cursor, None, raw, raw_bytes))
         pos = end + 2
 
