@@ -80,3 +80,75 @@ def test_outside_the_window_only_a_few_batches_wait():
     proc.wait()
     assert paced <= 3
     assert ahead_far > paced
+
+
+# -- the splitting process (pipe.ChildAhead, split_child.py) ------------------------------------------
+
+def _fake_journalctl(tmp_path, body: str):
+    """An executable standing in for journalctl: a shell script writing export entries."""
+    exe = tmp_path / "journalctl"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    return exe
+
+
+def test_the_splitting_process_hands_over_every_entry_its_tail_warnings_and_exit(tmp_path):
+    from cardproof.daemon.logs.pipe import ChildAhead
+
+    exe = _fake_journalctl(tmp_path, "i=0\nwhile [ $i -lt 3000 ]; do\n"
+                                     "  printf '__CURSOR=c%d\\n__REALTIME_TIMESTAMP=1764500000%06d\\n_PID=7\\n"
+                                     "MESSAGE=line %d\\n\\n' $i $i $i\n  i=$((i+1))\ndone\n"
+                                     "printf '__CURSOR=nomsg\\n_PID=7\\n\\n__CURSOR=half\\nMESSA'\n"
+                                     "echo 'journal rotated meanwhile' >&2\nexit 3\n")
+    ahead = ChildAhead([str(exe)])
+    got = [rec for batch in ahead for rec in batch]
+    ahead.close()
+    assert [r[5] for r in got] == [f"line {i}" for i in range(3000)]
+    assert got[12][:4] == ("2025-11-30T10:53:20.000012+00:00", None, 7, "c12")
+    assert ahead.rest == b"__CURSOR=half\nMESSA"
+    assert ahead.warnings == {"no_message": 1}
+    assert ahead.returncode == 3 and "journal rotated meanwhile" in ahead.stderr
+    assert ahead.child_cpu_seconds > 0
+
+
+def test_a_splitting_process_that_dies_is_an_error_not_an_empty_journal(tmp_path):
+    from cardproof.daemon.logs.pipe import ChildAhead, ChildAheadError
+
+    ahead = ChildAhead([str(tmp_path / "no-such-journalctl")])  # the child's Popen fails: a traceback, no end
+    with pytest.raises(ChildAheadError, match="ended without its last frame: .*No such file"):
+        list(ahead)
+    ahead.close()
+
+
+def test_closing_early_ends_the_splitting_process_and_its_journalctl(tmp_path):
+    import psutil
+
+    from cardproof.daemon.logs.pipe import ChildAhead
+
+    marker = tmp_path / "endless"
+    exe = _fake_journalctl(tmp_path, f"# {marker}\nwhile :; do printf '__CURSOR=c\\nMESSAGE=m\\n\\n'; done\n")
+    ahead = ChildAhead([str(exe)])
+    first = next(iter(ahead))
+    assert first and first[0][5] == "m"
+    child = psutil.Process(ahead.proc.pid)
+    shells = [p for p in child.children(recursive=True)]
+    assert shells, "the fake journalctl is not running under the splitting process"
+    ahead.close()
+    assert ahead.proc.returncode is not None
+    gone, alive = psutil.wait_procs(shells, timeout=10)
+    assert not alive, f"journalctl left running: {[p.pid for p in alive]}"
+
+
+def test_a_journalctl_that_fails_fails_the_import_and_stores_nothing(tmp_path, monkeypatch):
+    import os
+
+    from cardproof.daemon.logs import LogSourceError, capture_journal
+    from cardproof.daemon.store import open_store
+
+    _fake_journalctl(tmp_path, "printf '__CURSOR=c1\\nMESSAGE=main: model loaded\\n\\n'\n"
+                               "echo 'Failed to iterate through journal: Bad message' >&2\nexit 1\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    store = open_store(tmp_path / "s.db")
+    with pytest.raises(LogSourceError, match=r"journalctl failed \(exit 1\): Failed to iterate"):
+        capture_journal(store, unit="llama-server.service")
+    assert store.db.execute("select count(*) from log_lines").fetchone()[0] == 0

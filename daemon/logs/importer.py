@@ -55,7 +55,8 @@ CAPTURE_CHUNK_LINES = 100_000
 # so a writer that waits gets in before the next chunk instead of missing the moment
 _BETWEEN_CHUNKS_S = 0.2
 # Python's thread switch interval while an import runs (s; the default is 0.005). The journal's
-# reading thread splits journalctl's output while the importing thread waits on SQLite; each
+# reading thread (``-o json``; export output is split by a process of its own, pipe.ChildAhead, and
+# its thread only unpickles the batches) splits journalctl's output while the importing thread waits on SQLite; each
 # statement ends with the importer asking for Python's lock back, and at the default it waited
 # up to 5 ms for the reader to let go, 200 times per 200,000 lines. Measured with
 # bench/log_import.py's journal, four runs each: 3.16 s against 3.34 s for the whole CLI import.
@@ -363,6 +364,7 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
         "cpu_seconds": time.process_time() - started_cpu,
         "read_seconds": reader.read_seconds,
         "read_cpu_seconds": reader.read_cpu_seconds,
+        "split_cpu_seconds": reader.split_cpu_seconds,  # a journal's splitting process (pipe.ChildAhead)
         "more": more,
         "line_ids": (lid - n, lid),  # this import's lines: ids from, to (exclusive)
     }
@@ -374,7 +376,7 @@ def _add(total: dict | None, part: dict) -> dict:
         return dict(part)
     out = dict(part)
     for key in ("lines", "attributed", "unattributed", "facts", "loads", "gaps", "duplicates_skipped", "requests",
-                "seconds", "cpu_seconds", "read_seconds", "read_cpu_seconds"):
+                "seconds", "cpu_seconds", "read_seconds", "read_cpu_seconds", "split_cpu_seconds"):
         if isinstance(total.get(key), (int, float)) and isinstance(part.get(key), (int, float)):
             out[key] = total[key] + part[key]
     warnings = dict(total.get("warnings") or {})

@@ -23,6 +23,7 @@ class Reader:
         self.warnings: Counter = Counter()
         self.read_seconds = 0.0  # wall time spent waiting for and decoding input
         self.read_cpu_seconds = 0.0  # this process's CPU time for the same
+        self.split_cpu_seconds = 0.0  # CPU time of a process that splits the input beside this one
         self.position: dict = {}
         self.dedupe = False  # set when a re-read may repeat stored lines
         self.resumable = False  # True while ``position`` after the last batch is a place to resume from
