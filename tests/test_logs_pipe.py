@@ -152,3 +152,33 @@ def test_a_journalctl_that_fails_fails_the_import_and_stores_nothing(tmp_path, m
     with pytest.raises(LogSourceError, match=r"journalctl failed \(exit 1\): Failed to iterate"):
         capture_journal(store, unit="llama-server.service")
     assert store.db.execute("select count(*) from log_lines").fetchone()[0] == 0
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/lib/systemd/systemd-journal-remote"),
+                    reason="needs systemd-journal-remote")
+def test_a_whole_journal_is_split_by_a_process_and_a_read_resumed_at_its_cursor_on_a_thread(tmp_path, monkeypatch):
+    """The daemon reads a unit's journal every few seconds from its cursor: a few lines, where a
+    splitting process's start-up would cost more than it saves. The first read of a journal is split
+    by the process, every later one on the thread -- and both store the same lines."""
+    from cardproof.daemon.logs import import_path, pipe
+    from cardproof.daemon.store import open_store
+    from logs_helpers import write_journal
+
+    made = {"child": 0, "thread": 0}
+    for cls, key in ((pipe.ChildAhead, "child"), (pipe.PipeAhead, "thread")):
+        init = cls.__init__
+
+        def counted(self, *a, _init=init, _key=key, **k):
+            made[_key] += 1
+            _init(self, *a, **k)
+        monkeypatch.setattr(cls, "__init__", counted)
+    journal = tmp_path / "j.journal"
+    entries = [(f"line {i}", 40, "llama-server.service") for i in range(50)]
+    write_journal(journal, entries)
+    store = open_store(tmp_path / "s.db")
+    first = import_path(store, journal)
+    assert (first["lines"], made) == (50, {"child": 1, "thread": 0})
+    again = import_path(store, journal)
+    assert (again["lines"], made) == (0, {"child": 1, "thread": 1})
+    raws = [r[0] for r in store.db.execute("select raw from log_lines order by id")]
+    assert raws == [f"line {i}" for i in range(50)]

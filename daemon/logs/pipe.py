@@ -16,11 +16,12 @@ machine with a second core:
 What is read ahead waits in a bounded queue: a child far ahead of the import
 stops again once the queue is full, instead of filling memory.
 
-:class:`ChildAhead` goes further for journalctl's export format: the split
-runs in a process of its own (``split_child.py``), on another core, and
-this process only unpickles its batches. That took a 200,000-line import
-from 2.4 s to 2.0 s here (``bench/log_import.py``). :class:`PipeAhead`
-still splits ``-o json`` output.
+:class:`ChildAhead` goes further for a whole journal in export format: the
+split runs in a process of its own (``split_child.py``), on another core,
+and this process only unpickles its batches. That took a 200,000-line
+import from 2.4 s to 2.0 s here (``bench/log_import.py``).
+:class:`PipeAhead` still splits a read resumed at its cursor (a few lines;
+a process's start-up would cost more) and ``-o json`` output.
 """
 
 from __future__ import annotations
