@@ -61,14 +61,17 @@ class Backend(ABC):
         """A second client for polling beside a running request (made once, with the same login)."""
         if self._side is None:
             self._side = make_client(self.url, 5.0, keep_alive=True)  # polls: a failed one reads as unknown
-            self._side.headers.update({k: v for k, v in self.client.headers.items() if k == "authorization"})
+            self._side.headers.update(self.login_headers())
         return self._side
+
+    def login_headers(self) -> dict[str, str]:
+        """The client's ``authorization`` header (its login), for the other clients that speak for it."""
+        return {k: v for k, v in self.client.headers.items() if k.lower() == "authorization"}
 
     def status_poller(self) -> StatusPoller:
         """A light kept-alive connection for the status polls around each measured request (made once)."""
         if self._poller is None:
-            self._poller = StatusPoller(self.url, 5.0, {k: v for k, v in self.client.headers.items()
-                                                        if k == "authorization"})
+            self._poller = StatusPoller(self.url, 5.0, self.login_headers())
         return self._poller
 
     # -- what the server says about itself -----------------------------------

@@ -97,7 +97,6 @@ def store_request(store: Store, step_id: int, stream: int | None, sent: Sent, ar
 
 def step_client(backend: Backend, streams: int) -> httpx.Client:
     """A client with room for every stream of the step at once (httpx's pool would queue beyond 100)."""
-    auth = {k: v for k, v in backend.client.headers.items() if k.lower() == "authorization"}
-    return httpx.Client(base_url=backend.url, timeout=backend.client.timeout, headers=auth,
+    return httpx.Client(base_url=backend.url, timeout=backend.client.timeout, headers=backend.login_headers(),
                         verify=tls_verify(backend.url),
                         limits=httpx.Limits(max_connections=streams + 2, max_keepalive_connections=0))  # see make_client

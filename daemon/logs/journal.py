@@ -239,19 +239,17 @@ class JournalReader(Reader):
         ahead = PipeAhead(proc.stdout, parse, self.io_window)
         try:
             found, finished = yield from self._take(ahead, expect)
-            if finished and ahead.rest.strip():
-                self.warnings["incomplete_entry"] += 1
         finally:
             if not finished or not found:
                 proc.kill()
             ahead.close()  # before stdout closes: the thread must not read a closed (or reused) descriptor
             self.read_cpu_seconds += ahead.cpu_seconds  # the reading thread's CPU: reading and splitting
             proc.wait()
-            err = proc.stderr.read().decode("utf-8", "replace").strip()
+            err = proc.stderr.read().decode("utf-8", "replace")
             proc.stdout.close()
             proc.stderr.close()
-        if finished and found and proc.returncode != 0:
-            raise LogSourceError(f"{self.name}: journalctl failed (exit {proc.returncode}): {err or 'no message'}")
+        if finished:
+            self._ended(found, ahead.rest, proc.returncode, err)
         return found
 
     def _run_child(self, extra: list[str], expect: str | None):
@@ -268,12 +266,15 @@ class JournalReader(Reader):
             self.split_cpu_seconds += ahead.child_cpu_seconds
         if finished:
             self.warnings.update(ahead.warnings)
-            if ahead.rest.strip():
-                self.warnings["incomplete_entry"] += 1
-            if found and ahead.returncode != 0:
-                raise LogSourceError(f"{self.name}: journalctl failed (exit {ahead.returncode}): "
-                                     f"{ahead.stderr.strip() or 'no message'}")
+            self._ended(found, ahead.rest, ahead.returncode, ahead.stderr)
         return found
+
+    def _ended(self, found: bool, rest: bytes, returncode: int | None, err: str) -> None:
+        """After a read to its end: an unfinished last entry is counted; a journalctl that failed fails the import."""
+        if rest.strip():
+            self.warnings["incomplete_entry"] += 1
+        if found and returncode != 0:
+            raise LogSourceError(f"{self.name}: journalctl failed (exit {returncode}): {err.strip() or 'no message'}")
 
     def _export_entries(self, buf: bytes):
         return export_entries(buf, self._fmt, self.warnings)
