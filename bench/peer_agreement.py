@@ -30,14 +30,16 @@ definition still differs where they disagree:
 * TTFT: both from sending to the first text, queue included; not held to
   the goal (prompts differ in text, not in length).
 
-Both clients share the machine with the server: GuideLLM's (worker
-processes, its own event loop) costs more CPU than cardproof's threads, so
-on a machine with few cores the server runs slower during GuideLLM's runs.
+The server runs on CPUs of its own, both clients on the one left
+(``bench/cores.py``): GuideLLM's client (worker processes, its own event
+loop) costs more CPU than cardproof's threads, and on a shared core that
+CPU slowed the server during GuideLLM's runs only -- a difference of the
+machine, not of the tools' definitions. ``--shared-cores`` lets them share.
 The [min-max] of the repeats shows how far the machine itself moves the
 figures; a ratio inside that spread says nothing about the tools.
 
     python bench/peer_agreement.py [--requests-per-stream 8] [--max-tokens 64] [--repeat 3] [--venv DIR]
-                                   [--guidellm-version X] [--processor ID_OR_DIR]
+                                   [--guidellm-version X] [--processor ID_OR_DIR] [--shared-cores]
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from cardproof.daemon.store import open_store
 from cardproof.daemon.tinymodels import make_tiny
 
 sys.path.insert(0, str(Path(__file__).parent))  # the bench's own helpers beside it
+import cores as core_split  # noqa: E402
 import peer_guidellm  # noqa: E402
 
 MODEL = "tiny-a"
@@ -163,16 +166,19 @@ def main() -> int:
     ap.add_argument("--processor", default=None,
                     help="the tokenizer GuideLLM sizes its prompts with (Hub id or folder; default: one built "
                          "from the tiny model's GGUF vocabulary, no Hub access needed)")
+    core_split.add_argument(ap)
     args = ap.parse_args()
+    cores = core_split.split(args.shared_cores)
     exe = peer_guidellm.guidellm_bin(args.venv, args.guidellm_version)
     work = Path(tempfile.mkdtemp(prefix="cardproof-peer-"))
     processor = args.processor or str(peer_guidellm.local_tokenizer(args.venv, MODEL, CTX_SIZE, work / "tokenizer"))
     version = peer_guidellm.guidellm_version(args.venv)
     models = make_tiny(work / "models")
     load_before = os.getloadavg()[0]
-    server = llamacpp.LlamaServerProcess(
-        ["-m", str(models[MODEL]), "--alias", MODEL, "--parallel", str(max(STREAMS)), "--ctx-size", str(CTX_SIZE),
-         "--threads", "2", "--no-webui"], log_path=work / "server.log").start()
+    with core_split.server_start(cores):  # GuideLLM, started later, runs on the clients' CPUs
+        server = llamacpp.LlamaServerProcess(
+            ["-m", str(models[MODEL]), "--alias", MODEL, "--parallel", str(max(STREAMS)), "--ctx-size", str(CTX_SIZE),
+             "--threads", str(cores.threads), "--no-webui"], log_path=work / "server.log").start()
     runs: dict[str, dict[str, list[dict]]] = {label: {"cardproof": [], "guidellm": []} for label, _, _ in STEPS}
     try:
         for i, (label, s, profile) in enumerate(STEPS):
@@ -196,7 +202,7 @@ def main() -> int:
     print(f"GuideLLM {version} (its own venv {args.venv}), tokenizer {processor}")
     print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, on {os.cpu_count()} CPUs; "
           f"llama-server {MODEL} --parallel {max(STREAMS)}; prompt {PROMPT_TOKENS} tokens asked, max_tokens "
-          f"{args.max_tokens}")
+          f"{args.max_tokens}; {cores.describe()}")
     print(f"medians of {args.repeat} alternating runs per tool and step; [min-max] over the runs")
     print(f"{'step':>5} | {'figure':<17} | {'cardproof':>22} | {'GuideLLM':>22} | {'ratio':>6} |")
     worst = 0.0

@@ -16,6 +16,12 @@ storing) as a share of the request's end-to-end time (goal < 5 %). CPU
 time is the time not spent waiting on the socket. The load average is
 printed beside the figures: on a busy machine they say little.
 
+The server runs on CPUs of its own and the clients (runner, bare loop) on
+the one left (``bench/cores.py``; ``--shared-cores`` lets them share, as
+this bench did before): a client's CPU on a server core stalls llama.cpp's
+compute threads, which wait for each other, and that is the machine's cost,
+not the runner's.
+
 ``--phases`` prints each phase of a runner request (prompt, load watcher,
 stream, counters, JSON, insert and commit, progress line, ...) in ms per
 request (``bench/request_phases.py``); ``--profile`` prints where one
@@ -25,7 +31,7 @@ FILE`` writes the shape of the stored sample and gate rows
 runner's per-request path, or something stored was dropped.
 
     python bench/runner_overhead.py [--rounds 6] [--per-block 8] [--streams 8] [--phases] [--profile]
-                                    [--dump FILE]
+                                    [--dump FILE] [--shared-cores]
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from cardproof.daemon.store import open_store
 from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
 
 sys.path.insert(0, str(Path(__file__).parent))  # the bench's own helpers beside it
+import cores as core_split  # noqa: E402
 from store_shape import store_shape  # noqa: E402
 
 MODEL = "tiny-b"
@@ -140,7 +147,8 @@ def profile_block(url: str, store, n: int) -> str:
     return out.getvalue()
 
 
-def stream_overhead(models: dict, work: Path, store, streams: int, per_stream: int) -> dict:
+def stream_overhead(models: dict, work: Path, store, streams: int, per_stream: int,
+                    cores: core_split.CoreSplit) -> dict:
     """A load step of ``streams`` streams through cardproof's sweep, and what the client costs per request.
 
     The step runs against a server of its own with as many slots as
@@ -193,9 +201,10 @@ def stream_overhead(models: dict, work: Path, store, streams: int, per_stream: i
             with lock:
                 cpu_s[0] += time.thread_time() - c0
 
-    server = llamacpp.LlamaServerProcess(
-        ["-m", str(models[MODEL]), "--alias", MODEL, "--parallel", str(streams), "--ctx-size", str(512 * streams),
-         "--threads", "2", "--no-webui"], log_path=work / "streams-server.log").start()
+    with core_split.server_start(cores):
+        server = llamacpp.LlamaServerProcess(
+            ["-m", str(models[MODEL]), "--alias", MODEL, "--parallel", str(streams), "--ctx-size", str(512 * streams),
+             "--threads", str(cores.threads), "--no-webui"], log_path=work / "streams-server.log").start()
     text = f"""
 [campaign]
 name = "bench-streams"
@@ -302,8 +311,10 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="print where one runner block's time goes (cProfile)")
     ap.add_argument("--phases", action="store_true", help="print each phase's ms per request of one runner block")
     ap.add_argument("--dump", type=Path, help="write the shape of the stored sample and gate rows to this file")
+    core_split.add_argument(ap)
     args = ap.parse_args()
-    print(f"before: {load_average()}")
+    cores = core_split.split(args.shared_cores)
+    print(f"before: {load_average()}; {cores.describe()}")
     work = Path(tempfile.mkdtemp(prefix="cardproof-bench-"))
     models = make_tiny(work / "models")
     preset = llamacpp.write_preset(
@@ -311,7 +322,9 @@ def main() -> int:
         {k: v for k, v in models.items() if k not in DRAFT_FOR.values()},
         {t: models[d] for t, d in DRAFT_FOR.items()},
     )
-    server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset), log_path=work / "server.log").start()
+    with core_split.server_start(cores):  # the router's model processes inherit its CPUs
+        server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset, threads=cores.threads),
+                                             log_path=work / "server.log").start()
     try:
         httpx.post(server.url + "/models/load", json={"model": MODEL}, timeout=60)
         bare_loop(server.url, 3)  # warm-up, not counted
@@ -322,7 +335,7 @@ def main() -> int:
         stored = [r[0] for r in store.db.execute("select decode_tps from samples order by id")]
         if args.dump:
             args.dump.write_text(json.dumps(store_shape(store.db.conn), indent=1, sort_keys=True) + "\n")
-        streamed = stream_overhead(models, work, store, args.streams, 4) if args.streams else None
+        streamed = stream_overhead(models, work, store, args.streams, 4, cores) if args.streams else None
         phase_text = phases(server.url, store, args.per_block) if args.phases else None
         profile = profile_block(server.url, store, args.per_block) if args.profile else None
     finally:

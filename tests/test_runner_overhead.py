@@ -133,3 +133,38 @@ def test_bench_runner_block_gives_one_positive_interval_per_request(llama_server
     walls, cpus = runner_block(llama_server.url, open_store(tmp_path / "b.db"), 3)
     assert len(walls) == len(cpus) == 3
     assert all(w > 0 for w in walls) and all(c >= 0 for c in cpus)
+
+
+def test_core_split_gives_the_server_its_own_cpus_and_the_clients_the_rest(monkeypatch):
+    """``bench/cores.py``: a server started inside ``server_start`` runs on its CPUs, the bench afterwards on the others."""
+    import os
+    import subprocess
+
+    import cores
+
+    allowed = os.sched_getaffinity(0)
+    try:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+        split4 = cores.split()
+        assert split4.clients == {0} and split4.server == {1, 2, 3} and split4.threads == 3
+        assert cores.split(shared=True).server == cores.split(shared=True).clients == {0, 1, 2, 3}
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5})
+        one = cores.split()
+        assert one.server == one.clients == {5} and "share" in one.describe()
+    finally:
+        monkeypatch.undo()
+    if len(allowed) < 2:
+        pytest.skip("one CPU here: nothing to pin")
+    split = cores.split()
+    try:
+        with cores.server_start(split):
+            child = subprocess.Popen(["sleep", "5"])
+        assert os.sched_getaffinity(child.pid) == split.server
+        assert os.sched_getaffinity(0) == split.clients
+        assert split.server.isdisjoint(split.clients)
+        grandchild = subprocess.Popen(["sleep", "5"])  # a client tool started now (GuideLLM) shares the clients' CPUs
+        assert os.sched_getaffinity(grandchild.pid) == split.clients
+        grandchild.kill()
+        child.kill()
+    finally:
+        os.sched_setaffinity(0, allowed)
