@@ -27,6 +27,11 @@ definition still differs where they disagree:
 * output tok/s: both output tokens over the step's wall time, from its
   first send to its last answer (GuideLLM: its measure window); GuideLLM's
   own ``successful.mean`` of the rate is printed beside it.
+* answer length: GuideLLM asks for exactly ``output_tokens`` (``ignore_eos``
+  with its synthetic data); cardproof's step asks the same
+  (``bench/fixed_length.py``). Before, cardproof's answers stopped at the
+  tiny model's end-of-sequence token, anywhere below max_tokens, and the
+  two tools compared different work.
 * TTFT: both from sending to the first text, queue included; not held to
   the goal (prompts differ in text, not in length).
 
@@ -61,6 +66,7 @@ from cardproof.daemon.tinymodels import make_tiny
 sys.path.insert(0, str(Path(__file__).parent))  # the bench's own helpers beside it
 import cores as core_split  # noqa: E402
 import peer_guidellm  # noqa: E402
+from fixed_length import fixed_length  # noqa: E402
 
 MODEL = "tiny-a"
 # (label, streams, GuideLLM profile): synchronous, then 1/2/4 concurrent streams
@@ -98,7 +104,8 @@ max_tokens = {max_tokens}
 """
     store = open_store(db)
     try:
-        out = run_campaign(store, parse_campaign(text, "peer.toml"), echo=lambda s: None)
+        with fixed_length():  # every answer max_tokens long, as GuideLLM asks for its synthetic output_tokens
+            out = run_campaign(store, parse_campaign(text, "peer.toml"), echo=lambda s: None)
         (f,) = run_steps(store.db.conn, out.run_id, "load")
         wall_s = f.step.get("wall_s")
         rows = store.db.conn.execute(

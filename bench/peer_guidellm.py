@@ -52,15 +52,18 @@ def scenario(url: str, model: str, streams: int, requests: int, prompt_tokens: i
              tokenizer: str, out: Path, *, profile: str = "concurrent") -> dict:
     """One GuideLLM step: the same model, prompt size and answer length as cardproof's step.
 
-    ``max_tokens`` pinned (GuideLLM sends its ``output_tokens`` as the
-    request's ``max_tokens``); the end-of-sequence token is honoured by both,
-    as cardproof sends no ``ignore_eos``; ``cache_prompt`` false and
-    thinking off, as cardproof sends them to a llama.cpp server.
+    ``max_tokens`` pinned: GuideLLM (0.8) sends its ``output_tokens`` as the
+    request's ``max_completion_tokens`` with ``ignore_eos`` true, so every
+    answer is that long; the extras pin ``ignore_eos`` whatever a version
+    does, and cardproof's step sends it too (``fixed_length.py``).
+    ``cache_prompt`` false and thinking off, as cardproof sends them to a
+    llama.cpp server.
     """
     kind = {"kind": "synchronous"} if profile == "synchronous" else {"kind": "concurrent", "streams": [streams]}
     return {"spec": {
         "backend": {"kind": "openai_http", "target": url, "model": model, "request_format": "/v1/chat/completions",
-                    "extras": {"body": {"cache_prompt": False, "chat_template_kwargs": {"enable_thinking": False}}}},
+                    "extras": {"body": {"cache_prompt": False, "chat_template_kwargs": {"enable_thinking": False},
+                                        "ignore_eos": True}}},
         "profile": kind,
         "constraints": [{"kind": "max_requests", "count": requests}],
         "tokenizer": {"kind": "hf_auto", "model": tokenizer},

@@ -54,6 +54,7 @@ def test_scenario_pins_what_cardproof_sends(tmp_path, profile, streams):
     assert spec["data"] == [{"kind": "synthetic_text", "prompt_tokens": 128, "output_tokens": 32}]
     assert spec["constraints"] == [{"kind": "max_requests", "count": 4 * streams}]
     body = spec["backend"]["extras"]["body"]
-    assert body == {"cache_prompt": False, "chat_template_kwargs": {"enable_thinking": False}}
+    # every answer output_tokens long, as cardproof's step asks under bench/fixed_length.py
+    assert body == {"cache_prompt": False, "chat_template_kwargs": {"enable_thinking": False}, "ignore_eos": True}
     assert spec["tokenizer"] == {"kind": "hf_auto", "model": "/tok"}  # a local folder: nothing from the Hub
     assert spec["outputs"] == [{"kind": "json", "path": str(tmp_path / "out.json")}]

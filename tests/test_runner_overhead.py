@@ -168,3 +168,27 @@ def test_core_split_gives_the_server_its_own_cpus_and_the_clients_the_rest(monke
         child.kill()
     finally:
         os.sched_setaffinity(0, allowed)
+
+
+def test_fixed_length_makes_every_answer_max_tokens_long_and_says_so(llama_server, tmp_path):
+    """``bench/fixed_length.py`` against the real server: without it the tiny model's answers stop at its
+    end-of-sequence token at lengths that differ by request; with it every one is max_tokens long, the stored
+    request shows ``ignore_eos``, and the runner is as it was once the block ends."""
+    from fixed_length import fixed_length
+
+    def lengths(name: str) -> tuple[list[int], list[dict]]:
+        store = open_store(tmp_path / f"{name}.db")
+        text = campaign_text(llama_server.url, models=("tiny-a",), reps=12, max_tokens=24)
+        run_campaign(store, parse_campaign(text, f"{name}.toml"), echo=lambda s: None)
+        rows = store.db.execute("select generated_tokens, request_json from samples where kind = 'measure' "
+                                "and error_kind is null").fetchall()
+        return [r[0] for r in rows], [json.loads(r[1]) for r in rows]
+
+    natural, asked = lengths("natural")
+    assert any(n < 24 for n in natural) and not any(r.get("ignore_eos") for r in asked)
+    with fixed_length():
+        fixed, asked = lengths("fixed")
+    assert fixed and set(fixed) == {24}
+    assert all(r["ignore_eos"] is True for r in asked)
+    after, asked = lengths("after")
+    assert not any(r.get("ignore_eos") for r in asked)
