@@ -32,6 +32,12 @@ definition still differs where they disagree:
   (``bench/fixed_length.py``). Before, cardproof's answers stopped at the
   tiny model's end-of-sequence token, anywhere below max_tokens, and the
   two tools compared different work.
+* requests in flight: each tool's client spends some time between one
+  answer and its next send; with the tiny model's 64-token answers (30 ms)
+  GuideLLM's few ms of it (on the clients' one CPU here) kept only 0.8 of 1
+  requests in flight, and its throughput was lower by that idle share. The
+  answers are 512 tokens by default so that the gap is a small part of a
+  request; a step where a tool falls short of its streams says so.
 * TTFT: both from sending to the first text, queue included; not held to
   the goal (prompts differ in text, not in length).
 
@@ -43,7 +49,7 @@ machine, not of the tools' definitions. ``--shared-cores`` lets them share.
 The [min-max] of the repeats shows how far the machine itself moves the
 figures; a ratio inside that spread says nothing about the tools.
 
-    python bench/peer_agreement.py [--requests-per-stream 8] [--max-tokens 64] [--repeat 3] [--venv DIR]
+    python bench/peer_agreement.py [--requests-per-stream 8] [--max-tokens 512] [--repeat 3] [--venv DIR]
                                    [--guidellm-version X] [--processor ID_OR_DIR] [--shared-cores]
 """
 
@@ -54,11 +60,13 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from cardproof.daemon import llamacpp
 from cardproof.daemon.campaign import parse_campaign
 from cardproof.daemon.load.stats import run_steps
+from cardproof.daemon.logtimings import print_timings
 from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.daemon.tinymodels import make_tiny
@@ -126,6 +134,22 @@ max_tokens = {max_tokens}
             "in_flight": (sum(r[0] for r in rows if r[0] is not None) / 1000.0 / wall_s) if rows and wall_s else None}
 
 
+def server_tpot_ms(log: Path, start: int, max_tokens: int) -> float | None:
+    """The server's own decode ms per token (its print_timing eval lines) over one tool's run: the log from ``start``.
+
+    The same server and settings for both tools: where this differs between
+    them as their ITL does, the server itself decoded slower for one of
+    them (the text it was asked to continue, or the machine during that
+    run), not the client's clock. Only answers of ``max_tokens`` tokens
+    count (the runs' own requests; a cardproof gate's short one is left out).
+    """
+    with log.open("rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    per_token = [t["eval"][0] / t["eval"][1] for t in print_timings(text) if t["eval"][1] == max_tokens]
+    return statistics.median(per_token) if per_token else None
+
+
 def _medians(figures: list[dict]) -> dict:
     """Each figure's median over the repeats, and its min-max as ``<key>_range``."""
     out: dict = {}
@@ -165,7 +189,7 @@ ROWS = (
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests-per-stream", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=3,
                     help="times each tool measures each step, alternating (ABAB...); medians are compared")
     ap.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "cardproof" / "guidellm-venv")
@@ -194,14 +218,17 @@ def main() -> int:
             for r in range(args.repeat):
                 for tool in (("cardproof", "guidellm") if (i + r) % 2 == 0 else ("guidellm", "cardproof")):
                     print(f"step {label} ({r + 1}/{args.repeat}): {tool} ...", file=sys.stderr)
+                    mark = server.log_path.stat().st_size
                     if tool == "cardproof":  # one stream is cardproof's synchronous: it runs that step twice
-                        runs[label][tool].append(cardproof_step(server.url, work / "peer.db", s,
-                                                                args.requests_per_stream, args.max_tokens))
+                        fig = cardproof_step(server.url, work / "peer.db", s, args.requests_per_stream,
+                                             args.max_tokens)
                     else:
                         spec = peer_guidellm.scenario(server.url, MODEL, s, n, PROMPT_TOKENS, args.max_tokens,
                                                       processor, work / f"guidellm-{label}-{r}.json", profile=profile)
-                        runs[label][tool].append(peer_guidellm.figures(
-                            peer_guidellm.run_step(exe, spec, f"{label}-{r}", work)))
+                        fig = peer_guidellm.figures(peer_guidellm.run_step(exe, spec, f"{label}-{r}", work))
+                    time.sleep(0.2)  # the last request's print_timing line reaches the log
+                    fig["server_tpot_ms"] = server_tpot_ms(server.log_path, mark, args.max_tokens)
+                    runs[label][tool].append(fig)
     finally:
         server.stop()
     ours = {label: _medians(v["cardproof"]) for label, v in runs.items()}
@@ -235,9 +262,31 @@ def main() -> int:
                 notes.add(f"{label}: {why}")
             print(f"{s:>5} | {label:<17} | {cell(ours[s], key, 2):>22} | {cell(theirs[s], other, 2):>22} | "
                   f"{_fmt(r, 3):>6} | {mark}")
+        print(f"{s:>5} | {'server ms/token':<17} | {cell(ours[s], 'server_tpot_ms', 3):>22} | "
+              f"{cell(theirs[s], 'server_tpot_ms', 3):>22} | "
+              f"{_fmt(_ratio(ours[s]['server_tpot_ms'], theirs[s]['server_tpot_ms']), 3):>6} | the server's own "
+              f"decode time per token (its log) during each tool's runs")
         print(f"{s:>5} | {'GuideLLM own rate':<17} | {'':>22} | {cell(theirs[s], 'output_tps_own', 2):>22} | "
               f"{'':>6} | its successful.mean of output tok/s")
+    for s, streams, _ in STEPS:
+        for tool, fig in (("cardproof", ours[s]), ("GuideLLM", theirs[s])):
+            kept = fig.get("in_flight")
+            if kept is not None and kept < streams * (1 - GOAL) and fig.get("requests") and fig.get("e2e_ms"):
+                # the step's window holds its requests' time plus the client's own time between them
+                gap_ms = fig["e2e_ms"] * (streams / kept - 1)
+                print(f"step {s}: {tool} kept {kept:.2f} of {streams} requests in flight: its client spent about "
+                      f"{gap_ms:.1f} ms between one answer and the next send, on a {fig['e2e_ms']:.1f} ms request; "
+                      f"its aggregate tok/s is lower by that idle share ({1 - kept / streams:.0%}), and at fewer "
+                      f"requests in flight each one decodes faster (lower ITL) -- the clients differ, not the "
+                      f"definitions. Longer answers (--max-tokens) make that gap a smaller share")
     for s, _, _ in STEPS:
+        itl, served = _ratio(ours[s]["tpot_ms"], theirs[s]["tpot_ms"]), \
+            _ratio(ours[s]["server_tpot_ms"], theirs[s]["server_tpot_ms"])
+        if itl and served and abs(itl - 1) > GOAL and abs(served - 1) > GOAL and (served - 1) * (itl - 1) > 0:
+            print(f"step {s}: the server's own decode time per token was {served:.2f}x as long during cardproof's "
+                  f"runs as during GuideLLM's (its print_timing lines; ITL ratio {itl:.2f}): the server decoded "
+                  f"at another pace for the two tools' requests -- the text it continued or the machine during "
+                  f"those runs -- and both clients timed it as it was")
         flight = _ratio(ours[s]["in_flight"], theirs[s]["in_flight"])
         e2e = _ratio(ours[s]["e2e_ms"], theirs[s]["e2e_ms"])
         tps = _ratio(ours[s]["output_tps"], theirs[s]["output_tps"])

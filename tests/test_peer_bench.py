@@ -9,6 +9,7 @@ model on llama-server (tests/fixtures/guidellm_0.8.1_report.json).
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -58,3 +59,30 @@ def test_scenario_pins_what_cardproof_sends(tmp_path, profile, streams):
     assert body == {"cache_prompt": False, "chat_template_kwargs": {"enable_thinking": False}, "ignore_eos": True}
     assert spec["tokenizer"] == {"kind": "hf_auto", "model": "/tok"}  # a local folder: nothing from the Hub
     assert spec["outputs"] == [{"kind": "json", "path": str(tmp_path / "out.json")}]
+
+
+def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llama_server):
+    """``server_tpot_ms`` against the real server: the log from a mark holds only the requests sent since, and of
+    those only the answers of max_tokens tokens count; it equals the server's own timings sent with each answer."""
+    import httpx
+
+    from peer_agreement import server_tpot_ms
+
+    def ask(max_tokens: int) -> dict:
+        body = {"model": "tiny-a", "messages": [{"role": "user", "content": f"count {max_tokens}"}],
+                "max_tokens": max_tokens, "ignore_eos": True, "cache_prompt": False}
+        r = httpx.post(llama_server.url + "/v1/chat/completions", json=body, timeout=60)
+        r.raise_for_status()
+        return r.json()["timings"]
+
+    ask(16)  # before the mark: not this run's
+    mark = llama_server.log_path.stat().st_size
+    timings = [ask(16), ask(16), ask(16), ask(3)]
+    import time as _time
+
+    _time.sleep(0.3)
+    got = server_tpot_ms(llama_server.log_path, mark, 16)
+    want = statistics.median(t["predicted_ms"] / t["predicted_n"] for t in timings[:3])
+    assert all(t["predicted_n"] == 16 for t in timings[:3]) and timings[3]["predicted_n"] == 3
+    assert got == pytest.approx(want, rel=0.01)  # the log prints ms to two decimals
+    assert server_tpot_ms(llama_server.log_path, llama_server.log_path.stat().st_size, 16) is None

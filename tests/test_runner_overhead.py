@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -192,3 +193,28 @@ def test_fixed_length_makes_every_answer_max_tokens_long_and_says_so(llama_serve
     assert all(r["ignore_eos"] is True for r in asked)
     after, asked = lengths("after")
     assert not any(r.get("ignore_eos") for r in asked)
+
+
+def test_server_time_taken_out_sees_a_client_cost_under_a_drifting_server():
+    """The wall time minus the server's own time: a 2 ms client cost shows through a server whose speed drifts by
+    a third between blocks (which buries it in the wall-time ratio), and an A/A pair stays at one."""
+    from runner_overhead import bootstrap_excess, server_seconds
+
+    rng = random.Random(5)
+    order = [(arm, 8) for _ in range(6) for arm in ("runner", "bare", "bare2")]
+    logged, walls = [{"prompt": (1.0, 1, 1.0), "eval": (1.0, 1, 1.0)}] * 3, {"runner": [], "bare": [], "bare2": []}
+    for arm, n in order:
+        speed = rng.choice([1.0, 1.35])  # the machine, block by block
+        for _ in range(n):
+            prompt_ms, eval_ms = 12.0 * speed, 26.0 * speed * rng.uniform(0.97, 1.03)
+            logged.append({"prompt": (prompt_ms, 100, 0.0), "eval": (eval_ms, 32, 0.0)})
+            walls[arm].append((prompt_ms + eval_ms + 7.0 + (2.0 if arm == "runner" else 0.0)
+                               + rng.uniform(-0.2, 0.2)) / 1000.0)
+    served = server_seconds(logged, order, 3)
+    assert [len(served[a]) for a in ("runner", "bare", "bare2")] == [48, 48, 48]
+    own = {a: [w - s for w, s in zip(walls[a], served[a])] for a in walls}
+    base = statistics.median(walls["bare"] + walls["bare2"])
+    lo, hi = bootstrap_excess(own["runner"], own["bare"] + own["bare2"], base)
+    assert lo > 1.02 and hi < 1.1  # 2 ms on about 45 ms
+    lo, hi = bootstrap_excess(own["bare2"], own["bare"], statistics.median(walls["bare"]))
+    assert lo < 1.0 < hi or abs(lo - 1) < 0.005
