@@ -105,4 +105,7 @@ def config_warnings(project: Path) -> list[str]:
     elif not any("iframe-worker" in str(u) and not str(u).startswith(("http:", "https:")) for u in polyfills):
         out.append(f"{path}: the offline plugin's search shim would load from a CDN; "
                    "add extra: polyfills: [assets/cardproof/iframe-worker.js]")
+    if "i18n" in plugins and extra.get("generator") is not False:
+        out.append(f"{path}: the theme's footer says 'Made with' in English on every language's pages; "
+                   "add extra: generator: false (and a copyright line per language)")
     return out

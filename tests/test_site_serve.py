@@ -7,6 +7,7 @@ CLI as a subprocess, and HTTP over loopback.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from cardproof.daemon.store import open_store
+from cardproof.report.serve import config_warnings
 
 CLI = [sys.executable, "-m", "cardproof.cli"]
 
@@ -104,3 +106,34 @@ def test_build_notes_an_older_mkdocs_yml_that_cannot_work_from_disk(project, tmp
     assert len(notes) == 2, proc.stderr
     assert "use_directory_urls" in notes[0] and str(old / "mkdocs.yml") in notes[0]
     assert "'offline'" in notes[1]
+
+
+def _footer(page: Path) -> str:
+    text = page.read_text()
+    start = text.index('<div class="md-copyright">')
+    return " ".join(re.sub(r"<[^>]+>", " ", text[start:text.index("</footer>", start)]).split())
+
+
+def test_the_footer_speaks_each_pages_language(project):
+    """The theme's own footer line ('Made with Material for MkDocs') is English on every page; the
+    scaffold turns it off and says the same per language, so a German page ends in German."""
+    proj, _ = project
+    site = proj / "build" / "site"
+    de_pages = sorted((site / "de").rglob("*.html"))
+    en_pages = sorted(p for p in site.rglob("*.html") if (site / "de") not in p.parents and p.name != "404.html")
+    assert de_pages and en_pages
+    for page in de_pages:
+        assert _footer(page) == "Erstellt mit cardproof, MkDocs und Material for MkDocs", page
+        assert "Made with" not in page.read_text(), page
+    for page in en_pages:
+        assert _footer(page) == "Built with cardproof, MkDocs and Material for MkDocs", page
+
+
+def test_build_notes_an_older_mkdocs_yml_with_the_english_footer(project, tmp_path):
+    proj, _ = project
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "mkdocs.yml").write_text((proj / "mkdocs.yml").read_text().replace("  generator: false\n", ""))
+    notes = config_warnings(old)
+    assert len(notes) == 1 and "'Made with' in English" in notes[0] and str(old / "mkdocs.yml") in notes[0]
+    assert config_warnings(proj) == []
