@@ -1,9 +1,10 @@
 """Do cardproof's load figures agree with GuideLLM's on the same server? Side by side, with ratios.
 
-Starts a real llama-server (one tiny model, ``--parallel 4``), then measures
-it at every step -- synchronous, and 1/2/4 concurrent streams -- with the
-same prompt size and answer length: once through cardproof's ``[load]``
-steps, once through GuideLLM, the order alternating step by step. GuideLLM
+Starts a real llama-server (one tiny model, tiny-b by default, ``--parallel
+4``), then measures it at every step -- synchronous, and 1/2/4 concurrent
+streams -- with the same prompts and answer length: once through
+cardproof's ``[load]`` steps, once through GuideLLM, the order alternating
+step by step. GuideLLM
 is installed by this script from PyPI into a virtual environment of its own
 (``~/.cache/cardproof/guidellm-venv``, or ``--venv``); it is never a
 dependency of cardproof. It runs offline: its tokenizer is built from the
@@ -38,8 +39,17 @@ definition still differs where they disagree:
   requests in flight, and its throughput was lower by that idle share. The
   answers are 512 tokens by default so that the gap is a small part of a
   request; a step where a tool falls short of its streams says so.
+* prompts: GuideLLM reads cardproof's own (``daemon/prompts.py``, a fresh
+  nonce each) from a data file with the output count of each
+  (``peer_guidellm.prompts_file``). Its synthetic text (``--synthetic``) is
+  other words, and the server decoded it about 11 % slower per token than
+  cardproof's filler (its own print_timing, same lengths): the tools then
+  timed different work.
+* model: tiny-b (about 2 ms a token here). tiny-a decodes a token in about
+  0.35 ms, and at that pace the server's own work per streamed chunk and a
+  client's gap between requests are a large share of what either tool times.
 * TTFT: both from sending to the first text, queue included; not held to
-  the goal (prompts differ in text, not in length).
+  the goal.
 
 The server runs on CPUs of its own, both clients on the one left
 (``bench/cores.py``): GuideLLM's client (worker processes, its own event
@@ -50,7 +60,8 @@ The [min-max] of the repeats shows how far the machine itself moves the
 figures; a ratio inside that spread says nothing about the tools.
 
     python bench/peer_agreement.py [--requests-per-stream 8] [--max-tokens 512] [--repeat 3] [--venv DIR]
-                                   [--guidellm-version X] [--processor ID_OR_DIR] [--shared-cores]
+                                   [--model tiny-b] [--synthetic] [--guidellm-version X]
+                                   [--processor ID_OR_DIR] [--shared-cores]
 """
 
 from __future__ import annotations
@@ -69,14 +80,16 @@ from cardproof.daemon.load.stats import run_steps
 from cardproof.daemon.logtimings import print_timings
 from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
-from cardproof.daemon.tinymodels import make_tiny
+from cardproof.daemon.tinymodels import TINY_MODELS, make_tiny
 
 sys.path.insert(0, str(Path(__file__).parent))  # the bench's own helpers beside it
 import cores as core_split  # noqa: E402
 import peer_guidellm  # noqa: E402
 from fixed_length import fixed_length  # noqa: E402
 
-MODEL = "tiny-a"
+# tiny-b decodes at about 2 ms a token here, tiny-a at 0.35 ms: at tiny-a's pace a client's few ms
+# between requests and the server's own work per streamed chunk are a large share of what is timed
+MODEL = "tiny-b"
 # (label, streams, GuideLLM profile): synchronous, then 1/2/4 concurrent streams
 STEPS = (("sync", 1, "synchronous"), ("1", 1, "concurrent"), ("2", 2, "concurrent"), ("4", 4, "concurrent"))
 STREAMS = tuple(sorted({s for _, s, _ in STEPS}))
@@ -85,7 +98,7 @@ GOAL = 0.05
 CTX_SIZE = 8192
 
 
-def cardproof_step(url: str, db: Path, streams: int, per_stream: int, max_tokens: int) -> dict:
+def cardproof_step(url: str, db: Path, streams: int, per_stream: int, max_tokens: int, model: str = MODEL) -> dict:
     """One cardproof ``[load]`` step of ``streams`` streams, its figures under the names GuideLLM's are given.
 
     ``itl_ms``: the median gap between streamed chunks that carry text
@@ -103,7 +116,7 @@ target_tokens = {PROMPT_TOKENS}
 [server]
 url = "{url}"
 [[models]]
-name = "{MODEL}"
+name = "{model}"
 [load]
 streams = [{streams}]
 requests_per_stream = {per_stream}
@@ -164,6 +177,20 @@ def _ratio(a, b) -> float | None:
     return a / b if a is not None and b else None
 
 
+def paired(ours: list[dict], theirs: list[dict], key: str, other: str | None = None) -> tuple | None:
+    """cardproof/GuideLLM of ``key`` (GuideLLM's ``other``) per repeat, the two runs of a repeat side by
+    side in time: the median of those ratios and their min-max, or None.
+
+    The server's own pace on a shared machine drifts by a quarter within
+    minutes; a drift between repeats moves both runs of a pair alike, so the
+    pairs' ratios hold still where a ratio of two medians taken at different
+    times does not.
+    """
+    rs = [_ratio(a.get(key), b.get(other or key)) for a, b in zip(ours, theirs)]
+    rs = [r for r in rs if r is not None]
+    return (statistics.median(rs), min(rs), max(rs)) if rs else None
+
+
 def _fmt(v, digits=1) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
@@ -181,8 +208,9 @@ ROWS = (
      "cardproof's own ITL: gaps between streamed chunks as read; on a busy client chunks are read in bursts, so "
      "gaps near 0 and stalls, not the server's pace"),
     ("ttft_ms", "TTFT p50 ms", False,
-     "both from sending to the first text, queue included; GuideLLM's prompts are its synthetic text, cardproof's "
-     "open with a nonce"),
+     "both from sending to the first text, queue included; the first token waits for the prompt's prefill and "
+     "for the batch the server is decoding, so the step's arrival pattern (all streams sent at once by cardproof, "
+     "GuideLLM's workers as they start) moves it"),
 )
 
 
@@ -190,6 +218,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests-per-stream", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--model", default=MODEL, choices=[m.name for m in TINY_MODELS],
+                    help=f"the tiny model both tools measure (default {MODEL})")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="GuideLLM sends its own synthetic text instead of cardproof's prompts")
     ap.add_argument("--repeat", type=int, default=3,
                     help="times each tool measures each step, alternating (ABAB...); medians are compared")
     ap.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "cardproof" / "guidellm-venv")
@@ -202,13 +234,15 @@ def main() -> int:
     cores = core_split.split(args.shared_cores)
     exe = peer_guidellm.guidellm_bin(args.venv, args.guidellm_version)
     work = Path(tempfile.mkdtemp(prefix="cardproof-peer-"))
-    processor = args.processor or str(peer_guidellm.local_tokenizer(args.venv, MODEL, CTX_SIZE, work / "tokenizer"))
+    processor = args.processor or str(peer_guidellm.local_tokenizer(args.venv, args.model, CTX_SIZE,
+                                                                    work / "tokenizer"))
     version = peer_guidellm.guidellm_version(args.venv)
     models = make_tiny(work / "models")
     load_before = os.getloadavg()[0]
     with core_split.server_start(cores):  # GuideLLM, started later, runs on the clients' CPUs
         server = llamacpp.LlamaServerProcess(
-            ["-m", str(models[MODEL]), "--alias", MODEL, "--parallel", str(max(STREAMS)), "--ctx-size", str(CTX_SIZE),
+            ["-m", str(models[args.model]), "--alias", args.model, "--parallel", str(max(STREAMS)),
+             "--ctx-size", str(CTX_SIZE),
              "--threads", str(cores.threads), "--no-webui"], log_path=work / "server.log").start()
     runs: dict[str, dict[str, list[dict]]] = {label: {"cardproof": [], "guidellm": []} for label, _, _ in STEPS}
     try:
@@ -221,13 +255,19 @@ def main() -> int:
                     mark = server.log_path.stat().st_size
                     if tool == "cardproof":  # one stream is cardproof's synchronous: it runs that step twice
                         fig = cardproof_step(server.url, work / "peer.db", s, args.requests_per_stream,
-                                             args.max_tokens)
+                                             args.max_tokens, args.model)
                     else:
-                        spec = peer_guidellm.scenario(server.url, MODEL, s, n, PROMPT_TOKENS, args.max_tokens,
-                                                      processor, work / f"guidellm-{label}-{r}.json", profile=profile)
+                        prompts = None if args.synthetic else peer_guidellm.prompts_file(
+                            work / f"prompts-{label}-{r}.jsonl", n, PROMPT_TOKENS, args.max_tokens)
+                        spec = peer_guidellm.scenario(server.url, args.model, s, n, PROMPT_TOKENS, args.max_tokens,
+                                                      processor, work / f"guidellm-{label}-{r}.json", profile=profile,
+                                                      prompts=prompts)
                         fig = peer_guidellm.figures(peer_guidellm.run_step(exe, spec, f"{label}-{r}", work))
                     time.sleep(0.2)  # the last request's print_timing line reaches the log
                     fig["server_tpot_ms"] = server_tpot_ms(server.log_path, mark, args.max_tokens)
+                    # what the client timed per token over what the server spent on it: the tools'
+                    # definitions compared with the server's pace during each run taken out
+                    fig["tpot_per_server"] = _ratio(fig.get("tpot_ms"), fig["server_tpot_ms"])
                     runs[label][tool].append(fig)
     finally:
         server.stop()
@@ -235,39 +275,49 @@ def main() -> int:
     theirs = {label: _medians(v["guidellm"]) for label, v in runs.items()}
     print(f"GuideLLM {version} (its own venv {args.venv}), tokenizer {processor}")
     print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, on {os.cpu_count()} CPUs; "
-          f"llama-server {MODEL} --parallel {max(STREAMS)}; prompt {PROMPT_TOKENS} tokens asked, max_tokens "
+          f"llama-server {args.model} --parallel {max(STREAMS)}; prompt {PROMPT_TOKENS} tokens asked, max_tokens "
           f"{args.max_tokens}; {cores.describe()}")
-    print(f"medians of {args.repeat} alternating runs per tool and step; [min-max] over the runs")
-    print(f"{'step':>5} | {'figure':<17} | {'cardproof':>22} | {'GuideLLM':>22} | {'ratio':>6} |")
+    print("prompts: " + ("GuideLLM's own synthetic text, cardproof's filler (daemon/prompts.py)" if args.synthetic
+                         else "both tools cardproof's (daemon/prompts.py), a fresh nonce each"))
+    print(f"medians of {args.repeat} alternating runs per tool and step; [min-max] over the runs; ratio: the "
+          f"median of cardproof/GuideLLM over the {args.repeat} pairs of runs made one after the other [min-max]")
+    print(f"{'step':>5} | {'figure':<17} | {'cardproof':>22} | {'GuideLLM':>22} | {'ratio (pairs)':>20} |")
     worst = 0.0
     notes = set()
+    ratios: dict[str, dict[str, float | None]] = {}
+
     def cell(fig: dict, key: str, digits: int) -> str:
         span = fig.get(f"{key}_range")
         return f"{_fmt(fig.get(key), digits)} [{_fmt(span[0], digits)}-{_fmt(span[1], digits)}]" if span else "—"
+
+    def row(s: str, name: str, key: str, other: str, digits: int, mark: str = "") -> float | None:
+        p = paired(runs[s]["cardproof"], runs[s]["guidellm"], key, other)
+        ratio = f"{p[0]:.3f} [{p[1]:.2f}-{p[2]:.2f}]" if p else "—"
+        theirs_cell = cell(theirs[s], other, digits) if other in theirs[s] else ""
+        print(f"{s:>5} | {name:<17} | {cell(ours[s], key, digits):>22} | {theirs_cell:>22} | {ratio:>20} | {mark}")
+        ratios.setdefault(s, {})[key] = p[0] if p else None
+        return p[0] if p else None
 
     for s, _, _ in STEPS:
         for key, name, digits in (("requests", "requests", 0), ("prompt_tokens", "prompt tokens p50", 0),
                                   ("output_tokens", "output tokens p50", 0), ("e2e_ms", "request mean ms", 1),
                                   ("in_flight", "in flight (mean)", 2)):
-            print(f"{s:>5} | {name:<17} | {cell(ours[s], key, digits):>22} | {cell(theirs[s], key, digits):>22} | "
-                  f"{_fmt(_ratio(ours[s][key], theirs[s][key]), 3):>6} |")
+            row(s, name, key, key, digits)
         for key, label, goal, why in ROWS:
             other = "tpot_ms" if key == "itl_ms" else key
-            r = _ratio(ours[s][key], theirs[s].get(other))
-            off = r is not None and abs(r - 1) > GOAL
+            r = paired(runs[s]["cardproof"], runs[s]["guidellm"], key, other)
+            off = r is not None and abs(r[0] - 1) > GOAL
             if goal and (r is None or off):
-                worst = max(worst, abs(r - 1) if r is not None else float("inf"))
-            mark = ("OVER" if off else "ok") if goal else ""
+                worst = max(worst, abs(r[0] - 1) if r is not None else float("inf"))
             if off:
                 notes.add(f"{label}: {why}")
-            print(f"{s:>5} | {label:<17} | {cell(ours[s], key, 2):>22} | {cell(theirs[s], other, 2):>22} | "
-                  f"{_fmt(r, 3):>6} | {mark}")
-        print(f"{s:>5} | {'server ms/token':<17} | {cell(ours[s], 'server_tpot_ms', 3):>22} | "
-              f"{cell(theirs[s], 'server_tpot_ms', 3):>22} | "
-              f"{_fmt(_ratio(ours[s]['server_tpot_ms'], theirs[s]['server_tpot_ms']), 3):>6} | the server's own "
-              f"decode time per token (its log) during each tool's runs")
+            row(s, label, key, other, 2, ("OVER" if off else "ok") if goal else "")
+        row(s, "server ms/token", "server_tpot_ms", "server_tpot_ms", 3,
+            "the server's own decode time per token (its log) during each tool's runs")
+        row(s, "ITL / server's", "tpot_per_server", "tpot_per_server", 3,
+            "ITL over the server's own ms/token in the same run: the definitions compared without its pace")
         print(f"{s:>5} | {'GuideLLM own rate':<17} | {'':>22} | {cell(theirs[s], 'output_tps_own', 2):>22} | "
-              f"{'':>6} | its successful.mean of output tok/s")
+              f"{'':>20} | its successful.mean of output tok/s")
     for s, streams, _ in STEPS:
         for tool, fig in (("cardproof", ours[s]), ("GuideLLM", theirs[s])):
             kept = fig.get("in_flight")
@@ -280,16 +330,15 @@ def main() -> int:
                       f"requests in flight each one decodes faster (lower ITL) -- the clients differ, not the "
                       f"definitions. Longer answers (--max-tokens) make that gap a smaller share")
     for s, _, _ in STEPS:
-        itl, served = _ratio(ours[s]["tpot_ms"], theirs[s]["tpot_ms"]), \
-            _ratio(ours[s]["server_tpot_ms"], theirs[s]["server_tpot_ms"])
+        itl, served, own = ratios[s]["tpot_ms"], ratios[s]["server_tpot_ms"], ratios[s]["tpot_per_server"]
         if itl and served and abs(itl - 1) > GOAL and abs(served - 1) > GOAL and (served - 1) * (itl - 1) > 0:
             print(f"step {s}: the server's own decode time per token was {served:.2f}x as long during cardproof's "
                   f"runs as during GuideLLM's (its print_timing lines; ITL ratio {itl:.2f}): the server decoded "
                   f"at another pace for the two tools' requests -- the text it continued or the machine during "
-                  f"those runs -- and both clients timed it as it was")
-        flight = _ratio(ours[s]["in_flight"], theirs[s]["in_flight"])
-        e2e = _ratio(ours[s]["e2e_ms"], theirs[s]["e2e_ms"])
-        tps = _ratio(ours[s]["output_tps"], theirs[s]["output_tps"])
+                  f"those runs -- and both clients timed it as it was"
+                  + (f"; ITL over the server's own ms/token agrees ({own:.3f})" if own and abs(own - 1) <= GOAL
+                     else ""))
+        flight, e2e, tps = ratios[s]["in_flight"], ratios[s]["e2e_ms"], ratios[s]["output_tps"]
         if flight and e2e and tps and abs(flight - 1) <= 0.1 and abs(tps - 1) > GOAL:
             # same definition, same requests in flight: the requests themselves took longer under one tool
             print(f"step {s}: both kept {ours[s]['in_flight']:.2f} vs {theirs[s]['in_flight']:.2f} requests in flight; "

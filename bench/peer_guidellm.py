@@ -4,7 +4,7 @@ GuideLLM is installed from PyPI into a virtual environment of its own
 (never a cardproof dependency). It runs offline here: the Hugging Face
 tokenizer it sizes prompts with is built from the tiny model's GGUF
 vocabulary (``peer_tokenizer.py``), the Hub, datasets and transformers are
-told to stay offline, and its synthetic prompts need no download. The
+told to stay offline, and its prompts come from a local file or are synthetic: nothing to download. The
 scenario file format is GuideLLM's from 0.5 on (``guidellm run
 --scenario``); older versions had other commands and are not supported.
 """
@@ -18,6 +18,7 @@ import sys
 import venv
 from pathlib import Path
 
+from cardproof.daemon.prompts import build_prompt, new_nonce
 from cardproof.daemon.tinymodels import CHAT_TEMPLATE, TINY_MODELS, build_vocab
 
 
@@ -48,9 +49,29 @@ def local_tokenizer(venv_dir: Path, model: str, n_ctx: int, out: Path) -> Path:
     return out
 
 
+def prompts_file(path: Path, count: int, prompt_tokens: int, max_tokens: int) -> Path:
+    """cardproof's own prompts as a GuideLLM data file: ``count`` JSON lines, each ``build_prompt``'s text
+    for ``prompt_tokens`` (daemon/prompts.py) with a fresh nonce, and ``max_tokens`` as its output count.
+
+    GuideLLM's synthetic text is other words than cardproof's filler, and the
+    server does not decode every text at one pace: with the tiny model its
+    own time per token (print_timing) was about 11 % longer continuing
+    GuideLLM's text than cardproof's, at the same lengths. Both tools are
+    given the same prompts so that they time the same work.
+    """
+    rows = ({"prompt": build_prompt(prompt_tokens, new_nonce()), "output_tokens_count": max_tokens}
+            for _ in range(count))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 def scenario(url: str, model: str, streams: int, requests: int, prompt_tokens: int, max_tokens: int,
-             tokenizer: str, out: Path, *, profile: str = "concurrent") -> dict:
+             tokenizer: str, out: Path, *, profile: str = "concurrent", prompts: Path | None = None) -> dict:
     """One GuideLLM step: the same model, prompt size and answer length as cardproof's step.
+
+    ``prompts``: a data file of cardproof's prompts (:func:`prompts_file`),
+    each with ``max_tokens`` as its output count; without it GuideLLM makes
+    its own synthetic text of ``prompt_tokens``.
 
     ``max_tokens`` pinned: GuideLLM (0.8) sends its ``output_tokens`` as the
     request's ``max_completion_tokens`` with ``ignore_eos`` true, so every
@@ -67,7 +88,8 @@ def scenario(url: str, model: str, streams: int, requests: int, prompt_tokens: i
         "profile": kind,
         "constraints": [{"kind": "max_requests", "count": requests}],
         "tokenizer": {"kind": "hf_auto", "model": tokenizer},
-        "data": [{"kind": "synthetic_text", "prompt_tokens": prompt_tokens, "output_tokens": max_tokens}],
+        "data": [{"kind": "json_file", "path": str(prompts)} if prompts else
+                 {"kind": "synthetic_text", "prompt_tokens": prompt_tokens, "output_tokens": max_tokens}],
         "outputs": [{"kind": "json", "path": str(out)}],
     }}
 
@@ -77,7 +99,7 @@ def run_step(exe: Path, spec: dict, label: str, out: Path) -> Path:
     path = Path(spec["spec"]["outputs"][0]["path"])
     file = out / f"guidellm-{label}.scenario.json"
     file.write_text(json.dumps(spec, indent=1))
-    # nothing may reach for the Hub: the tokenizer is a local folder, the prompts synthetic
+    # nothing may reach for the Hub: the tokenizer is a local folder, the prompts a local file or synthetic
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                         "GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL": "WARNING"}
     done = subprocess.run([str(exe), "run", "--scenario", str(file), "--disable-console-interactive"],

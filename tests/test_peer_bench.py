@@ -61,6 +61,41 @@ def test_scenario_pins_what_cardproof_sends(tmp_path, profile, streams):
     assert spec["outputs"] == [{"kind": "json", "path": str(tmp_path / "out.json")}]
 
 
+def test_guidellm_reads_cardproofs_own_prompts_from_a_file(tmp_path):
+    """Both tools time the same work: GuideLLM's data is a JSON-lines file of cardproof's prompts
+    (daemon/prompts.py, a fresh nonce each) with the answer length as each row's output count, the
+    column names GuideLLM's column mapper reads (``prompt``, ``output_tokens_count``)."""
+    from cardproof.daemon.prompts import build_prompt
+
+    path = peer_guidellm.prompts_file(tmp_path / "p.jsonl", 6, 128, 512)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == 6 and all(set(r) == {"prompt", "output_tokens_count"} for r in rows)
+    assert all(r["output_tokens_count"] == 512 for r in rows)
+    nonces = [r["prompt"].split()[1].rstrip(".") for r in rows]
+    assert len(set(nonces)) == 6  # no prompt repeats, so no prefix cache answers one from another
+    assert all(r["prompt"] == build_prompt(128, n) for r, n in zip(rows, nonces))
+    spec = peer_guidellm.scenario("http://127.0.0.1:9", "tiny-b", 2, 6, 128, 512, "/tok", tmp_path / "o.json",
+                                  prompts=path)["spec"]
+    assert spec["data"] == [{"kind": "json_file", "path": str(path)}]
+
+
+def test_paired_ratios_hold_still_where_the_machine_drifts():
+    """Each repeat's two runs are made one after the other: a machine whose pace drifts between repeats
+    moves both alike. The pairs' ratio is then 1, where a ratio of the two medians is not."""
+    from peer_agreement import paired
+
+    drift = [1.0, 1.3, 0.8]  # the server's pace per repeat
+    ours = [{"tpot_ms": 2.0 * d} for d in drift]
+    theirs = [{"tpot_ms": 2.0 * d} for d in (drift[0], drift[1], 1.3)]  # the third run caught the slow phase
+    assert paired(ours, theirs, "tpot_ms") == pytest.approx((1.0, 0.8 / 1.3, 1.0))
+    assert statistics.median(o["tpot_ms"] for o in ours) / statistics.median(t["tpot_ms"] for t in theirs) \
+        == pytest.approx(2.0 / 2.6)
+    ours = [{"tpot_ms": 2.1 * d} for d in drift]  # a client that times 5 % more in every pair
+    assert paired(ours, [{"tpot_ms": 2.0 * d} for d in drift], "tpot_ms") == pytest.approx((1.05, 1.05, 1.05))
+    assert paired([{"tpot_ms": None}], [{"tpot_ms": 1.0}], "tpot_ms") is None
+    assert paired([{"itl_ms": 3.0}], [{"tpot_ms": 2.0}], "itl_ms", "tpot_ms") == pytest.approx((1.5, 1.5, 1.5))
+
+
 def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llama_server):
     """``server_tpot_ms`` against the real server: the log from a mark holds only the requests sent since, and of
     those only the answers of max_tokens tokens count; it equals the server's own timings sent with each answer."""
