@@ -134,3 +134,57 @@ def test_cursor_and_time_are_read_where_journalctl_puts_them_and_looked_up_elsew
         (None, None, "s=a;i=4", "fourth"),
     ]
     assert out[2][1] == "x.service"
+
+
+def test_any_field_may_come_first_in_an_entry_at_any_place_in_the_stream():
+    """Hand-made or another tool's export input need not start an entry with __CURSOR: whichever field
+    comes first (MESSAGE, _PID, the unit, the time, a binary field) is read as anywhere else, in the
+    first entry of a read (no newline before it) and in the entries after it, and a read split at any
+    byte gives the same records. The field-by-field reader is the reference."""
+    import random
+    from collections import Counter
+
+    from cardproof.daemon.logs.export import _entry_slow, _record, export_entries
+    from cardproof.daemon.logs.lines import RealtimeFormatter
+
+    def binary(name: bytes, value: bytes) -> bytes:
+        return name + b"\n" + len(value).to_bytes(8, "little") + value + b"\n"
+
+    rng = random.Random(7)
+    entries = []
+    for i in range(300):
+        fields = [b"__CURSOR=s=b;i=%d\n" % i, b"__REALTIME_TIMESTAMP=%d\n" % (1764500000000000 + i),
+                  b"_PID=%d\n" % (100 + i), b"_SYSTEMD_UNIT=llama-%d.service\n" % (i % 3),
+                  b"SYSLOG_IDENTIFIER=llama-server\n", b"PRIORITY=6\n"]
+        fields.append(binary(b"MESSAGE", b"line %d\n\nwith a blank line" % i) if i % 5 == 0
+                      else b"MESSAGE=load_tensors: offloaded %d/33 layers to GPU\n" % i)
+        if i % 7 == 0:
+            fields.append(binary(b"EXTRA", b"\x1b[31mred\x1b[0m\n\n"))
+        rng.shuffle(fields)
+        if i < 6:  # each of the looked-up fields first at least once, at the very start of a read too
+            name = (b"MESSAGE", b"_PID", b"_SYSTEMD_UNIT", b"__REALTIME_TIMESTAMP", b"SYSLOG_IDENTIFIER",
+                    b"EXTRA")[i]
+            first = [f for f in fields if f.startswith(name + b"=") or f.startswith(name + b"\n")]
+            if not first:
+                first = [binary(name, b"\x00\x01")]
+                fields.append(first[0])
+            fields.remove(first[0])
+            fields.insert(0, first[0])
+        entries.append(b"".join(fields) + b"\n")
+    fmt = RealtimeFormatter()
+    want = []
+    for e in entries:
+        fields, nxt = _entry_slow(e, 0, len(e))
+        assert nxt == len(e)
+        want.append(_record(fields, fmt, Counter()))
+    data = b"".join(entries)
+    for start in range(6):  # a read that begins with entry ``start``: its first field has no newline before it
+        out, rest = export_entries(b"".join(entries[start:]), fmt, Counter())
+        assert rest == b"" and out == want[start:], start
+    for _ in range(20):  # reads split anywhere, the rest carried into the next as the importer does
+        cuts = sorted(rng.sample(range(1, len(data)), 15))
+        got, pending = [], b""
+        for a, b in zip([0, *cuts], [*cuts, len(data)]):
+            out, pending = export_entries(pending + data[a:b], fmt, Counter())
+            got += out
+        assert pending == b"" and got == want

@@ -33,7 +33,11 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
     find, rfind = buf.find, buf.rfind
     odd = [m.start() for m in _NO_EQUALS.finditer(buf)]  # where a line without "=" begins (or binary data)
     oi, n_odd = 0, len(odd)
-    next_odd = odd[0] if n_odd else n
+    # the first entry is read field by field: no newline precedes its first field in ``buf``, and
+    # journalctl writes __CURSOR first but another tool's or a hand-made export need not. After it,
+    # the newline that ended the last entry stands before ``pos``: a lookup from ``lo = pos - 1``
+    # finds an entry's first field as any other
+    next_odd = -1
     pos = 0
     while True:
         end = find(b"\n\n", pos)
@@ -43,14 +47,15 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
             entry, pos = _entry_slow(buf, pos, n)
             if entry is None:
                 return out, buf[pos:]
-            while oi < n_odd and odd[oi] < pos:
+            while oi < n_odd and odd[oi] < pos - 1:  # the newline before the next entry may mark it
                 oi += 1
             next_odd = odd[oi] if oi < n_odd else n
             rec = _record(entry, fmt, warnings)
             if rec is not None:
                 append(rec)
             continue
-        m = rfind(b"\nMESSAGE=", pos, end)
+        lo = pos - 1
+        m = rfind(b"\nMESSAGE=", lo, end)
         if m < 0:
             warnings["no_message"] += 1
             pos = end + 2
@@ -63,18 +68,18 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
             raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
             warnings["non_utf8"] += 1
         pid = None
-        f = rfind(b"\n_PID=", pos, end)
+        f = rfind(b"\n_PID=", lo, end)
         if f >= 0:
             e = find(b"\n", f + 6, end)
             value = buf[f + 6:end if e < 0 else e]
             pid = int(value) if value.isdigit() else None
         unit = None
-        f = rfind(b"\n_SYSTEMD_UNIT=", pos, end)
+        f = rfind(b"\n_SYSTEMD_UNIT=", lo, end)
         if f >= 0:
             e = find(b"\n", f + 15, end)
             unit = buf[f + 15:end if e < 0 else e]
         if not unit:
-            f = rfind(b"\nSYSLOG_IDENTIFIER=", pos, end)
+            f = rfind(b"\nSYSLOG_IDENTIFIER=", lo, end)
             if f >= 0:
                 e = find(b"\n", f + 19, end)
                 unit = buf[f + 19:end if e < 0 else e]
@@ -88,12 +93,12 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
                 f = find(b"\n", e + 22, end)
                 ts = buf[e + 22:end if f < 0 else f]
         else:
-            f = rfind(b"\n__CURSOR=", pos, end)
+            f = rfind(b"\n__CURSOR=", lo, end)
             if f >= 0:
                 e = find(b"\n", f + 10, end)
                 cursor = buf[f + 10:end if e < 0 else e].decode("ascii", "replace")
         if ts is None:
-            f = rfind(b"\n__REALTIME_TIMESTAMP=", pos, end)
+            f = rfind(b"\n__REALTIME_TIMESTAMP=", lo, end)
             if f >= 0:
                 e = find(b"\n", f + 22, end)
                 ts = buf[f + 22:end if e < 0 else e]
