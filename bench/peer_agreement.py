@@ -21,10 +21,16 @@ aggregate throughput and median ITL at every step. The figures are taken
 under one definition where the two tools allow it, and the line says which
 definition still differs where they disagree:
 
-* ITL: GuideLLM's is per request (end-to-end - TTFT) / (output tokens - 1),
-  median over tokens; cardproof's own ITL is the gaps between streamed
-  chunks. Compared: cardproof's samples under GuideLLM's definition; the
-  chunk gaps are printed beside them, not held to the goal.
+* ITL: GuideLLM's is per request (last token's chunk - first token's
+  chunk) / (output tokens - 1) -- not the end of the request: the stream's
+  end after the last token is left out -- and its median is the value where
+  the cumulative weight (tokens - 1) first reaches one half: of an even
+  count of requests the lower middle one, not the mean of the two
+  (``guidellm_median``; with the mean, cardproof's ITL read up to 2.5 %
+  higher from that alone). Compared: cardproof's samples under that
+  definition, the span from the stored gaps between its text chunks;
+  cardproof's own ITL, the chunk gaps, is printed beside it, not held to
+  the goal. TTFT and the server's ms/token take the same median.
 * output tok/s: both output tokens over the step's wall time, from its
   first send to its last answer (GuideLLM: its measure window); GuideLLM's
   own ``successful.mean`` of the rate is printed beside it.
@@ -67,6 +73,7 @@ figures; a ratio inside that spread says nothing about the tools.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -102,8 +109,9 @@ def cardproof_step(url: str, db: Path, streams: int, per_stream: int, max_tokens
     """One cardproof ``[load]`` step of ``streams`` streams, its figures under the names GuideLLM's are given.
 
     ``itl_ms``: the median gap between streamed chunks that carry text
-    (cardproof's ITL); ``tpot_ms``: per request (end-to-end - TTFT) /
-    (generated tokens - 1), weighted by tokens as GuideLLM weighs its median.
+    (cardproof's ITL); ``tpot_ms``: per request the span from its first
+    text chunk to its last (the sum of the stored gaps) / (generated tokens
+    - 1), its median weighted by tokens and taken as GuideLLM takes it.
     """
     text = f"""
 [campaign]
@@ -130,21 +138,43 @@ max_tokens = {max_tokens}
         (f,) = run_steps(store.db.conn, out.run_id, "load")
         wall_s = f.step.get("wall_s")
         rows = store.db.conn.execute(
-            "select s.wall_ms, s.ttft_ms, s.generated_tokens from samples s join load_samples ls on ls.sample_id = s.id "
-            "where ls.step_id = ? and s.error_kind is null", [f.step["id"]]).fetchall()
+            "select s.wall_ms, s.ttft_ms, s.generated_tokens, ls.itl_ms_json from samples s join load_samples ls "
+            "on ls.sample_id = s.id where ls.step_id = ? and s.error_kind is null", [f.step["id"]]).fetchall()
     finally:
         store.close()
-    tpot = []
-    for wall_ms, ttft_ms, n in rows:
-        if wall_ms is not None and ttft_ms is not None and n and n > 1:
-            tpot += [(wall_ms - ttft_ms) / (n - 1)] * (n - 1)  # one value per token gap, as GuideLLM counts them
-    return {"output_tps": f.output_tps, "ttft_ms": f.ttft_ms.p50, "itl_ms": f.itl_ms.p50,
-            "tpot_ms": statistics.median(tpot) if tpot else None, "prompt_tokens": f.prompt_tokens.p50,
+    tpot, weights = [], []
+    for wall_ms, ttft_ms, n, gaps in rows:
+        # GuideLLM's ITL: from the first chunk with text to the last, over the tokens after the first; the
+        # stored gaps between text chunks add up to that span (the end of the stream after it is not in it)
+        span = sum(json.loads(gaps)) if gaps else None
+        if span is not None and n and n > 1:
+            tpot.append(span / (n - 1))
+            weights.append(n - 1)  # one value per token gap, as GuideLLM weighs them
+    return {"output_tps": f.output_tps, "ttft_ms": guidellm_median([r[1] for r in rows if r[1] is not None]),
+            "itl_ms": f.itl_ms.p50, "tpot_ms": guidellm_median(tpot, weights), "prompt_tokens": f.prompt_tokens.p50,
             "output_tokens": statistics.median([r[2] for r in rows if r[2] is not None]) if rows else None,
             "requests": len(rows),
             "e2e_ms": statistics.fmean([r[0] for r in rows if r[0] is not None]) if rows else None,
             # requests in flight on average: their summed time over the step's wall time
             "in_flight": (sum(r[0] for r in rows if r[0] is not None) / 1000.0 / wall_s) if rows and wall_s else None}
+
+
+def guidellm_median(values: list[float], weights: list[float] | None = None) -> float | None:
+    """A median as GuideLLM takes it (``Percentiles.from_pdf`` in guidellm/schemas/base/statistics.py):
+    the values sorted, the first whose cumulative share of the weight reaches one half. Of an even count
+    of equal weights that is the lower middle value, not the mean of the two middle ones -- with 8
+    requests per step, up to 2.5 % below ``statistics.median`` in the runs here.
+    """
+    pairs = sorted(zip(values, weights if weights is not None else [1.0] * len(values)))
+    total = sum(w for _, w in pairs)
+    if not pairs or total <= 0:
+        return None
+    share = 0.0
+    for value, weight in pairs:
+        share += weight / total
+        if share >= 0.5:
+            return value
+    return pairs[-1][0]
 
 
 def server_tpot_ms(log: Path, start: int, max_tokens: int) -> float | None:
@@ -160,7 +190,7 @@ def server_tpot_ms(log: Path, start: int, max_tokens: int) -> float | None:
         f.seek(start)
         text = f.read().decode("utf-8", "replace")
     per_token = [t["eval"][0] / t["eval"][1] for t in print_timings(text) if t["eval"][1] == max_tokens]
-    return statistics.median(per_token) if per_token else None
+    return guidellm_median(per_token)  # the same median as both tools' ITL
 
 
 def _medians(figures: list[dict]) -> dict:
@@ -202,8 +232,9 @@ ROWS = (
      "counts the server's counters, GuideLLM its measure window): a difference beyond the [min-max] of the runs is "
      "the machine between runs, not the tools"),
     ("tpot_ms", "ITL p50 ms", True,
-     "same definition ((end-to-end - TTFT) / (tokens - 1) per request, median over tokens, GuideLLM's "
-     "inter_token_latency): a difference is the machine between runs, not the tools"),
+     "same definition ((last token's chunk - first token's chunk) / (tokens - 1) per request, GuideLLM's median "
+     "over tokens, its inter_token_latency): a difference beside an equal 'ITL / server's' is the server's pace "
+     "between runs, not the tools"),
     ("itl_ms", "chunk gap p50", False,
      "cardproof's own ITL: gaps between streamed chunks as read; on a busy client chunks are read in bursts, so "
      "gaps near 0 and stalls, not the server's pace"),

@@ -121,3 +121,32 @@ def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llam
     assert all(t["predicted_n"] == 16 for t in timings[:3]) and timings[3]["predicted_n"] == 3
     assert got == pytest.approx(want, rel=0.01)  # the log prints ms to two decimals
     assert server_tpot_ms(llama_server.log_path, llama_server.log_path.stat().st_size, 16) is None
+
+
+REQUESTS = Path(__file__).parent / "fixtures" / "guidellm_0.8.1_requests.json"
+
+
+def test_medians_are_taken_as_guidellm_takes_them():
+    """A real GuideLLM 0.8.1 report (16 requests, trimmed; provenance in the file): its reported ITL and
+    TTFT medians are the lower middle of the requests' values weighted as GuideLLM weighs them (ITL by
+    tokens - 1), which ``guidellm_median`` gives exactly and ``statistics.median`` does not."""
+    from peer_agreement import guidellm_median
+
+    bench = json.loads(REQUESTS.read_text())["benchmarks"][0]
+    reqs = bench["requests"]["successful"]
+    assert len(reqs) == 16
+    itl = [r["inter_token_latency_ms"] for r in reqs]
+    ttft = [r["time_to_first_token_ms"] for r in reqs]
+    want_itl = bench["metrics"]["inter_token_latency_ms"]["successful"]["median"]
+    want_ttft = bench["metrics"]["time_to_first_token_ms"]["successful"]["median"]
+    assert guidellm_median(itl, [r["output_tokens"] - 1 for r in reqs]) == want_itl
+    assert guidellm_median(ttft) == want_ttft
+    assert statistics.median(itl) != pytest.approx(want_itl, rel=1e-4)  # the mean of the two middle values
+    # its ITL is from the first token's chunk to the last, not to the end of the request
+    for r in reqs:
+        t = r["info"]["timings"]
+        assert r["inter_token_latency_ms"] == pytest.approx(
+            1000 * (t["last_token_iteration"] - t["first_token_iteration"]) / (r["output_tokens"] - 1))
+        assert t["request_end"] > t["last_token_iteration"]
+    assert guidellm_median([3.0, 1.0, 2.0]) == 2.0 and guidellm_median([1.0, 2.0, 3.0, 4.0]) == 2.0
+    assert guidellm_median([1.0, 2.0], [1.0, 3.0]) == 2.0 and guidellm_median([]) is None
