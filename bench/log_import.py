@@ -13,7 +13,10 @@ Not a timed test: it prints what it measured, goals met or not.
    its per-request ``print_timing`` blocks), and about one line in twenty
    an older build's start (ik_llama.cpp's ``INFO [ main]`` and
    ``llm_load_tensors`` lines) -- real third-party logs from
-   tests/fixtures/logs/real/.
+   tests/fixtures/logs/real/. Each entry carries the fields journald gives
+   a service's stdout line (transport, identifiers, command line, cgroup,
+   invocation and stream ids: 24, and the journal's own on export), so
+   both sides read entries of a real journal's size.
 2. Times ``journalctl --file F -o json > /dev/null``.
 3. Times ``cardproof logs import F`` (a subprocess, as a user runs it) and
    the same import in-process, which reports how long it waited for
@@ -132,13 +135,44 @@ def export_entries(n_lines: int):
             break
 
 
+# The fields journald gives a service's stdout line (a real entry has about 25 with the journal's own
+# __CURSOR and __SEQNUM), so that journalctl and the import both read entries of a real size
+_SERVICE_FIELDS = {
+    "llama-server.service": ("llama-server", "/usr/local/bin/llama-server",
+                             "/usr/local/bin/llama-server --models-preset /etc/llama/models.ini --port 8080"),
+    "ollama.service": ("ollama", "/usr/local/bin/ollama", "/usr/local/bin/ollama serve"),
+    "compose-llama.service": ("docker", "/usr/bin/docker", "/usr/bin/docker compose up"),
+    "ik-llama.service": ("llama-server", "/opt/ik_llama.cpp/build/bin/llama-server",
+                         "/opt/ik_llama.cpp/build/bin/llama-server -m /models/DeepSeek-V3-IQ2_K_R4.gguf"),
+}
+
+
 def _entry(t_us: int, pid: int, unit: str, msg: str) -> bytes:
+    comm, exe, cmdline = _SERVICE_FIELDS[unit]
     return b"".join((
         _field("__REALTIME_TIMESTAMP", str(t_us)),
         _field("__MONOTONIC_TIMESTAMP", str(t_us - 1_699_000_000_000_000)),
         _field("_BOOT_ID", "0123456789abcdef0123456789abcdef"),
-        _field("_PID", str(pid)),
+        _field("_MACHINE_ID", "fedcba9876543210fedcba9876543210"),
+        _field("_HOSTNAME", "gpu-box"),
+        _field("_RUNTIME_SCOPE", "system"),
+        _field("_TRANSPORT", "stdout"),
+        _field("PRIORITY", "6"),
+        _field("SYSLOG_FACILITY", "3"),
+        _field("SYSLOG_IDENTIFIER", comm),
+        _field("_UID", "998"),
+        _field("_GID", "998"),
+        _field("_COMM", comm),
+        _field("_EXE", exe),
+        _field("_CMDLINE", cmdline),
+        _field("_CAP_EFFECTIVE", "0"),
+        _field("_SELINUX_CONTEXT", "unconfined"),
+        _field("_SYSTEMD_CGROUP", f"/system.slice/{unit}"),
         _field("_SYSTEMD_UNIT", unit),
+        _field("_SYSTEMD_SLICE", "system.slice"),
+        _field("_SYSTEMD_INVOCATION_ID", f"{pid:032x}"),
+        _field("_STREAM_ID", f"{pid * 7:032x}"),
+        _field("_PID", str(pid)),
         _field("MESSAGE", msg),
         b"\n",
     ))

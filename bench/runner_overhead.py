@@ -53,7 +53,6 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -271,14 +270,21 @@ def bootstrap_excess(own: list[float], own_ref: list[float], base: float, *, dra
     return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
 
 
-def server_seconds(logged: list[dict], order: list[tuple[str, int]], skip: int) -> dict[str, list[float]]:
-    """Each arm's requests' own server time (prompt eval + eval ms of its print_timing lines), in sent order."""
-    out: dict[str, list[float]] = {}
+def logged_by_arm(logged: list[dict], order: list[tuple[str, int]], skip: int) -> dict[str, list[dict]]:
+    """The log's print_timing lines of each arm, in sent order: the log holds ``skip`` warm-up requests,
+    then each block's ``n`` requests in the order the blocks ran."""
+    out: dict[str, list[dict]] = {}
     idx = skip
     for arm, n in order:
-        out.setdefault(arm, []).extend((lg["prompt"][0] + lg["eval"][0]) / 1000.0 for lg in logged[idx: idx + n])
+        out.setdefault(arm, []).extend(logged[idx: idx + n])
         idx += n
     return out
+
+
+def server_seconds(logged: list[dict], order: list[tuple[str, int]], skip: int) -> dict[str, list[float]]:
+    """Each arm's requests' own server time (prompt eval + eval ms of its print_timing lines), in sent order."""
+    return {arm: [(lg["prompt"][0] + lg["eval"][0]) / 1000.0 for lg in lines]
+            for arm, lines in logged_by_arm(logged, order, skip).items()}
 
 
 def interleaved(url: str, store, rounds: int, per_block: int):
@@ -349,33 +355,26 @@ def main() -> int:
         {k: v for k, v in models.items() if k not in DRAFT_FOR.values()},
         {t: models[d] for t, d in DRAFT_FOR.items()},
     )
-    stack = ExitStack()
     with core_split.server_start(cores):  # the router's model processes inherit its CPUs
         server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset, threads=cores.threads),
                                              log_path=work / "server.log").start()
     try:
-        stack.enter_context(fixed_length())
-        httpx.post(server.url + "/models/load", json={"model": MODEL}, timeout=60)
-        bare_loop(server.url, 3)  # warm-up, not counted
-        store = open_store(work / "bench.db")
-        times, cpus, order, per_round = interleaved(server.url, store, args.rounds, args.per_block)
-        time.sleep(0.5)
-        logged = print_timings(server.log_path.read_text(errors="replace"))
-        stored = [r[0] for r in store.db.execute("select decode_tps from samples order by id")]
-        if args.dump:
-            args.dump.write_text(json.dumps(store_shape(store.db.conn), indent=1, sort_keys=True) + "\n")
-        streamed = stream_overhead(models, work, store, args.streams, 4, cores) if args.streams else None
-        phase_text = phases(server.url, store, args.per_block) if args.phases else None
-        profile = profile_block(server.url, store, args.per_block) if args.profile else None
+        with fixed_length():
+            httpx.post(server.url + "/models/load", json={"model": MODEL}, timeout=60)
+            bare_loop(server.url, 3)  # warm-up, not counted
+            store = open_store(work / "bench.db")
+            times, cpus, order, per_round = interleaved(server.url, store, args.rounds, args.per_block)
+            time.sleep(0.5)
+            logged = print_timings(server.log_path.read_text(errors="replace"))
+            stored = [r[0] for r in store.db.execute("select decode_tps from samples order by id")]
+            if args.dump:
+                args.dump.write_text(json.dumps(store_shape(store.db.conn), indent=1, sort_keys=True) + "\n")
+            streamed = stream_overhead(models, work, store, args.streams, 4, cores) if args.streams else None
+            phase_text = phases(server.url, store, args.per_block) if args.phases else None
+            profile = profile_block(server.url, store, args.per_block) if args.profile else None
     finally:
-        stack.close()
         server.stop()
-    # the log holds warm-up, runner and bare requests in the order the blocks ran; pick the runner ones
-    runner_logged, idx = [], 3  # skip warm-up
-    for arm, n in order:
-        if arm == "runner":
-            runner_logged += logged[idx: idx + n]
-        idx += n
+    runner_logged = logged_by_arm(logged, order, 3).get("runner", [])  # after the 3 warm-up requests
     mismatches = sum(1 for s, lg in zip(stored, runner_logged) if abs(s - lg["eval"][2]) > 0.006)
     r_med, b_med = statistics.median(times["runner"]), statistics.median(times["bare"] + times["bare2"])
     ratio = r_med / b_med
