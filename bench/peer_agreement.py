@@ -177,20 +177,22 @@ def guidellm_median(values: list[float], weights: list[float] | None = None) -> 
     return pairs[-1][0]
 
 
-def server_tpot_ms(log: Path, start: int, max_tokens: int) -> float | None:
+def server_tpot_ms(log: Path, start: int, max_tokens: int, last: int | None = None) -> float | None:
     """The server's own decode ms per token (its print_timing eval lines) over one tool's run: the log from ``start``.
 
     The same server and settings for both tools: where this differs between
     them as their ITL does, the server itself decoded slower for one of
     them (the text it was asked to continue, or the machine during that
     run), not the client's clock. Only answers of ``max_tokens`` tokens
-    count (the runs' own requests; a cardproof gate's short one is left out).
+    count (the runs' own requests; a cardproof gate's short one is left out),
+    and of those the ``last`` ones: the step's own requests, not the answer
+    cardproof's campaign measures for its cell before the load step.
     """
     with log.open("rb") as f:
         f.seek(start)
         text = f.read().decode("utf-8", "replace")
     per_token = [t["eval"][0] / t["eval"][1] for t in print_timings(text) if t["eval"][1] == max_tokens]
-    return guidellm_median(per_token)  # the same median as both tools' ITL
+    return guidellm_median(per_token[-last:] if last else per_token)  # the same median as both tools' ITL
 
 
 def _medians(figures: list[dict]) -> dict:
@@ -295,7 +297,7 @@ def main() -> int:
                                                       prompts=prompts)
                         fig = peer_guidellm.figures(peer_guidellm.run_step(exe, spec, f"{label}-{r}", work))
                     time.sleep(0.2)  # the last request's print_timing line reaches the log
-                    fig["server_tpot_ms"] = server_tpot_ms(server.log_path, mark, args.max_tokens)
+                    fig["server_tpot_ms"] = server_tpot_ms(server.log_path, mark, args.max_tokens, n)
                     # what the client timed per token over what the server spent on it: the tools'
                     # definitions compared with the server's pace during each run taken out
                     fig["tpot_per_server"] = _ratio(fig.get("tpot_ms"), fig["server_tpot_ms"])

@@ -120,6 +120,9 @@ def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llam
     want = statistics.median(t["predicted_ms"] / t["predicted_n"] for t in timings[:3])
     assert all(t["predicted_n"] == 16 for t in timings[:3]) and timings[3]["predicted_n"] == 3
     assert got == pytest.approx(want, rel=0.01)  # the log prints ms to two decimals
+    # the step's own requests are the last ones: the two after the first
+    assert server_tpot_ms(llama_server.log_path, mark, 16, last=2) == pytest.approx(
+        min(t["predicted_ms"] / t["predicted_n"] for t in timings[1:3]), rel=0.01)
     assert server_tpot_ms(llama_server.log_path, llama_server.log_path.stat().st_size, 16) is None
 
 
