@@ -156,7 +156,8 @@ max_tokens = {max_tokens}
             "requests": len(rows),
             "e2e_ms": statistics.fmean([r[0] for r in rows if r[0] is not None]) if rows else None,
             # requests in flight on average: their summed time over the step's wall time
-            "in_flight": (sum(r[0] for r in rows if r[0] is not None) / 1000.0 / wall_s) if rows and wall_s else None}
+            "in_flight": (sum(r[0] for r in rows if r[0] is not None) / 1000.0 / wall_s) if rows and wall_s else None,
+            "window_s": wall_s}
 
 
 def guidellm_median(values: list[float], weights: list[float] | None = None) -> float | None:
@@ -177,22 +178,43 @@ def guidellm_median(values: list[float], weights: list[float] | None = None) -> 
     return pairs[-1][0]
 
 
+def _step_timings(log: Path, start: int, max_tokens: int, last: int | None) -> list[dict]:
+    """The print_timing lines of one tool's run (the log from ``start``): only answers of ``max_tokens``
+    tokens (a cardproof gate's short one is left out), and of those the ``last`` ones -- the step's own
+    requests, not the answer cardproof's campaign measures for its cell before the load step."""
+    with log.open("rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    lines = [t for t in print_timings(text) if t["eval"][1] == max_tokens]
+    return lines[-last:] if last else lines
+
+
 def server_tpot_ms(log: Path, start: int, max_tokens: int, last: int | None = None) -> float | None:
-    """The server's own decode ms per token (its print_timing eval lines) over one tool's run: the log from ``start``.
+    """The server's own decode ms per token (its print_timing eval lines) over one tool's run.
 
     The same server and settings for both tools: where this differs between
     them as their ITL does, the server itself decoded slower for one of
     them (the text it was asked to continue, or the machine during that
-    run), not the client's clock. Only answers of ``max_tokens`` tokens
-    count (the runs' own requests; a cardproof gate's short one is left out),
-    and of those the ``last`` ones: the step's own requests, not the answer
-    cardproof's campaign measures for its cell before the load step.
+    run), not the client's clock.
     """
-    with log.open("rb") as f:
-        f.seek(start)
-        text = f.read().decode("utf-8", "replace")
-    per_token = [t["eval"][0] / t["eval"][1] for t in print_timings(text) if t["eval"][1] == max_tokens]
-    return guidellm_median(per_token[-last:] if last else per_token)  # the same median as both tools' ITL
+    per_token = [t["eval"][0] / t["eval"][1] for t in _step_timings(log, start, max_tokens, last)]
+    return guidellm_median(per_token)  # the same median as both tools' ITL
+
+
+def server_busy(log: Path, start: int, max_tokens: int, last: int | None, window_s: float | None,
+                streams: int) -> float | None:
+    """The share of a step's window in which the server worked on its requests, per stream: the sum of
+    each request's own prompt and decode time (print_timing) over window x streams.
+
+    A tool's aggregate tok/s is the server's pace times this share, so the
+    share compares the clients with the pace taken out: one whose client
+    waits between an answer and its next send, or starts late, leaves the
+    server idle for a larger share.
+    """
+    lines = _step_timings(log, start, max_tokens, last)
+    if not lines or not window_s:
+        return None
+    return sum(t["prompt"][0] + t["eval"][0] for t in lines) / 1000.0 / (window_s * streams)
 
 
 def _medians(figures: list[dict]) -> dict:
@@ -301,10 +323,8 @@ def main() -> int:
                     # what the client timed per token over what the server spent on it: the tools'
                     # definitions compared with the server's pace during each run taken out
                     fig["tpot_per_server"] = _ratio(fig.get("tpot_ms"), fig["server_tpot_ms"])
-                    # output tok/s at the server's pace of this run: how many of its decode streams the
-                    # client kept busy (streams x the share of the time each had a request in the server)
-                    fig["tps_at_server_pace"] = (fig["output_tps"] * fig["server_tpot_ms"] / 1000.0
-                                                 if fig.get("output_tps") and fig["server_tpot_ms"] else None)
+                    fig["server_busy"] = server_busy(server.log_path, mark, args.max_tokens, n,
+                                                     fig.get("window_s"), s)
                     runs[label][tool].append(fig)
     finally:
         server.stop()
@@ -353,10 +373,9 @@ def main() -> int:
             "the server's own decode time per token (its log) during each tool's runs")
         row(s, "ITL / server's", "tpot_per_server", "tpot_per_server", 3,
             "ITL over the server's own ms/token in the same run: the definitions compared without its pace")
-        row(s, "tok/s x server's", "tps_at_server_pace", "tps_at_server_pace", 3,
-            "output tok/s times the server's own s/token in the same run: the decode streams each client kept "
-            "busy, without the server's pace")
-        for key in ("tpot_per_server", "tps_at_server_pace"):
+        row(s, "server busy", "server_busy", "server_busy", 3,
+            "the server's own time on the step's requests over window x streams: tok/s without its pace")
+        for key in ("tpot_per_server", "server_busy"):
             r = ratios[s][key]
             paced_worst = max(paced_worst, abs(r - 1) if r is not None else float("inf"))
         print(f"{s:>5} | {'GuideLLM own rate':<17} | {'':>22} | {cell(theirs[s], 'output_tps_own', 2):>22} | "
@@ -392,7 +411,7 @@ def main() -> int:
     print(f"aggregate throughput and median ITL within {GOAL:.0%} at every step: {'yes' if worst <= GOAL else 'no'}"
           f" (load average {load_before:.2f} -> {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs: "
           f"{'a busy machine, read the [min-max] first' if load_before > os.cpu_count() else 'a quiet machine'})")
-    print(f"the same with each run's server pace taken out (ITL / server's, tok/s x server's): "
+    print(f"the same with each run's server pace taken out (ITL / server's, server busy): "
           f"{'yes' if paced_worst <= GOAL else 'no'}, the farthest {paced_worst:.1%} from one -- where the raw "
           f"figures miss and these agree, the server decoded at another pace during one tool's runs than during "
           f"the other's, and both tools timed it as it was")

@@ -141,5 +141,6 @@ def figures(path: Path) -> dict:
         # where throughput differs at a similar median ITL: how long requests took and how many were in flight
         "e2e_ms": (lambda v: v * 1000.0 if v is not None else None)(_successful(m, "request_latency", "mean")),
         "in_flight": _successful(m, "request_concurrency", "mean"),
+        "window_s": duration,  # from its first request's start to its last one's end
     }
 

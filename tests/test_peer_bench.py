@@ -34,6 +34,7 @@ def test_figures_are_read_under_cardproofs_definitions():
     assert (f["requests"], f["prompt_tokens"], f["output_tokens"]) == (8, 157.0, 32.0)
     assert f["e2e_ms"] == pytest.approx(bench["metrics"]["request_latency"]["successful"]["mean"] * 1000.0)  # s -> ms
     assert f["in_flight"] == pytest.approx(bench["metrics"]["request_concurrency"]["successful"]["mean"])
+    assert f["window_s"] == bench["duration"]
 
 
 def test_a_missing_metric_is_none_not_a_crash(tmp_path):
@@ -120,6 +121,13 @@ def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llam
     want = statistics.median(t["predicted_ms"] / t["predicted_n"] for t in timings[:3])
     assert all(t["predicted_n"] == 16 for t in timings[:3]) and timings[3]["predicted_n"] == 3
     assert got == pytest.approx(want, rel=0.01)  # the log prints ms to two decimals
+    # the server's busy share: each request's own prompt + decode time over window x streams
+    from peer_agreement import server_busy
+
+    busy = server_busy(llama_server.log_path, mark, 16, 3, 2.0, 2)
+    assert busy == pytest.approx(sum(t["prompt_ms"] + t["predicted_ms"] for t in timings[:3]) / 1000.0 / 4.0,
+                                 rel=0.01)
+    assert server_busy(llama_server.log_path, mark, 16, 3, None, 2) is None
     # the step's own requests are the last ones: the two after the first
     assert server_tpot_ms(llama_server.log_path, mark, 16, last=2) == pytest.approx(
         min(t["predicted_ms"] / t["predicted_n"] for t in timings[1:3]), rel=0.01)
