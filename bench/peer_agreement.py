@@ -278,7 +278,8 @@ def main() -> int:
     ap.add_argument("--synthetic", action="store_true",
                     help="GuideLLM sends its own synthetic text instead of cardproof's prompts")
     ap.add_argument("--repeat", type=int, default=3,
-                    help="times each tool measures each step, alternating (ABAB...); medians are compared")
+                    help="times each tool measures each step, alternating (ABBA...); the ratios of the pairs "
+                         "of runs made one after the other are compared by their median")
     ap.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "cardproof" / "guidellm-venv")
     ap.add_argument("--guidellm-version", default=None, help="a GuideLLM version from PyPI (default: the newest)")
     ap.add_argument("--processor", default=None,
