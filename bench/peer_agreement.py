@@ -178,7 +178,7 @@ def guidellm_median(values: list[float], weights: list[float] | None = None) -> 
     return pairs[-1][0]
 
 
-def _step_timings(log: Path, start: int, max_tokens: int, last: int | None) -> list[dict]:
+def step_timings(log: Path, start: int, max_tokens: int, last: int | None = None) -> list[dict]:
     """The print_timing lines of one tool's run (the log from ``start``): only answers of ``max_tokens``
     tokens (a cardproof gate's short one is left out), and of those the ``last`` ones -- the step's own
     requests, not the answer cardproof's campaign measures for its cell before the load step."""
@@ -189,20 +189,19 @@ def _step_timings(log: Path, start: int, max_tokens: int, last: int | None) -> l
     return lines[-last:] if last else lines
 
 
-def server_tpot_ms(log: Path, start: int, max_tokens: int, last: int | None = None) -> float | None:
-    """The server's own decode ms per token (its print_timing eval lines) over one tool's run.
+def server_tpot_ms(lines: list[dict]) -> float | None:
+    """The server's own decode ms per token over one tool's run (its ``step_timings``).
 
     The same server and settings for both tools: where this differs between
     them as their ITL does, the server itself decoded slower for one of
     them (the text it was asked to continue, or the machine during that
     run), not the client's clock.
     """
-    per_token = [t["eval"][0] / t["eval"][1] for t in _step_timings(log, start, max_tokens, last)]
+    per_token = [t["eval"][0] / t["eval"][1] for t in lines]
     return guidellm_median(per_token)  # the same median as both tools' ITL
 
 
-def server_busy(log: Path, start: int, max_tokens: int, last: int | None, window_s: float | None,
-                streams: int) -> float | None:
+def server_busy(lines: list[dict], window_s: float | None, streams: int) -> float | None:
     """The share of a step's window in which the server worked on its requests, per stream: the sum of
     each request's own prompt and decode time (print_timing) over window x streams.
 
@@ -211,7 +210,6 @@ def server_busy(log: Path, start: int, max_tokens: int, last: int | None, window
     waits between an answer and its next send, or starts late, leaves the
     server idle for a larger share.
     """
-    lines = _step_timings(log, start, max_tokens, last)
     if not lines or not window_s:
         return None
     return sum(t["prompt"][0] + t["eval"][0] for t in lines) / 1000.0 / (window_s * streams)
@@ -320,12 +318,12 @@ def main() -> int:
                                                       prompts=prompts)
                         fig = peer_guidellm.figures(peer_guidellm.run_step(exe, spec, f"{label}-{r}", work))
                     time.sleep(0.2)  # the last request's print_timing line reaches the log
-                    fig["server_tpot_ms"] = server_tpot_ms(server.log_path, mark, args.max_tokens, n)
+                    timed = step_timings(server.log_path, mark, args.max_tokens, n)  # the log read once
+                    fig["server_tpot_ms"] = server_tpot_ms(timed)
                     # what the client timed per token over what the server spent on it: the tools'
                     # definitions compared with the server's pace during each run taken out
                     fig["tpot_per_server"] = _ratio(fig.get("tpot_ms"), fig["server_tpot_ms"])
-                    fig["server_busy"] = server_busy(server.log_path, mark, args.max_tokens, n,
-                                                     fig.get("window_s"), s)
+                    fig["server_busy"] = server_busy(timed, fig.get("window_s"), s)
                     runs[label][tool].append(fig)
     finally:
         server.stop()

@@ -102,7 +102,7 @@ def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llam
     those only the answers of max_tokens tokens count; it equals the server's own timings sent with each answer."""
     import httpx
 
-    from peer_agreement import server_tpot_ms
+    from peer_agreement import server_tpot_ms, step_timings
 
     def ask(max_tokens: int) -> dict:
         body = {"model": "tiny-a", "messages": [{"role": "user", "content": f"count {max_tokens}"}],
@@ -117,21 +117,21 @@ def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llam
     import time as _time
 
     _time.sleep(0.3)
-    got = server_tpot_ms(llama_server.log_path, mark, 16)
+    got = server_tpot_ms(step_timings(llama_server.log_path, mark, 16))
     want = statistics.median(t["predicted_ms"] / t["predicted_n"] for t in timings[:3])
     assert all(t["predicted_n"] == 16 for t in timings[:3]) and timings[3]["predicted_n"] == 3
     assert got == pytest.approx(want, rel=0.01)  # the log prints ms to two decimals
     # the server's busy share: each request's own prompt + decode time over window x streams
     from peer_agreement import server_busy
 
-    busy = server_busy(llama_server.log_path, mark, 16, 3, 2.0, 2)
+    busy = server_busy(step_timings(llama_server.log_path, mark, 16, 3), 2.0, 2)
     assert busy == pytest.approx(sum(t["prompt_ms"] + t["predicted_ms"] for t in timings[:3]) / 1000.0 / 4.0,
                                  rel=0.01)
-    assert server_busy(llama_server.log_path, mark, 16, 3, None, 2) is None
+    assert server_busy(step_timings(llama_server.log_path, mark, 16, 3), None, 2) is None
     # the step's own requests are the last ones: the two after the first
-    assert server_tpot_ms(llama_server.log_path, mark, 16, last=2) == pytest.approx(
+    assert server_tpot_ms(step_timings(llama_server.log_path, mark, 16, last=2)) == pytest.approx(
         min(t["predicted_ms"] / t["predicted_n"] for t in timings[1:3]), rel=0.01)
-    assert server_tpot_ms(llama_server.log_path, llama_server.log_path.stat().st_size, 16) is None
+    assert server_tpot_ms(step_timings(llama_server.log_path, llama_server.log_path.stat().st_size, 16)) is None
 
 
 REQUESTS = Path(__file__).parent / "fixtures" / "guidellm_0.8.1_requests.json"
