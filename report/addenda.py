@@ -1,7 +1,9 @@
 """Corrections stay visible: what a publication put out, and an *Addenda* section where it changed since.
 
 ``cardproof publish`` records, for every finished run, the figures its article
-states (:func:`figures`): the headline ratio per prompt class, each cell's
+states (:func:`figures`): the headline per prompt class (the sentence the
+article stated: a ratio, "no measurable difference", left out as unstable, or no
+headline because the run did not finish), each cell's
 decode and prefill median (rounded as the table shows them, with the sample
 ids behind them), each model's load time, each rule's verdict and each caveat,
 as each language showed them. Every build compares the run's publications in
@@ -64,17 +66,7 @@ def figures(db: sqlite_utils.Database, run_id: int) -> dict[str, dict]:
             "label": _both(lambda L: f"{m['name']}: {L.gettext('load time')}"),
             "shown": _both(lambda L: "—" if load is None else f"{L.num(load, 2)} s"),
         }
-    h = view["headline"]
-    for row in (h or {}).get("rows", []):
-        if not row.get("other") or row.get("ratio") is None:
-            continue
-        ratio = round(row["ratio"], 2)
-        best, other = row["best"]["name"], row["other"]["name"]
-        out[f"headline:{row['cls']}"] = {
-            "value": f"{best}/{other} {ratio:.2f}",
-            "label": _both(lambda L: f"{L.gettext('Headline')}, {L.gettext(row['cls'])}"),
-            "shown": _both(lambda L: f"{best} ×{L.num(ratio, 2)} {L.gettext('against')} {other}"),
-        }
+    out.update(headline_figures(view))
     if "rule_results" in db.table_names():
         for r in db.query("""select rule_results.rule_name, rule_results.outcome, models.name as model
                              from rule_results join models on models.id = rule_results.model_id
@@ -86,6 +78,122 @@ def figures(db: sqlite_utils.Database, run_id: int) -> dict[str, dict]:
             }
     out.update(_caveats(view))
     return out
+
+
+#: a headline figure's ``form``: 2 records the sentence the article stated; a record without it (made
+#: before) stated "best ×ratio against other" whether or not the article called the difference measurable
+HEADLINE_FORM = 2
+
+
+def headline_figures(view: dict) -> dict[str, dict]:
+    """Per prompt class, the headline as the article's Headline section states it, word for word.
+
+    An addendum quotes what readers saw: a class the article called "no measurable difference", left
+    out as unstable or gave no headline for (the run did not finish) is recorded as that sentence, not
+    as a ratio it never stated. The sentences use the template's messages
+    (``templates/run.md.j2``, ``sections/headline.md.j2``) without the emphasis; tests/test_publish_
+    headline.py holds them to the rendered article. ``value`` is what is compared: the ratio where the
+    article stated one, else what kind of sentence it was, so a rounding-level move inside "no
+    measurable difference" is no change.
+    """
+    run, h, classes = view["run"], view["headline"], view["classes"]
+
+    def figure(cls: str, value: str, say, legacy: str | None = None) -> dict:
+        f = {"value": value, "form": HEADLINE_FORM,
+             "label": _both(lambda L: f"{L.gettext('Headline')}, {L.gettext(cls)}"), "shown": _both(say)}
+        return f | ({"legacy": legacy} if legacy else {})
+
+    out: dict[str, dict] = {}
+    if run["status"] != "completed":
+        for cls in classes:
+            out[f"headline:{cls}"] = figure(cls, "no headline: unfinished",
+                                            lambda L: L.gettext("No headline: the run did not finish."))
+        return out
+    if not h:
+        if view.get("unstable_cells"):
+            for cls in classes:
+                out[f"headline:{cls}"] = figure(cls, "no headline: unstable", lambda L: _none_stable(view, L))
+        elif classes:
+            for cls in classes:
+                out[f"headline:{cls}"] = figure(cls, "no headline: no valid sample",
+                                                lambda L: L.gettext("No valid sample in this run."))
+        return out
+    agree = h["agree"] and len(h["rows"]) > 1
+    for row in h["rows"]:
+        cls = row["cls"]
+        best = row["best"]["name"]
+        if not row.get("other"):
+            out[f"headline:{cls}"] = figure(cls, f"{best} only", lambda L: _row_sentence(row, L))
+            continue
+        other = row["other"]["name"]
+        legacy = f"{best}/{other} {round(row['ratio'], 2):.2f}" if row.get("ratio") is not None else None
+        if row["measurable"]:
+            value = legacy or f"{best}/{other} —"
+        else:  # which of the two came first is no finding where the difference is not measurable
+            value = "no measurable difference: " + "/".join(sorted([best, other]))
+        say = (lambda L: _agree_sentence(h, L)) if agree else (lambda L: _row_sentence(row, L))
+        out[f"headline:{cls}"] = figure(cls, value, say, legacy)
+    left_out = {c["prompt_class"] for c in h.get("unstable") or []} - {r["cls"] for r in h["rows"]}
+    for cls in [c for c in classes if c in left_out]:
+        out[f"headline:{cls}"] = figure(cls, "unstable", lambda L: _left_out_sentence(h, L))
+    return out
+
+
+def _name(m: dict, L: Lang, mark: bool = True) -> str:
+    """A model as the headline names it (its production mark where the template's ``bold`` adds one)."""
+    return m["name"] + (f" ({L.gettext('in production')})" if mark and m.get("pinned") else "")
+
+
+def _pair(r: dict, L: Lang) -> str:
+    return f"×{L.num(r['ratio'], 2)} (×{L.num(r['ratio_low'], 2)}–{L.num(r['ratio_high'], 2)})"
+
+
+def _agree_sentence(h: dict, L: Lang) -> str:
+    _ = L.gettext
+    head = _("{best} is the fastest on every prompt class, against {other}").format(
+        best=_name(h["best"], L), other=_name(h["other"], L))
+    rows = ", ".join(f"{_(r['cls'])} {_pair(r, L)}" for r in h["rows"])
+    return f"{head}: {rows} — {_('ratio of decode medians; in brackets the range over all sample pairs.')}"
+
+
+def _row_sentence(r: dict, L: Lang) -> str:
+    """One class's line of the headline list (``sections/headline.md.j2``), without its "**class**:"."""
+    _ = L.gettext
+    best = r["best_cell"]["decode"]
+    if not r.get("other"):
+        return (f"{r['best']['name']} {L.num(best.median)} {_('tok/s')} — "
+                f"{_('the only stable cell of this class: nothing to compare it with')}")
+    other = r["other_cell"]["decode"]
+    if r["measurable"]:
+        return _("{best} {best_tps} tok/s against {other_tps} tok/s for {other}").format(
+            best=_name(r["best"], L), best_tps=L.num(best.median), other_tps=L.num(other.median),
+            other=_name(r["other"], L)) + f" — {_pair(r, L)}"
+    if r["apart"]:
+        return _("no measurable difference between {best} ({best_tps} tok/s) and {other} ({other_tps} tok/s): "
+                 "their ranges do not overlap, but their samples ({n_best} and {n_other}) differ by less than "
+                 "they scatter").format(
+            best=_name(r["best"], L, False), best_tps=L.num(best.median), other=_name(r["other"], L, False),
+            other_tps=L.num(other.median), n_best=L.num(best.n, 0), n_other=L.num(other.n, 0))
+    return _("no measurable difference between {best} ({best_tps} tok/s) and {other} ({other_tps} tok/s): "
+             "their ranges overlap").format(
+        best=_name(r["best"], L, False), best_tps=L.num(best.median), other=_name(r["other"], L, False),
+        other_tps=L.num(other.median))
+
+
+def _left_out_sentence(h: dict, L: Lang) -> str:
+    cells = "; ".join(f"{c['model']} · {L.gettext(c['prompt_class'])}" for c in h["unstable"])
+    return f"{L.gettext('Left out as unstable:')} {cells}."
+
+
+def _none_stable(view: dict, L: Lang) -> str:
+    _ = L.gettext
+    text = _("No headline: no prompt class has stable cells to compare (stable: the fastest decode sample is at "
+             "most {limit} times the slowest). The table shows every median, marked where it is unstable.").format(
+        limit=L.num(view["unstable_ratio"], 2))
+    if view.get("unstable_interval_pct"):
+        text += " " + _("A cell is also unstable where the 95 % bootstrap interval of its median is wider than "
+                        "±{pct} %.").format(pct=L.num(view["unstable_interval_pct"], 2))
+    return text
 
 
 def _caveats(view: dict) -> dict[str, dict]:
@@ -110,15 +218,20 @@ def _caveats(view: dict) -> dict[str, dict]:
 
 
 def record_publication(db: sqlite_utils.Database, *, note: str | None = None, version: str = "") -> int:
-    """A publication of every finished run's figures, now; returns its id."""
+    """A publication of every finished run's figures, now; returns its id.
+
+    Finished: completed, and also interrupted or failed (by the effective status readers see): their
+    articles are published too, and say "No headline: the run did not finish", which is what a later
+    addendum must quote. A run still running (or not heard from) states nothing final yet.
+    """
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    runs = [r["id"] for r in db.query("select id from runs where status = 'completed' order by id")]
+    runs = sorted(r["id"] for r in queries.runs(db) if r["status"] not in ("running", "stale"))
     rows = []
     for run_id in runs:
         for key, f in figures(db, run_id).items():
             rows.append({"run_id": run_id, "key": key, "value": f["value"],
-                         "shown_json": json.dumps({k: f[k] for k in ("label", "shown", "samples") if k in f},
-                                                  ensure_ascii=False)})
+                         "shown_json": json.dumps({k: f[k] for k in ("label", "shown", "samples", "form")
+                                                   if k in f}, ensure_ascii=False)})
     with db.conn:
         pub = db["publications"].insert({"published_at": at, "note": (note or "").strip() or None,
                                          "cardproof_version": version}).last_pk
@@ -149,18 +262,32 @@ def addenda(db: sqlite_utils.Database, run_id: int) -> list[dict]:
     if not states:
         return []
     now = figures(db, run_id)
-    if any(states[-1]["figures"].get(k, {}).get("value") != f["value"] for k, f in now.items()
-           if k in states[-1]["figures"]) or set(states[-1]["figures"]) - set(now):
+    last = states[-1]["figures"]
+    if any(not _same(k, last[k], f) for k, f in now.items() if k in last) or set(last) - set(now):
         states.append({"at": None, "note": None, "figures": now})  # not yet published: this build
     out = []
     for before, after in zip(states, states[1:]):
         for key, was in before["figures"].items():
             new = after["figures"].get(key)
-            if new is not None and new["value"] == was["value"]:
+            if _same(key, was, new):
                 continue
             out.append({"key": key, "was": was, "now": new, "published_at": before["at"],
                         "changed_at": after["at"], "note": after["note"], "samples": _sample_change(was, new)})
     return out
+
+
+def _same(key: str, was: dict, new: dict | None) -> bool:
+    """Whether ``new`` states what ``was`` stated.
+
+    A headline recorded before its sentence was (no ``form``) holds "best/other ratio" whatever the
+    article said: it is the same where the data still gives that ratio (``legacy``), so a store
+    published by an older cardproof gets no addendum from the change of record alone.
+    """
+    if new is None:
+        return False
+    if new["value"] == was.get("value"):
+        return True
+    return key.startswith("headline:") and "form" not in was and new.get("legacy") == was.get("value")
 
 
 def _sample_change(was: dict, new: dict | None) -> dict | None:
