@@ -290,7 +290,8 @@ def test_loads_and_logs_show_on_the_command_line(tmp_path):
     assert len(listing) == 2
     assert re.search(r"observed 1 requests \(server's counters, not measured\): decode 185\.33 tok/s "
                      r"\(185\.33-185\.33, n=1\), prefill 714\.55 tok/s", listing[0])
-    assert "process exit" in listing[0] and "ctx 8192 per slot; 4 slots" in listing[0]
+    # no llama_context n_ctx line, but 4 slots of one unified cache: the load's context is 8192
+    assert "process exit" in listing[0] and "ctx 8192; 4 slots" in listing[0]
     loads = json.loads(CliRunner().invoke(cli, ["loads", "--json", "--db", str(db)]).output)
     assert [(ld["open"], ld["end_reason"], ld["observed"]["count"]) for ld in loads] == [
         (False, "process exit", 1), (False, "process exit", 1)]
@@ -374,7 +375,8 @@ def test_slot_and_adapter_lines_of_every_era():
                  '"tid":"12388","timestamp":1709862836}') == {("slots", None): 1}
     # 2026: one line for both (ggml-org/llama.cpp issue #26188)
     assert facts("0.10.913.035 I srv    load_model: initializing, n_slots = 1, n_ctx_slot = 65536, "
-                 "kv_unified = 'true'") == {("slots", None): 1, ("slot_ctx_size", None): 65536}
+                 "kv_unified = 'true'") == {("slots", None): 1, ("slot_ctx_size", None): 65536,
+                                            ("kv_unified", None): None}
     # ngxson/llama.cpp pull request #9 (2024): a LoRA adapter's buffers, per device
     lora = ["llama_lora_adapter_init_internal:  CUDA_Host LoRA buffer size =    18.08 MiB",
             "llama_lora_adapter_init_internal:      CUDA0 LoRA buffer size =   110.00 MiB",

@@ -30,11 +30,14 @@ CORPUS = {
         "loads": [
             _l("gemma-3-1b-it-Q4_0.gguf", "/home/racek/Projects/Poseidon/models/gemma-3-1b-it-Q4_0.gguf",
                [(8, 61)], open_=False, end="process exit", status="loaded",
-               facts={"slots": 4, "slot_ctx_size": 8192, "spec_type": "none", "load_seconds": 0.886130},
+               # no llama_context n_ctx line: the context is stated from the 4 slots of a unified cache
+               facts={"slots": 4, "slot_ctx_size": 8192, "kv_unified": "true", "ctx_size": 8192,
+                      "spec_type": "none", "load_seconds": 0.886130},
                observed=[(19, 26.59, 12, 64.75)]),
             _l("gemma-3-1b-it-Q4_0.gguf", "/mnt/870Ext/sync/programming/Poseidon/models/gemma-3-1b-it-Q4_0.gguf",
                [(69, 125)], open_=False, end="process exit", status="loaded",
-               facts={"slots": 4, "slot_ctx_size": 8192, "spec_type": "none", "load_seconds": 0.803788},
+               facts={"slots": 4, "slot_ctx_size": 8192, "kv_unified": "true", "ctx_size": 8192,
+                      "spec_type": "none", "load_seconds": 0.803788},
                observed=[(19, 123.02, 16, 351.14)]),
         ]},
     "local-llama-failed-load.log": {
@@ -152,6 +155,19 @@ CORPUS = {
                       "projector_compute_mib": {"CUDA0": 248.10, "CPU": 24.93},
                       "spec_type": "mtp"},
                observed=[(133, 648.99, 2048, 30387.12), (11, 339.88, 10, 104.28)]),
+        ]},
+    # lines 1-8 come before build: (devices, backends, the n_parallel choice), line 329 after the exit
+    "yuy4o-llm-b7342-docker-a100.log": {
+        "lines": 329, "requests": 0, "observed_unplaced": [],
+        "loads": [
+            _l("Qwen3-Coder-30B-A3B-Instruct-Q8_0.gguf", "/models/Qwen3-Coder-30B-A3B-Instruct-Q8_0.gguf",
+               [(1, 329)], open_=False, end="process exit", status="loaded",
+               facts={"offloaded_layers": 49, "total_layers": 49,
+                      "model_buffer_mib": {"CPU_Mapped": 315.30, "CUDA0": 30658.12},
+                      "ctx_size": 65536, "kv_unified": "true", "slots": 4, "slot_ctx_size": 65536,
+                      "kv_buffer_mib": {"CUDA0": 6144.00}, "kv_cache_type_k": "f16", "kv_cache_type_v": "f16",
+                      "compute_buffer_mib": {"CUDA0": 300.75, "CUDA_Host": 132.01},
+                      "output_buffer_mib": {"CUDA_Host": 2.32}}),
         ]},
     "dockerbuildfiles-gemma4-mtp-draft.log": {
         "lines": 129, "requests": 0, "observed_unplaced": [],

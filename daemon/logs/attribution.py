@@ -56,7 +56,8 @@ _OLLAMA_COUNT = re.compile(r'msg="loaded runners" count=(\d+)')
 #: Facts that describe the draft model when printed during its load.
 DRAFT_SCOPED = frozenset(
     {"model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib", "rs_buffer_mib",
-     "ctx_size", "kv_cache_type_k", "kv_cache_type_v", "offloaded_layers", "total_layers"}
+     "ctx_size", "seq_ctx_size", "kv_unified", "kv_cache_type_k", "kv_cache_type_v", "offloaded_layers",
+     "total_layers"}
 )
 _MAX_PENDING = 20000
 

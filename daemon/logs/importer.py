@@ -26,6 +26,7 @@ from ..store import Store, StoreError, utcnow
 from ..storefile import BUSY_TIMEOUT_S, shown
 from .access import parse_access, record_requests
 from .attribution import Attributor, scope_facts
+from .context import state_context
 from .lines import clean_stamped
 from .observed import RequestCounters
 from .parsers import MARKERS, parse_line, trigger_search
@@ -320,6 +321,7 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
     """The import inside the caller's write transaction."""
     sid = source["id"]
     w = _Writer(store, sid, run_id)
+    first_fact = w.next_fact
     # the import makes millions of small objects and frees none of them before it ends:
     # the cyclic collector would rescan the growing buffers again and again for nothing
     collecting = gc.isenabled()
@@ -330,6 +332,11 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
     finally:
         if collecting:
             gc.enable()
+    # a load whose slots spoke in this import may state its context through them (context.py)
+    slotted = [r[0] for r in conn.execute("select distinct load_id from facts where id >= ? and name = 'slot_ctx_size' "
+                                          "and load_id is not null", [first_fact])]
+    if slotted:
+        w.stats["facts"] += state_context(conn, slotted)
     pos = reader.position
     state = attr.state()
     state["observed"] = attr.observed_state

@@ -12,15 +12,21 @@ that was restarted, ``docker logs`` of one container, a paste).
   ``HTTP server listening`` are *not* starts: depending on the build they
   come before or after the model loaded, in the same process. Lines a binary
   prints before its logger starts (``ggml_cuda_init``, ``  Device 0:``,
-  ``load_backend``, ``warning:``, 2026's ``main: n_parallel is set to
-  auto``) belong to the process that starts right after them.
+  ``load_backend``, ``register_backend``, ``warning:``, a download's
+  ``common_download...`` / ``curl_perform_with_retry``, late 2025's ``main:
+  setting n_parallel = 4 and kv_unified = true``, 2026's ``main: n_parallel
+  is set to auto``) belong to the process that starts right after them: a
+  process starts at its first line, not at ``build:``.
 * **Model** -- ``loading model '...'`` or, in builds and forks that print no
   such line, ``llama_model_loader: loaded meta data ... from PATH``. Lines of
   a process are held until it names its model, then join that load.
 * **End** -- ``cleaning up before exit`` / ``exiting due to``, or the next
   start. The process's own last words (a memory breakdown, the exit reason)
   follow the end line; in a plain file they belong to it until a line that is
-  not llama.cpp output (a wrapper script's banner) or the next start. A CUDA
+  not llama.cpp output (a wrapper script's banner) or the next start. Its
+  words that have no llama.cpp shape (``Received second interrupt``, printed
+  by the signal handler on a second Ctrl-C; the C++ runtime's ``terminate
+  called ...`` and ``  what():``) are its own all the same. A CUDA
   error or failed assert marks the load crashed; its backtrace still follows.
   A server still running at the end of the log keeps an open load.
 
@@ -39,12 +45,23 @@ _START = re.compile(
     r"|cmn +common_param: common_params_print_info|(?:srv +)?llama_server: initializing"
     r"|INFO \[ *w?main\] (?:build|system) info"
     r"|\{.*\"(?:msg|message)\": ?\"(?:build|system) info\")")
-# 2026 builds settle --parallel auto while parsing arguments, before build_info: "main: n_parallel is set to auto"
+# What a server binary prints while it parses its arguments, before its logger prints build:
+# loading backends and finding devices, a download (-hf), warnings about arguments, and the server's
+# own choice of --parallel (late 2025: "main: setting n_parallel = 4 and kv_unified = true (add -kvu
+# to disable this)"; 2026, settled while parsing: "main: n_parallel is set to auto"). One shape
+# missing here is enough to cut the device lines off their process (llama.cpp b7342 in docker: the
+# n_parallel line between load_backend and build: left 8 lines in no load).
+_SETS_PARALLEL = r"(?:srv +)?main: (?:n_parallel is set|setting n_parallel)"
 _PREAMBLE = re.compile(r"(?:ggml_\w+: |load_backend: |register_backend: | {1,2}Device \d+: |warning: |warn: "
-                       r"|WARNING: |common_download|no remote preset|(?:srv +)?main: n_parallel is set)")
+                       r"|WARNING: |DEPRECATED: |common_download|curl_perform_with_retry: |no remote preset"
+                       r"|using config file: |" + _SETS_PARALLEL + ")")
 # of those, the ones a process never prints after its exit line (ggml_metal_free, for one, it does)
 _NEXT_PREAMBLE = re.compile(r"(?:ggml_cuda_init: |ggml_metal_device_init: |ggml_metal_library_init: |load_backend: "
-                            r"|register_backend: | {1,2}Device \d+: |warning: |warn: |WARNING: )")
+                            r"|register_backend: | {1,2}Device \d+: |warning: |warn: |WARNING: |DEPRECATED: "
+                            r"|common_download|curl_perform_with_retry: |" + _SETS_PARALLEL + ")")
+# a process's last words without llama.cpp's line shape: the signal handler on a second interrupt,
+# the C++ runtime aborting (an exception thrown while cleaning up)
+_OWN_LAST_WORDS = ("Received second interrupt", "terminate called after throwing", "  what():  ")
 _LOADING_MODEL = re.compile(r"loading model '([^']+)'")
 _META_MODEL = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?)"
                          r" \(version ")
@@ -115,7 +132,8 @@ class Streams:
             return self._outside(proc, key, pid, line_id, text, ts, how)
         elif (proc["ended"] or proc.get("crashed")) and (
                 proc.get("tail_closed") or _NEXT_PREAMBLE.match(text)
-                or (proc["ended"] and pid is None and _LLAMA_LIKE.match(text) is None)):
+                or (proc["ended"] and pid is None and _LLAMA_LIKE.match(text) is None
+                    and not text.startswith(_OWN_LAST_WORDS))):
             # after the exit or crash: a wrapper's banner, or the next binary's first words -- the
             # process has said its last word (a crash's backtrace is no llama.cpp line, yet still its own)
             proc["tail_closed"] = True

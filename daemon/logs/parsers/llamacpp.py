@@ -117,6 +117,32 @@ def parse_slots(text: str) -> list[Fact]:
     return facts
 
 
+# Whether all slots share one KV cache (then each slot's n_ctx is the whole context):
+# "llama_context: kv_unified    = true"; "main: setting n_parallel = 4 and kv_unified = true (add -kvu ...)"
+# (late 2025, before build:); "main: n_parallel is set to auto, using n_parallel = 4 and kv_unified = true";
+# "srv    load_model: initializing, n_slots = 1, n_ctx_slot = 65536, kv_unified = 'true'" (2026)
+_KV_UNIFIED = re.compile(r"\bkv_unified\s*=\s*'?(true|false)\b")
+
+
+@parser("kv_unified")
+def parse_kv_unified(text: str) -> list[Fact]:
+    m = _KV_UNIFIED.search(text)
+    return [Fact("kv_unified", value_text=m[1])] if m else []
+
+
+# The context of one sequence before the slots take it: "llama_context: n_ctx_seq     = 65536", the warning
+# "llama_context: n_ctx_seq (8192) < n_ctx_train (32768) -- ...", and where a slot is capped to the training
+# context, "srv    load_model: the slot context (264960) exceeds the training context of the model (262144)"
+_SEQ_CTX = re.compile(r"\bn_ctx_seq\s+= (\d{1,12})\b|\bn_ctx_seq \((\d{1,12})\) [<>]"
+                      r"|the slot context \((\d{1,12})\) exceeds")
+
+
+@parser("n_ctx_seq", "the slot context (")
+def parse_seq_ctx(text: str) -> list[Fact]:
+    m = _SEQ_CTX.search(text)
+    return [Fact("seq_ctx_size", float(m[1] or m[2] or m[3]), unit="tokens")] if m else []
+
+
 # "spec common_specu: adding speculative implementation 'draft-simple'"
 # "common_speculative_impl_draft_mtp: adding speculative implementation 'draft-mtp'"
 _SPEC_ADD = re.compile(r"adding speculative implementation '([^']+)'")
