@@ -18,7 +18,6 @@ the evidence page of each run gets a *Downloads* section linking them
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from cardproof.daemon.redact import redact_campaign_text
 
+from . import csvsafe
 from .gates import excluded_samples
 from .i18n import LANGUAGES, Lang
 from .privacy import public_text
@@ -37,8 +37,6 @@ from ..daemon.storefile import connect_readonly
 DATABASE_NAME = "cardproof.db"
 #: tables whose text is a campaign file: redacted as one (keys named like secrets, URLs' userinfo)
 _CAMPAIGN_TEXT = {("campaigns", "toml_text"), ("registrations", "toml_text")}
-#: a spreadsheet runs a cell that starts with one of these as a formula
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _DOWNLOADS_MARK = '<span id="downloads"></span>'
 
 SAMPLE_COLUMNS = (
@@ -81,27 +79,13 @@ def run_samples(db, run_id: int, *, show_addresses: bool = False) -> list[dict]:
 
 
 def samples_csv(rows: list[dict]) -> str:
-    """``rows`` as CSV: lists joined with ``;``, a text that a spreadsheet would run as a formula quoted."""
+    """``rows`` as CSV: lists joined with ``;``, no cell a spreadsheet would run as a formula (csvsafe.py)."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csvsafe.writer(buf, lineterminator="\n")
     w.writerow(SAMPLE_COLUMNS)
     for r in rows:
-        w.writerow([_csv_cell(r.get(k)) for k in SAMPLE_COLUMNS])
+        w.writerow([r.get(k) for k in SAMPLE_COLUMNS])
     return buf.getvalue()
-
-
-def _csv_cell(value):
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        value = ";".join(map(str, value))
-    if isinstance(value, str):
-        value = value.replace("\r\n", "\n")
-        if value.startswith(_FORMULA_START):
-            return "'" + value
-    return value
 
 
 def samples_json(rows: list[dict], run_id: int) -> str:

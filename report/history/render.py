@@ -10,14 +10,13 @@ again; pages of series no longer in the store go away.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
 from collections import defaultdict
 from pathlib import Path
 
-from .. import charts
+from .. import charts, csvsafe
 from ..i18n import CATALOGUE, LANGUAGES, Lang
 from ..mdsafe import MD, publishable, publishing, translator
 from ..site import write_if_changed as _write_if_changed
@@ -136,11 +135,13 @@ def assign_pages(series: list[dict]) -> dict[str, list[dict]]:
 
 
 def _code_fingerprint() -> str:
-    """This package, the templates and the catalogue: a change re-renders every chart."""
+    """This package, the templates and the catalogue: a change re-renders every chart (and, csvsafe.py, every
+    CSV line a page file keeps)."""
     h = hashlib.sha256()
     here = Path(__file__).parent
     for p in sorted([*here.glob("*.py"), *here.parent.glob("templates/trend*.j2"),
-                     *here.parent.glob("locale/*/LC_MESSAGES/*.po"), here.parent / "charts.py"]):
+                     *here.parent.glob("locale/*/LC_MESSAGES/*.po"), here.parent / "charts.py",
+                     here.parent / "csvsafe.py"]):
         h.update(p.read_bytes())
     return h.hexdigest()
 
@@ -197,7 +198,7 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
         return shown[value]
 
     line = io.StringIO()
-    w = csv.writer(line)
+    w = csvsafe.writer(line)  # names from campaigns and servers: no cell a spreadsheet would run
     w.writerow(["campaign", "model", "prompt_class", "reasoning", "run", "started_at", "server_build", "state",
                 *[f"{m}_{part}" for m in METRICS for part in ("median", "low", "high", "n")],
                 "cell_kind", "streams", "depth_tokens", "rate_rps"])
