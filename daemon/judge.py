@@ -13,7 +13,7 @@ from dataclasses import fields
 from .campaign import CampaignError, parse_campaign
 from .gates import GATES, GateConfig, JudgedRun, SampleContext, evaluate
 from .said import Said, Saying, english, said_json
-from .store import Store
+from .store import Store, json_text
 
 #: what the judge itself fills in; a gate's gather gives the other fields (or ``extra``)
 _JUDGE_FIELDS = {"sample", "response", "max_tokens", "extra"}
@@ -114,7 +114,7 @@ def _observed(g: dict) -> Saying | None:
 
 def _json(reason: Saying | None) -> str | None:
     structured = said_json(reason)
-    return None if structured is None else json.dumps(structured, ensure_ascii=False)
+    return None if structured is None else json_text(structured, ensure_ascii=False)
 
 
 def _recorded(canary: dict, gates: dict[str, GateConfig]) -> tuple[str, str]:

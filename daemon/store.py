@@ -14,7 +14,7 @@ from .migrations import migrations
 from .storefile import BUSY_TIMEOUT_S, Database, StoreError, begin_immediate, ensure_wal, inspect, inspect_file
 from .storefile import connect, migrate, newer_message, shown
 
-__all__ = ["Store", "StoreError", "dumps", "migrations", "open_store", "utcnow"]
+__all__ = ["Store", "StoreError", "dumps", "json_text", "migrations", "open_store", "utcnow"]
 
 
 def utcnow() -> str:
@@ -72,14 +72,14 @@ class Store:
         """Insert one row and commit at once: a crash never loses a taken sample."""
         try:
             with self.db.conn:
-                return self.db[table].insert(row).last_pk
+                return self.db[table].insert(_as_json(row)).last_pk
         except sqlite3.Error as exc:
             raise StoreError(f"{shown(self.path)}: cannot write to table {table}: {exc}") from exc
 
     def update(self, table: str, pk: int, values: dict) -> None:
         try:
             with self.db.conn:
-                self.db[table].update(pk, values)
+                self.db[table].update(pk, _as_json(values))
         except sqlite3.Error as exc:
             raise StoreError(f"{shown(self.path)}: cannot update {table} {pk}: {exc}") from exc
 
@@ -185,5 +185,55 @@ def _open_ro(path: Path) -> Store:
 
 
 def dumps(obj) -> str:
-    """Compact JSON for columns that keep raw evidence."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    """Compact JSON for columns that keep raw evidence (standard JSON only: see :func:`json_text`)."""
+    return json_text(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+#: the key under which a stored object names the values JSON has no number for (see json_text)
+NON_FINITE_KEY = "_non_finite"
+
+
+def json_text(obj, **kw) -> str:
+    """``json.dumps(obj, **kw)`` as standard JSON, the one way JSON is written to the store.
+
+    Python writes a float NaN or infinity as ``NaN`` / ``Infinity``, which no
+    JSON reader but Python's takes: SQLite's ``json_valid`` refuses the row, so
+    the report read it as damaged and dropped it, and the public database
+    carried it on. A server can send them (llama-server's ``timings`` of an
+    answer with no tokens), and what it sent is evidence: each such value is
+    stored as ``null``, and an object names it under ``_non_finite`` as
+    ``{"responses[0].timings.prompt_per_second": "NaN"}``. A list or a single
+    number has no place for that note; its values are ``null`` all the same.
+    """
+    try:
+        return json.dumps(obj, allow_nan=False, **kw)
+    except ValueError:
+        found: dict[str, str] = {}
+        clean = _finite(obj, "", found)
+        if not found:
+            raise  # not a number's fault (a circular reference): as json.dumps says
+        if isinstance(clean, dict):
+            note = clean.get(NON_FINITE_KEY)
+            clean[NON_FINITE_KEY] = (note if isinstance(note, dict) else {}) | found
+        return json.dumps(clean, allow_nan=False, **kw)
+
+
+def _finite(value, path: str, found: dict):
+    """``value`` with every non-finite float replaced by None, each one's path and text in ``found``."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            found[path or "$"] = "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+            return None
+        return value
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{path}.{k}" if path else str(k), found) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
+    return value
+
+
+def _as_json(row: dict) -> dict:
+    """A row whose dict and list values sqlite-utils would write as JSON itself (NaN and all): as standard JSON."""
+    if not any(isinstance(v, (dict, list, tuple)) for v in row.values()):
+        return row
+    return {k: dumps(v) if isinstance(v, (dict, list, tuple)) else v for k, v in row.items()}

@@ -58,9 +58,24 @@ def _evidence(row: dict) -> dict:
         "duration_ms": row["duration_ms"], "requests": len(ex.get("requests") or []),
         "answer": _clean(msg["content"], 400), "reasoning": _clean(msg["reasoning"], 300),
         "tool_calls": _clean(json.dumps(msg["tool_calls"], ensure_ascii=False), 300) if msg["tool_calls"] else "",
-        "error": _clean(ex.get("error") or ex.get("note") or "", 300),
+        "error": _clean(_named(detail) + (ex.get("error") or ex.get("note") or ""), 300),
         "code": _clean(detail.get("code") or "", 600),
     }
+
+
+def _named(detail: dict) -> str:
+    """An error verdict's field and value first (daemon/probes/base.py ``error_detail``): a cut-off answer's
+    error text shows the body's start, its detail where the body stopped."""
+    if not isinstance(detail, dict) or not detail.get("field"):
+        return ""
+    where = str(detail["field"])
+    if isinstance(detail.get("at_char"), int) and isinstance(detail.get("length"), int):
+        where += f" at character {detail['at_char']} of {detail['length']}"
+    if detail.get("key"):
+        where += f", in \"{detail['key']}\""
+    value = f": {detail['value']}" if detail.get("value") is not None else ""
+    reason = f" ({detail['reason']})" if detail.get("reason") else ""
+    return f"{where}{value}{reason} — "
 
 
 def _dedupe(results: list[dict]) -> list[dict]:

@@ -16,13 +16,20 @@ class BackendError(Exception):
     ``timeout``, ``http`` (an error status) or ``protocol`` (an answer we
     cannot read). The message keeps the server's own text, but never the
     login of a ``http://user:password@host`` URL: it is stored for display.
+    ``where`` names what could not be read (a field such as
+    ``timings.predicted_n``, or ``body``) and ``detail`` what was found there
+    (``value``, and for a body that is no JSON the parser's ``reason`` and
+    ``at_char``): a verdict built on the error can name both, not just its kind.
     """
 
-    def __init__(self, kind: str, text: str, *, status: int | None = None, partial: dict | None = None):
+    def __init__(self, kind: str, text: str, *, status: int | None = None, partial: dict | None = None,
+                 where: str | None = None, detail: dict | None = None):
         self.kind = kind
         self.text = strip_userinfo(text)
         self.status = status
         self.partial = partial or {}
+        self.where = where
+        self.detail = {k: strip_userinfo(v) if isinstance(v, str) else v for k, v in (detail or {}).items()}
         super().__init__(f"{kind}: {self.text}")
 
 

@@ -123,7 +123,8 @@ class StatusPoller:
         try:
             return json.loads(body)
         except (ValueError, RecursionError) as exc:
-            raise BackendError("protocol", f"{where}: not JSON: {body[:200]!r}") from exc
+            raise BackendError("protocol", f"{where}: not JSON: {body[:200]!r}", where="body",
+                               detail=not_json(body.decode("utf-8", "replace"), exc)) from exc
 
     def close(self) -> None:
         if self._conn is not None:
@@ -148,7 +149,32 @@ def request_json(client: httpx.Client, method: str, path: str, *, json_body=None
     except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         if allow_text:
             return r.text
-        raise BackendError("protocol", f"{where}: not JSON: {r.text[:200]!r}") from exc
+        raise BackendError("protocol", f"{where}: not JSON: {r.text[:200]!r}", where="body",
+                           detail=not_json(r.text, exc)) from exc
+
+
+def not_json(text: str, exc: BaseException) -> dict:
+    """Where reading a body that is no JSON stopped, and what it held there.
+
+    ``value`` is the text around the parser's stop (``at_char``, its
+    ``reason``), ``key`` the last object key before it: an answer cut off in
+    its content stops at the start of ``content``'s string. ``tail`` is how the
+    body ends where that is not in ``value`` already (where it was cut).
+    """
+    pos = getattr(exc, "pos", None)
+    at = pos if isinstance(pos, int) and 0 <= pos <= len(text) else 0
+    out = {"value": ("…" if at > 120 else "") + text[max(0, at - 120):at + 40] + ("…" if at + 40 < len(text) else ""),
+           "reason": getattr(exc, "msg", None) or type(exc).__name__,
+           "at_char": pos if isinstance(pos, int) else None, "length": len(text)}
+    keys = _KEY.findall(text, max(0, at - 2000), at)
+    if keys:
+        out["key"] = keys[-1]
+    if at + 40 < len(text):
+        out["tail"] = ("…" if len(text) > 80 else "") + text[-80:]
+    return out
+
+
+_KEY = re.compile(r'"((?:[^"\\]|\\.){1,64})"\s*:')
 
 
 @contextmanager
@@ -408,5 +434,7 @@ def chat_raw(client: httpx.Client, model: str, body: dict, timeout_s: float) -> 
     data = request_json(client, "POST", "/v1/chat/completions", json_body=body | {"model": model, "stream": False},
                         timeout=timeout_s, headers={"Connection": "close"})
     if not isinstance(data, dict) or "error" in data:
-        raise BackendError("http", f"error in answer: {str(data)[:500]}")
+        shown = data.get("error") if isinstance(data, dict) else data
+        raise BackendError("http", f"error in answer: {str(data)[:500]}", where="error" if isinstance(data, dict)
+                           else "body", detail={"value": str(shown)[:300]})
     return data

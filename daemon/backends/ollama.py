@@ -15,14 +15,13 @@ docs/openapi.yaml in github.com/ollama/ollama).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 
 import httpx
 
 from ..modelfile import blob_digest
-from ..store import utcnow
+from ..store import json_text, utcnow
 from .base import BackendError, LoadResult, SampleResult
 from .http import answer_errors, chat_raw, check_stream_status, client_address, json_lines, not_supported, request_json
 from .interface import Backend
@@ -147,7 +146,7 @@ class OllamaBackend(Backend):
         info = show.get("model_info") if isinstance(show.get("model_info"), dict) else {}
         details = show.get("details") if isinstance(show.get("details"), dict) else {}
         row["architecture"] = _text(info.get("general.architecture")) or _text(details.get("family"))
-        row["capabilities_json"] = json.dumps(
+        row["capabilities_json"] = json_text(  # the server's own values: no NaN in the store
             {"capabilities": show.get("capabilities") or [], "thinking": show.get("thinking"),
              "projector_info": show.get("projector_info"), "source": "ollama /api/show"}, sort_keys=True)
         return {k: v for k, v in row.items() if v is not None}

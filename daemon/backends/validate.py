@@ -47,7 +47,13 @@ def show(value) -> str:
 
 def malformed(where: str, what: str, value) -> BackendError:
     """The protocol error for one field: ``<where> is <what>: <value>``."""
-    return BackendError("protocol", f"{where} is {what}: {show(value)}")
+    return BackendError("protocol", f"{where} is {what}: {show(value)}", where=where,
+                        detail={"value": show(value), "reason": what})
+
+
+def missing(where: str) -> BackendError:
+    """The protocol error for a required field the answer lacks."""
+    return BackendError("protocol", f"{where} is missing", where=where, detail={"reason": "missing"})
 
 
 def as_number(value, where: str, *, required: bool = False, integer: bool = False,
@@ -55,7 +61,7 @@ def as_number(value, where: str, *, required: bool = False, integer: bool = Fals
     """``value`` as int (``integer``) or float, checked finite and in ``[low, high]``; None for null."""
     if value is None:
         if required:
-            raise BackendError("protocol", f"{where} is missing")
+            raise missing(where)
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise malformed(where, "not a number", value)
@@ -81,7 +87,7 @@ def as_count(value, where: str, *, required: bool = False):
 def as_text(value, where: str, *, required: bool = False) -> str | None:
     if value is None:
         if required:
-            raise BackendError("protocol", f"{where} is missing")
+            raise missing(where)
         return None
     if not isinstance(value, str):
         raise malformed(where, "not text", value)
@@ -91,7 +97,7 @@ def as_text(value, where: str, *, required: bool = False) -> str | None:
 def as_object(value, where: str, *, required: bool = False) -> dict | None:
     if value is None:
         if required:
-            raise BackendError("protocol", f"{where} is missing")
+            raise missing(where)
         return None
     if not isinstance(value, dict):
         raise malformed(where, "not an object", value)
@@ -101,7 +107,7 @@ def as_object(value, where: str, *, required: bool = False) -> dict | None:
 def as_list(value, where: str, *, required: bool = False) -> list | None:
     if value is None:
         if required:
-            raise BackendError("protocol", f"{where} is missing")
+            raise missing(where)
         return None
     if not isinstance(value, list):
         raise malformed(where, "not a list", value)
@@ -126,7 +132,7 @@ def _read(reader, what: str, root: dict, path: str, required: bool, **kw):
     value = _walk(root, path)
     if value is _ABSENT:
         if required:
-            raise BackendError("protocol", f"{path} is missing")
+            raise missing(path)
         return None
     if value is None and required:
         raise malformed(path, what, None)  # "timings.predicted_n is not a number: null"

@@ -8,9 +8,9 @@ module (and its test); ``GATES`` lists them by ``Gate.order``.
 
 from __future__ import annotations
 
-import json
 
 from ..registry import declared
+from ..store import json_text
 from .base import Canary, Gate, GateConfig, GateOutcome, JudgedRun, Said, SampleContext, english, said_json
 
 GATES: dict[str, Gate] = declared(__name__, __path__, {"base"}, "GATE", Gate)
@@ -44,7 +44,8 @@ def evaluate(ctx: SampleContext, config: dict[str, GateConfig]) -> list[dict]:
 
 
 def _dumps(structured) -> str | None:
-    return None if structured is None else json.dumps(structured, ensure_ascii=False)
+    # an observed value may be a server's NaN: stored as standard JSON (store.json_text)
+    return None if structured is None else json_text(structured, ensure_ascii=False)
 
 
 __all__ = ["GATES", "Canary", "Gate", "GateConfig", "GateOutcome", "JudgedRun", "Said", "SampleContext",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import httpx
@@ -11,7 +10,7 @@ from ..backends import Backend, BackendError
 from ..backends.http import tls_verify
 from ..said import Saying, english, said_json
 from ..sampling import Sent, Taken, store_sent
-from ..store import Store, dumps, utcnow
+from ..store import Store, dumps, json_text, utcnow
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def new_step(store: Store, run_id: int, model_id: int, axis: str, *, pinned: boo
         "max_tokens": max_tokens, "total_slots": shape.total_slots, "n_ctx": shape.n_ctx,
         "queueing": None if shape.total_slots is None or streams is None else int(streams > shape.total_slots),
         "started_at": utcnow(), "refused_reason": english(refused_reason),
-        "refused_json": json.dumps(said_json(refused_reason)) if said_json(refused_reason) else None,
+        "refused_json": json_text(said_json(refused_reason)) if said_json(refused_reason) else None,
         **(rate or {}),
     }
     row["id"] = store.insert("load_steps", row)

@@ -114,12 +114,26 @@ def failed_request(variant: str, exc: BackendError, ms: float, exchange: dict) -
     to a text-only model, tools without a tool template): FAIL, which a
     declaration then turns into DECLARED_NOT_DELIVERED or NOT_CAPABLE.
     Anything else (connection, timeout, 5xx) is ERROR: an exception, not a
-    verdict on the model (principle 4).
+    verdict on the model (principle 4). ``detail`` names what could not be
+    read and what was there (:func:`error_detail`).
     """
     exchange = exchange | {"error": str(exc)}
     if exc.kind == "http" and exc.status and 400 <= exc.status < 500:
         return Unit(variant, "FAIL", f"http_{exc.status}", ms, exchange)
-    return Unit(variant, "ERROR", f"request_failed:{exc.kind}", ms, exchange)
+    return Unit(variant, "ERROR", f"request_failed:{exc.kind}", ms, exchange, detail=error_detail(exc))
+
+
+def error_detail(exc: BaseException) -> dict:
+    """The field and value behind an error verdict: for a request, the part of the answer that could not be
+    read (``field``: ``body`` for an answer that is no JSON, such as one cut off, or the JSON field) with
+    what it held; for a probe's own exception its type and message."""
+    if isinstance(exc, BackendError):
+        out = {"kind": exc.kind, "status": exc.status, "field": exc.where, **exc.detail}
+        if exc.where is None and "value" not in out:
+            out["value"] = exc.text[:300]
+    else:
+        out = {"kind": "exception", "field": type(exc).__name__, "value": str(exc)[:300]}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def apply_declaration(unit: Unit, declared: bool | None) -> Unit:

@@ -16,7 +16,7 @@ import httpx
 from ..backends import BackendError
 from ..store import Store, dumps, utcnow
 from . import PROBES
-from .base import ProbeContext, Unit, apply_declaration, request_sha256, summarise
+from .base import ProbeContext, Unit, apply_declaration, error_detail, request_sha256, summarise
 from .capabilities import read_declared
 
 # A probe's own bug must not lose a measurement run (principle 4: it becomes
@@ -68,7 +68,7 @@ def run_model_probes(store: Store, backend, campaign, run_id: int, model: str, m
                 units = probe.run(ctx)
             except _PROBE_BUGS as exc:
                 units = [Unit("*", "ERROR", f"probe_raised:{type(exc).__name__}", 0.0,
-                              {"error": traceback.format_exc(limit=6)[-2000:]})]
+                              {"error": traceback.format_exc(limit=6)[-2000:]}, detail=error_detail(exc))]
             for u in units:
                 if probe.capability:
                     apply_declaration(u, declared)
