@@ -82,9 +82,11 @@ name = "smollm2-q4_1"
 
 [[models]]
 name = "smollm2-q8_0"
+requantized_from = "smollm2-q4_1"
 
 [[models]]
 name = "smollm2-f16"
+requantized_from = "smollm2-q4_1"
 pinned = true
 """
 

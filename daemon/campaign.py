@@ -131,6 +131,11 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
     fit = getattr(f, "fit", None)  # [fit] names campaign models only (daemon/load/fit_settings.py)
     named = [(f"fit.models[{i}]", n) for i, n in enumerate(fit.models or ())] if fit is not None else []
     named += [(f"fit.per_model.{n}", n) for n in (fit.per_model if fit is not None else {})]
+    for i, m in enumerate(f.models):
+        if m.requantized_from is not None:
+            if m.requantized_from == m.name:
+                raise CampaignError(path, f"models[{i}].requantized_from", "a model cannot be made from itself")
+            named.append((f"models[{i}].requantized_from", m.requantized_from))
     for key, name in named:
         if name not in {m.name for m in f.models}:
             raise CampaignError(path, key, f"unknown model {validate.quoted(name)} "

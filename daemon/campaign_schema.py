@@ -98,6 +98,9 @@ class ModelSpec(Section):
     name: Name = Field(description="a model name")
     file: validate.FilePath | None = None
     pinned: validate.Bool = False
+    # another model of the campaign this file was requantized from (llama-quantize --allow-requantize):
+    # it carries that model's weights, so the article states no quality difference between them
+    requantized_from: Name | None = None
 
 
 def _model_tables(value: Any) -> list:

@@ -83,3 +83,30 @@ def test_the_rules_german_follows_the_glossary():
     bad = [(name, word, text[:60]) for name, text in texts
            for word in never if re.search(r"(?<![\w/.])" + re.escape(word) + r"(?![\w/])", text)]
     assert bad == []
+
+
+def test_requantized_models_get_the_same_weights_note_only_when_the_campaign_says_so():
+    """A ladder made with llama-quantize --allow-requantize carries one set of weights: the article
+    says so per model; a campaign that names no source, or a source not in the run, gets no note."""
+    from cardproof.report.caveats import requantized
+
+    cells = [{"model": "q4", "id": 1}, {"model": "q8", "id": 2}, {"model": "f16", "id": 3}]
+    text = ('[[models]]\nname = "q4"\n[[models]]\nname = "q8"\nrequantized_from = "q4"\n'
+            '[[models]]\nname = "f16"\nrequantized_from = "q4"\n')
+    got = requantized.check({"run": {"campaign_text": text}, "cells": cells})
+    assert [(c.params["model"], c.params["base"], c.cells) for c in got] == [("q8", "q4", (2, 1)), ("f16", "q4", (3, 1))]
+    assert requantized.check({"run": {"campaign_text": text.replace('requantized_from = "q4"\n', "")},
+                              "cells": cells}) == []
+    assert requantized.check({"run": {"campaign_text": text}, "cells": cells[1:]}) == []  # q4 not measured
+    assert requantized.check({"run": {"campaign_text": "not [toml"}, "cells": cells}) == []
+
+
+def test_requantized_from_must_name_another_model_of_the_campaign(tmp_path):
+    from cardproof.daemon.campaign import CampaignError, parse_campaign
+
+    head = '[server]\nbackend = "llama-server"\nurl = "http://127.0.0.1:9"\n[[models]]\nname = "a"\n[[models]]\nname = "b"\n'
+    assert parse_campaign(head + 'requantized_from = "a"\n', "c.toml").models[1].requantized_from == "a"
+    for tail, words in (('requantized_from = "zz"\n', "unknown model"), ('requantized_from = "b"\n', "itself")):
+        with pytest.raises(CampaignError) as err:
+            parse_campaign(head + tail, "c.toml")
+        assert "models[1].requantized_from" in str(err.value) and words in str(err.value)
