@@ -30,7 +30,7 @@ from cardproof.daemon.redact import redact_campaign_text
 from . import csvsafe
 from .gates import excluded_samples
 from .i18n import LANGUAGES, Lang
-from .privacy import public_text
+from .privacy import public_text, source_name
 from ..daemon.migrations import ROW_CHANGE_BITS, counted_tables
 from ..daemon.storefile import connect_readonly
 
@@ -348,12 +348,30 @@ def _public_row(table: str, cols: list[str], row, show_addresses: bool) -> tuple
             changed[col] = None  # a blob is published as its text: the column is rewritten
         if isinstance(value, str):
             text = redact_campaign_text(value) if (table, col) in _CAMPAIGN_TEXT else value
+            if table == "log_sources":
+                text = _public_source(col, text)
             text = public_text(text, show_addresses=show_addresses)
             if text != value or col in changed:
                 changed[col] = text
             value = text
         values.append(value)
     return values, changed
+
+
+def _public_source(col: str, text: str) -> str:
+    """A log source by its file's name (the folders it was read from are the author's machine), and its
+    import state without ``file_head``: the log's first bytes as hex, which no masking reads."""
+    if col == "name":
+        return source_name(text) or text
+    if col == "state_json" and "file_head" in text:
+        try:
+            state = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(state, dict):
+            state.pop("file_head", None)
+            return json.dumps(state)
+    return text
 
 
 def _publishable_table(conn: sqlite3.Connection, table: str, show_addresses: bool) -> list[int]:

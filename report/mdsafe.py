@@ -31,7 +31,7 @@ from markupsafe import Markup
 
 from cardproof.daemon.redact import redact_campaign_text
 
-from .privacy import public_text
+from .privacy import public_text, source_name
 
 #: Longest foreign text shown in one place; more is cut with a note (a 1 MB log line is evidence
 #: in the database, not something a reader's browser has to lay out).
@@ -281,15 +281,17 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
 
     Filters: ``esc`` (inline text), ``code`` (code span), ``fenced`` (code block), ``anchor``
     (id/fragment), ``join`` (items escaped), ``redact_campaign`` (secrets out of a campaign
-    file); ``e``/``escape`` are ``esc``; ``safe`` does not exist (trusted Markdown is made in
-    Python, as ``MD``). Globals: ``yaml_title`` for front matter, ``said(json, text)`` for a
-    stored observation in the page's language (``report/observations.py``).
+    file), ``source_name`` (a log source by its file's name); ``e``/``escape`` are ``esc``;
+    ``safe`` does not exist (trusted Markdown is made in Python, as ``MD``). Globals: ``yaml_title``
+    for front matter, ``said(json, text)`` for a stored observation in the page's language
+    (``report/observations.py``).
     """
     env = jinja2.Environment(loader=loader, autoescape=True, finalize=finalize, **options)
     env.template_class = _Template
     env.filters.pop("safe", None)
     env.filters.update({"esc": esc, "e": esc, "escape": esc, "forceescape": esc, "code": code_span,
-                        "fenced": fenced, "anchor": anchor, "join": join, "redact_campaign": redact_campaign_text})
+                        "fenced": fenced, "anchor": anchor, "join": join, "redact_campaign": redact_campaign_text,
+                        "source_name": source_name})
     env.globals["yaml_title"] = yaml_title
     from .observations import template_end_reason, template_say  # late: it renders with this module's escapers
 

@@ -12,13 +12,13 @@ for the loads of one log instead of one run.
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 from cardproof.daemon.logs.summary import load_summaries
 
 from .evidence import SPEC_FACTS, _fact_rows, display_text, journal_excerpt
 from .i18n import CATALOGUE, LANGUAGES, Lang
+from .privacy import source_name
 
 #: Lines printed per load on a log's page; every line a fact or request links to is printed too.
 MAX_LINES_PER_LOAD = 2000
@@ -80,7 +80,7 @@ def log_view(db, source: dict) -> dict:
               for ld in evidence["loads"]
               for text, lid in zip(ld["facts"].get("cuda_error", []), ld["fact_lines"].get("cuda_error", []))]
     # a log's name is a path on someone's machine: its last part says which log it is
-    return {"source": source | {"title": os.path.basename(source["name"].split("?")[0]) or source["name"]},
+    return {"source": source | {"title": source_name(source["name"])},
             "evidence": evidence, "cuda_errors": errors}
 
 

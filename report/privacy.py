@@ -1,9 +1,17 @@
-"""Client addresses are personal data, credentials are secrets: neither reaches the published site.
+"""Client addresses and user names are personal data, credentials are secrets: none reaches the published site.
 
 :func:`public_text` is what every text on its way into a page goes through
-(``report.mdsafe`` calls it for every foreign value): addresses masked
-unless the author opted out with ``--show-client-addresses``, credentials
-always removed (``daemon.redact``).
+(``report.mdsafe`` calls it for every foreign value, the public database
+copy for every text value): addresses and the user name in home-folder
+paths masked unless the author opted out with ``--show-client-addresses``,
+credentials always removed (``daemon.redact``).
+
+What counts as a home-folder path: ``/home/NAME``, ``/Users/NAME`` (macOS;
+``/var/home/NAME`` too), ``C:\\Users\\NAME`` and ``C:/Users/NAME`` on any drive,
+also with the doubled backslashes of JSON text. NAME becomes ``<user>``:
+the rest of the path (which model, which log) stays readable. A log source
+is published by its file name alone (:func:`source_name`): where on the
+author's machine it was read from says nothing a reader needs.
 
 What counts as an address: anything in the text that parses as an IPv4 or
 IPv6 address, except loopback and the unspecified address (they name no
@@ -102,12 +110,39 @@ def mask_addresses(text: str | None) -> str | None:
     return text
 
 
+# the user's own folder: POSIX /home and macOS /Users (case as written: a URL's /users/42 is no home), and
+# Windows' \Users on a drive or with backslashes (any case), JSON's doubled backslashes included. A Windows
+# name may hold blanks ("C:\Users\Carol Smith\..."): up to the next separator where one follows
+_NAME = r"[^\\/\s\"'`<>|:*?,;()\[\]{}]+"
+_HOME = re.compile(r"(/home/|/Users/)(" + _NAME + r")"
+                   r"|((?:\b[A-Za-z]:)?\\{1,2}(?i:users)\\{1,2}|\b[A-Za-z]:/(?i:users)/)"
+                   r"([^\\/:*?\"<>|\r\n\t]{1,64}?(?=[\\/])|" + _NAME + ")")
+USER = "<user>"
+
+
+def mask_home(text: str | None) -> str | None:
+    """The user name in every home-folder path of ``text`` as ``<user>``
+    (``/home/alice/models/x.gguf`` -> ``/home/<user>/models/x.gguf``)."""
+    if not text or ("ome/" not in text and "sers" not in text and "SERS" not in text):
+        return text  # most texts name no home folder: one scan for a fragment decides
+    return _HOME.sub(lambda m: (m[1] or m[3]) + USER, text)
+
+
+def source_name(name: str | None) -> str | None:
+    """A log source as published: its file's name without the folders (a unit name stays as it is)."""
+    if not name:
+        return name
+    tail = re.split(r"[\\/]", name.split("?")[0].rstrip("/\\"))[-1]
+    return tail or name
+
+
 def public_text(text: str | None, *, show_addresses: bool = False) -> str | None:
-    """``text`` as it may be published: credentials removed, addresses masked unless opted out."""
+    """``text`` as it may be published: credentials removed, addresses and home folders' user names masked
+    unless opted out."""
     if not text:
         return text
     text = redact_secrets(text)
-    return text if show_addresses else mask_addresses(text)
+    return text if show_addresses else mask_home(mask_addresses(text))
 
 
 def requests_by_client(db, run_id: int, *, show_addresses: bool = False) -> list[dict]:
