@@ -163,7 +163,8 @@ def not_json(text: str, exc: BaseException) -> dict:
     """
     pos = getattr(exc, "pos", None)
     at = pos if isinstance(pos, int) and 0 <= pos <= len(text) else 0
-    out = {"value": ("…" if at > 120 else "") + text[max(0, at - 120):at + 40] + ("…" if at + 40 < len(text) else ""),
+    around = text[max(0, at - 120):at + 40]
+    out = {"value": ("…" if at > 120 else "") + around + ("…" if at + 40 < len(text) else ""),
            "reason": getattr(exc, "msg", None) or type(exc).__name__,
            "at_char": pos if isinstance(pos, int) else None, "length": len(text)}
     keys = _KEY.findall(text, max(0, at - 2000), at)
