@@ -33,11 +33,19 @@ class FeedError(ValueError):
     """The site URL given for the feed is no absolute http(s) URL."""
 
 
+# MkDocs and the theme print the site URL into attributes unescaped (the canonical link), and a URL has
+# no need of these unencoded: refused rather than published (%-encode them). An `&` would also be read
+# as the start of a character reference there.
+_URL_BAD = re.compile(r"""[\s"'<>&`\\{}|^\x00-\x1f\x7f]""")
+
+
 def check_site_url(url: str) -> str:
     """``url`` as the site's base (ending in ``/``), or FeedError naming what is wrong."""
     parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise FeedError(f"--site-url {url!r}: give the site's absolute address, e.g. https://user.github.io/results/")
+    if (parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment
+            or _URL_BAD.search(url.strip())):
+        raise FeedError(f"--site-url {url!r}: give the site's absolute address, e.g. https://user.github.io/results/ "
+                        "(no query or fragment; spaces, quotes, &, < and > %-encoded)")
     return url.strip() if url.strip().endswith("/") else url.strip() + "/"
 
 

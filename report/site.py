@@ -23,11 +23,14 @@ def scaffold(project: Path) -> None:
     for name in ("index.md", "index.de.md"):
         if not (site / name).exists():
             (site / name).write_text((src / name).read_text())
-    # Ours, not the author's: always the current copies (mkdocs.yml names them).
-    hooks = project / ".cardproof" / "mkdocs_hooks.py"  # outside docs_dir: not published
-    hooks.parent.mkdir(exist_ok=True)
-    if not hooks.exists() or hooks.read_text() != (src / "mkdocs_hooks.py").read_text():
-        hooks.write_text((src / "mkdocs_hooks.py").read_text())
+    # Ours, not the author's: always the current copies (mkdocs.yml names the hooks; the hooks give the
+    # feed plugin the template beside them). Outside docs_dir: not published.
+    (project / ".cardproof").mkdir(exist_ok=True)
+    for name in ("mkdocs_hooks.py", "feed_rss.xml"):
+        dst = project / ".cardproof" / name
+        text = (src / name).read_text()
+        if not dst.exists() or dst.read_text() != text:
+            dst.write_text(text)
     for name in ("iframe-worker.js", "cardproof.css"):
         dst = site / "assets" / "cardproof" / name
         dst.parent.mkdir(parents=True, exist_ok=True)

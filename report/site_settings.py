@@ -10,15 +10,25 @@ Every key is optional (cardproof's own wording stands in). The values reach
 MkDocs through the environment its config reads (``!ENV`` in the scaffold's
 mkdocs.yml), so an author's own mkdocs.yml is never rewritten. A bad file is
 refused in one line naming the file and the key; nothing is built from it.
+
+The environment holds each value as HTML text (``&``, quotes escaped): MkDocs
+and Material print the site name and description into the page unescaped
+(the logo's ``aria-label``, ``<title>``, the description meta), so a quote in
+a title would otherwise end the attribute. The site's hooks
+(``scaffold/mkdocs_hooks.py``) hand the theme that text as markup, and the
+feed the plain text again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import html
 import os
 import re
 import tomllib
 from pathlib import Path
+
+import yaml
 
 FILE = "site.toml"
 #: key -> the environment variable mkdocs.yml reads it from
@@ -63,13 +73,26 @@ def read_site_settings(project: Path) -> dict[str, str]:
     return out
 
 
+def environment_text(value: str) -> str:
+    """``value`` as the environment hands it to mkdocs.yml: HTML text, and never a YAML number or truth.
+
+    ``!ENV`` reads a variable's text as a plain YAML scalar, so a title ``2024`` would reach MkDocs as a
+    number, ``yes`` as true and ``null`` as nothing, and the build fail or lose it. Writing the first
+    character as a character reference keeps such a value text, and the page shows it unchanged.
+    """
+    text = html.escape(value, quote=True)
+    if yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False)) != "tag:yaml.org,2002:str":
+        text = f"&#{ord(text[0])};{text[1:]}"
+    return text
+
+
 @contextlib.contextmanager
 def site_environment(settings: dict[str, str]):
     """The environment the mkdocs run reads the title and description from (restored after)."""
     old = {var: os.environ.get(var) for var in ENV.values()}
     for var in ENV.values():
         os.environ.pop(var, None)
-    os.environ.update({ENV[k]: v for k, v in settings.items()})
+    os.environ.update({ENV[k]: environment_text(v) for k, v in settings.items()})
     try:
         yield
     finally:

@@ -22,6 +22,7 @@ from cardproof.daemon.llamacpp import free_port
 from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
+from site_html import broken_links, pages, read
 
 URL = "https://user.example.org/results/"
 
@@ -40,15 +41,39 @@ def _build(db, project, *extra):
     return CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project), *extra])
 
 
-def test_with_a_site_url_the_feed_lists_every_article_in_both_languages(store_path, tmp_path, monkeypatch):
+#: a site title that is no XML text as it is, with text that only looks like markup (shown as written)
+TITLE = """Tom & Jerry's "cards" &lt; &amp; {{ 7*7 }}"""
+DESCRIPTION = "Q&A: what 'fast' means & why"
+
+
+@pytest.fixture(scope="module")
+def with_url(store_path, tmp_path_factory):
+    """The site built with a site URL and a site.toml whose title is no XML text, with every HTTP proxy
+    pointed at a closed port: nothing may be fetched while building."""
+    project = tmp_path_factory.mktemp("feed-url") / "p"
+    project.mkdir()
+    (project / "site.toml").write_text(f"[site]\ntitle = {json.dumps(TITLE)}\ndescription = {json.dumps(DESCRIPTION)}\n")
     closed = f"http://127.0.0.1:{free_port()}"
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
-        monkeypatch.setenv(var, closed)  # nothing may be fetched while building
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
-    result = _build(store_path, tmp_path / "p", "--site-url", URL.rstrip("/"))
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
+            mp.setenv(var, closed)
+        mp.delenv("NO_PROXY", raising=False)
+        mp.delenv("no_proxy", raising=False)
+        result = _build(store_path, project, "--site-url", URL.rstrip("/"))
     assert result.exit_code == 0, result.output
-    site = tmp_path / "p" / "build" / "site"
+    return project / "build" / "site"
+
+
+@pytest.fixture(scope="module")
+def without_url(store_path, tmp_path_factory):
+    project = tmp_path_factory.mktemp("feed-none") / "p"
+    result = _build(store_path, project)
+    assert result.exit_code == 0, result.output
+    return project / "build" / "site"
+
+
+def test_with_a_site_url_the_feed_lists_every_article_in_both_languages(store_path, with_url):
+    site = with_url
     rss = ET.parse(site / "feed_rss_created.xml").getroot()
     links = [i.findtext("link") for i in rss.iter("item")]
     assert sorted(links) == [f"{URL}de/runs/run-1.html", f"{URL}runs/run-1.html"]
@@ -64,16 +89,51 @@ def test_with_a_site_url_the_feed_lists_every_article_in_both_languages(store_pa
     assert URL in (site / "sitemap.xml").read_text()
 
 
-def test_without_a_site_url_there_is_no_feed_and_the_site_stays_relative(store_path, tmp_path):
-    result = _build(store_path, tmp_path / "p")
-    assert result.exit_code == 0, result.output
-    site = tmp_path / "p" / "build" / "site"
+@pytest.mark.parametrize("name", ["feed_rss_created.xml", "feed_rss_updated.xml"])
+def test_both_feeds_parse_as_xml_whatever_the_site_title(with_url, name):
+    """Issue: a title with `&` made both feeds invalid XML (raw in <image> and each item's <source>), and
+    <image> named `None` as its URL. The title comes back from the parser as the text site.toml gave."""
+    channel = ET.parse(with_url / name).getroot().find("channel")
+    assert channel.findtext("title") == TITLE and channel.findtext("description") == DESCRIPTION
+    sources = [s.text for s in channel.iter("source")]
+    assert len(sources) == 2 and set(sources) == {TITLE}
+    assert [u.text for u in channel.iter("url") if not (u.text or "").startswith(URL)] == []  # no <url>None</url>
+    json_name = name.replace("rss", "json").replace(".xml", ".json")
+    feed = json.loads((with_url / json_name).read_text())
+    assert feed["title"] == TITLE and feed["description"] == DESCRIPTION  # plain text there, not HTML
+
+
+def test_without_a_site_url_there_is_no_feed_and_the_site_stays_relative(without_url):
+    site = without_url
     assert not list(site.glob("feed_*"))
     # no absolute address is invented: no canonical link, so the pages work at any prefix and from disk
     assert 'rel="canonical"' not in (site / "runs" / "run-1.html").read_text()
 
 
-@pytest.mark.parametrize("bad", ["results/", "ftp://host/x/", "https://", "https://host/x/?a=1", "javascript:alert(1)"])
+def test_without_a_site_url_no_page_links_a_feed(without_url):
+    """Issue: every page's head linked feed_rss_created.xml and feed_rss_updated.xml, never written."""
+    linked = [(page.name, attrs) for page in pages(without_url) for tag, attrs in read(page).elements
+              if tag == "link" and "rss" in (dict(attrs).get("type") or "")]
+    assert linked == []
+
+
+@pytest.mark.parametrize("which", ["with_url", "without_url"])
+def test_every_link_of_every_page_names_a_file(request, which):
+    """Every href and src of every built page, <link> in the head included, resolves to a file of the
+    site: relative, so at a root, under a sub-path and from disk alike (the feed links with a site URL)."""
+    site = request.getfixturevalue(which)
+    broken, followed = broken_links(site, URL if which == "with_url" else None)
+    assert broken == []
+    assert followed > 200
+    heads = [dict(attrs)["href"] for tag, attrs in read(site / "de" / "runs" / "run-1.html").elements
+             if tag == "link" and "rss" in (dict(attrs).get("type") or "")]
+    assert heads == (["../../feed_rss_created.xml", "../../feed_rss_updated.xml"] if which == "with_url" else [])
+
+
+@pytest.mark.parametrize("bad", ["results/", "ftp://host/x/", "https://", "https://host/x/?a=1", "javascript:alert(1)",
+                                 # printed unescaped into attributes (the canonical link): refused, not escaped
+                                 'https://host/x"onmouseover="alert(1)/', "https://host/a&copy=1/", "https://host/a b/",
+                                 "https://host/a'b/", "https://host/<b>/"])
 def test_a_site_url_that_is_no_address_is_refused_in_one_line(tmp_path, bad):
     result = _build(tmp_path / "none.db", tmp_path / "p", "--site-url", bad)
     assert result.exit_code == 2

@@ -1,6 +1,6 @@
 """MkDocs hooks of a cardproof site (copied by ``cardproof report build``; named in mkdocs.yml).
 
-Five jobs, the first three so that publishing one new run rebuilds only the pages it
+Seven jobs, the first three so that publishing one new run rebuilds only the pages it
 changed (``cardproof.report.site_build`` runs mkdocs with ``dirty=True``):
 
 - **Navigation of sections only.** Without a ``nav:`` of the author's, the
@@ -25,13 +25,21 @@ changed (``cardproof.report.site_build`` runs mkdocs with ``dirty=True``):
   text, same location under ``de/``), comparing every entry with every other: 50 s of a
   publish at a thousand runs, in every build, full or dirty. ``_dedupe_search`` gives the
   same answer through a table keyed by title and text.
+- **No feed link without a feed.** Material links both RSS feeds from every page's head
+  whenever a plugin named ``rss`` is configured, enabled or not; without a site URL the
+  plugin is off and those links would name files that are never written.
+- **The site's name and description as text.** MkDocs and Material print them into the
+  page unescaped (``<title>``, the logo's ``aria-label``, the description meta), and the
+  feed plugin into XML partly unescaped; see ``on_pre_build``.
 """
 
+import html
 import json
 import re
 from datetime import datetime
 from pathlib import Path
 
+from markupsafe import Markup, escape
 from mkdocs.plugins import event_priority
 
 # Folders whose index page is a section of the navigation, in this order; any
@@ -39,6 +47,8 @@ from mkdocs.plugins import event_priority
 SECTIONS = ("runs", "compare", "trends", "logs")
 _RAW_RECORDS = re.compile(r"(^|/)run-\d+-evidence(\.[a-z]{2})?\.md$")
 _state = {"auto_nav": None, "pages": [], "rendered": set()}
+#: the feed's template, beside this file (copied by report build): every value escaped, no empty <image>
+FEED_TEMPLATE = "feed_rss.xml"
 
 
 def section_nav(docs_dir) -> list:
@@ -102,7 +112,62 @@ def on_config(config, **kwargs):
     if _state["auto_nav"]:
         config.nav = section_nav(config.docs_dir)
     _state["rendered"] = set()
+    rss = config.plugins.get("rss")
+    if rss is not None and not rss.config.enabled:
+        # the theme asks only whether the plugin is named (``"rss" in config.plugins``); a disabled
+        # plugin's events all return at once, so it can go from the collection they are called through
+        del config.plugins["rss"]
     return config
+
+
+def _as_markup(value):
+    """A text setting as HTML the theme can print anywhere: escaped once, and marked so, so the
+    places that escape it (``| e``) leave it as it is. Character references in it (the environment
+    hands site.toml's values as HTML, report/site_settings.py) are read first, so nothing is escaped twice."""
+    if not isinstance(value, str) or not value:
+        return value
+    return value if isinstance(value, Markup) else escape(html.unescape(value))
+
+
+def on_pre_build(config, **kwargs):
+    # after every plugin's on_config, in each language's build: the i18n plugin sets the name there
+    for key in ("site_name", "site_description", "site_author"):
+        config[key] = _as_markup(config.get(key))
+    _feed_texts(config)
+
+
+def _feed_texts(config) -> None:
+    """The feed's title and description as plain text, and the feed written through our template.
+
+    The plugin reads the site name in its own on_config, before the i18n plugin sets the language's,
+    and prints it unescaped in places (``<image>``, each item's ``<source>``): a title with ``&`` made
+    invalid XML. One feed is written, at the site's root, listing both languages: it keeps the
+    default language's name and description."""
+    rss = config.plugins.get("rss")
+    if rss is None or not rss.config.enabled or not hasattr(rss, "feed_created"):
+        return
+    i18n = config.plugins.get("i18n")
+    if i18n is None or getattr(i18n, "current_language", None) == getattr(i18n, "default_language", None):
+        _state["feed_text"] = {"title": config.site_name, "description": config.site_description,
+                               "author": config.site_author}
+    text = {k: html.unescape(str(v)) for k, v in _state.get("feed_text", {}).items() if v}
+    for feed in (rss.feed_created, rss.feed_updated):
+        if not rss.config.feed_title and "title" in text:
+            feed.title = text["title"]
+        if not rss.config.feed_description and "description" in text:
+            feed.description = text["description"]
+        if "author" in text:
+            feed.author = text["author"]
+    template = Path(__file__).with_name(FEED_TEMPLATE)
+    if not template.is_file() or Path(rss.tpl_folder) == template.parent:
+        return
+    # The plugin copies the feed's stylesheet from its template folder: ours gets the plugin's copy.
+    xsl = Path(rss.tpl_folder) / "default.xsl"
+    mine = template.with_name(xsl.name)
+    if xsl.is_file() and (not mine.is_file() or mine.read_bytes() != xsl.read_bytes()):
+        mine.write_bytes(xsl.read_bytes())
+    # the plugin's Jinja environment escapes templates named *.xml (select_autoescape)
+    rss.tpl_folder, rss.tpl_file = template.parent, template
 
 
 @event_priority(-200)  # after the i18n plugin chose this language's files
@@ -157,6 +222,11 @@ def _merge_search(config) -> None:
 @event_priority(100)  # before the search plugin writes its index and the i18n plugin starts the next language
 def on_post_build(config, **kwargs):
     _merge_search(config)
+    # The i18n plugin overrides a setting per language only when its type is exactly str: the next
+    # language's build gets the text back (on_pre_build marks it again).
+    for key in ("site_name", "site_description", "site_author"):
+        if isinstance(config.get(key), Markup):
+            config[key] = str(config[key])
     rss = config.plugins.get("rss")
     if rss is None:
         return
