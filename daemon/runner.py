@@ -28,7 +28,7 @@ from .probes.run import run_model_probes
 from .prompts import build_prompt
 from .redact import public_url
 from .rules.outcome import evaluate_rules
-from .run_loads import load_for_cell, refused_samples, register_models, router_child_pid
+from .run_loads import load_for_cell, note_crash, refused_samples, register_models, router_child_pid
 from .run_record import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, RunOutcome, RunState,
                          capture_logs_once, finish_run, measuring_commits, register_campaign, start_run,
                          sync_point)
@@ -286,6 +286,8 @@ def _measure_cell(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: _Walk)
         else:
             ctx.state.failed += 1
         ctx.echo(f"{label}: {taken.text}")
+        if not taken.ok and note_crash(ctx, walk.load_id, cell.model):
+            walk.load_id = None  # its process is gone: the router's next load of it is a new load
     cellchecks.snapshot(ctx.store, backend, cell_id, cell.model, "after", **checks)
     ctx.mem.end_cell(cell_id, walk.load_id)
     sync_point(ctx.store)

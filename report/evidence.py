@@ -12,14 +12,14 @@ import re
 import sqlite3
 
 from cardproof.daemon.load.stats import rate_digits
-from cardproof.daemon.logs.summary import load_summaries
+from cardproof.daemon.logs.summary import crashed_loads, load_summaries
 
 #: Facts whose lines tell the speculative-decoding story of a load.
 SPEC_FACTS = ("spec_type", "spec_draft_n_max", "draft_model", "draft_context_mib", "draft_acceptance")
 MEMORY_FACTS = ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib", "rs_buffer_mib",
                 "draft_context_mib", "projector_mib")
 OFFLOAD_FACTS = ("offloaded_layers", "total_layers")
-ERROR_FACTS = ("cuda_error",)
+ERROR_FACTS = ("cuda_error", "crash_signal")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -125,8 +125,13 @@ def run_evidence(db, run_id: int, *, max_lines_per_load: int = 2000) -> dict:
     gaps = conn.execute(
         "select g.at, g.reason, g.reason_json, g.lines_skipped, s.kind, s.name from capture_gaps g join log_sources s on s.id = g.source_id "
         "where g.source_id in (select distinct source_id from log_lines where run_id = ?) order by g.id", [run_id]).fetchall()
+    shown = {x["id"] for ld in loads for x in ld["shown"]}
+    crashes = [c | {"text": display_text(c["line"])[:300] if c["line"] else None,
+                    "linked": c["line_id"] in shown, "logged": any(ld["id"] == c["id"] for ld in loads)}
+               for c in crashed_loads(db, run_id)]
     return {
         "loads": loads,
+        "crashes": crashes,  # the run's loads whose server process died (the article's Exceptions)
         "unattributed": {"count": n_un, "shown": [{"id": i, "text": display_text(r)} for i, r in un_lines]},
         "gaps": [dict(zip(("at", "reason", "reason_json", "lines_skipped", "kind", "name"), g)) for g in gaps],
         "total_lines": conn.execute("select count(*) from log_lines where run_id = ?", [run_id]).fetchone()[0],

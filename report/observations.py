@@ -22,6 +22,8 @@ import string
 import jinja2
 from babel.numbers import format_decimal
 
+from cardproof.daemon.crashes import from_end_reason
+
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, code_span, esc
 
@@ -124,7 +126,13 @@ def _number(L: Lang, value, spec: str) -> str:
 _END_FIXED = frozenset({"next model", "run ended", "next process started", "model failed to load",
                         "process exit", "exit after the model failed to load"})
 _END_PATTERNS = ((re.compile(r"exited with status (-?\d{1,6})"), "exited with status {status}", "status", int),
+                 # a router's child: the router turns any signal into status 1 (daemon/crashes.py)
+                 (re.compile(r"crashed: exited unasked with status (-?\d{1,6})"),
+                  "crashed: exited unasked with status {status} (the router reports any signal as status 1: "
+                  "which one is not known)", "status", int),
                  (re.compile(r"crashed: (\S.{0,80})"), "crashed: {signal}", "signal", str))
+#: a crash by a known signal is said with what that signal usually means (daemon/crashes.py's table)
+CRASHED_BY = "crashed: {signal} ({meaning})"
 
 
 def end_reason(L: Lang, text) -> MD:
@@ -134,6 +142,10 @@ def end_reason(L: Lang, text) -> MD:
     text = str(text)
     if text in _END_FIXED:
         return say(L, json.dumps({"msgid": text, "params": {}}), text)
+    sig = from_end_reason(text)
+    if sig is not None:
+        return say(L, json.dumps({"msgid": CRASHED_BY, "params": {
+            "signal": sig.key, "meaning": {"msgid": sig.meaning, "params": {}}}}), text)
     for pattern, msgid, name, kind in _END_PATTERNS:
         m = pattern.fullmatch(text)
         if m:

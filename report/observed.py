@@ -81,7 +81,26 @@ def log_view(db, source: dict) -> dict:
               for text, lid in zip(ld["facts"].get("cuda_error", []), ld["fact_lines"].get("cuda_error", []))]
     # a log's name is a path on someone's machine: its last part says which log it is
     return {"source": source | {"title": source_name(source["name"])},
-            "evidence": evidence, "cuda_errors": errors}
+            "evidence": evidence, "cuda_errors": errors, "crashes": _crashes(db, source["id"], evidence)}
+
+
+def _crashes(db, source_id: int, evidence: dict) -> list[dict]:
+    """Every line of the log that says a process died by a signal, in a load or not.
+
+    A docker, systemd or kernel line is its writer's own, in no server's load, and still the
+    only word of how a server ended; each is linked where the page prints its line.
+    """
+    conn = db.conn if hasattr(db, "conn") else db
+    rows = conn.execute(
+        "select f.line_id, f.value_text, f.load_id, coalesce(m.name, d.model_name), l.raw from facts f "
+        "join log_lines l on l.id = f.line_id left join loads d on d.id = f.load_id "
+        "left join models m on m.id = d.model_id "
+        "where f.name = 'crash_signal' and l.source_id = ? and l.run_id is null order by f.line_id",
+        [source_id]).fetchall()
+    shown = {x["id"] for ld in evidence["loads"] for x in ld["shown"]}
+    shown |= {x["id"] for x in evidence["unattributed"]["shown"]}
+    return [{"line_id": lid, "signal": sig, "load": load, "model": model, "text": display_text(raw)[:300],
+             "linked": lid in shown} for lid, sig, load, model, raw in rows]
 
 
 def _render(template: str, lang: str, show_addresses: bool, **context) -> str:

@@ -102,7 +102,11 @@ def test_how_a_load_ended_is_said_in_german():
         assert text not in said and "<q>" not in said, (text, said)
         assert str(end_reason(en, text)) == text
     assert str(end_reason(de, "exited with status 137")) == "beendet mit Status 137"
-    assert str(end_reason(de, "crashed: SIGSEGV")) == "abgestürzt: `SIGSEGV`"
+    # a known signal comes with what it usually means (daemon/crashes.py), anything else as its value
+    assert str(end_reason(de, "crashed: SIGSEGV")) == ("abgestürzt: `SIGSEGV` (Speicherzugriffsfehler: der Server "
+                                                       "griff auf Speicher zu, der ihm nicht gehört, ein Fehler im "
+                                                       "Server, einem Backend oder einem Treiber)")
+    assert str(end_reason(de, "crashed: CUDA error")) == "abgestürzt: `CUDA error`"
     assert str(end_reason(de, "something <b>else</b>")).startswith("<q>")  # unknown: quoted, escaped
     assert "<b>" not in str(end_reason(de, "something <b>else</b>"))
     assert str(end_reason(de, None)) == "—"

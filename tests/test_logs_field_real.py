@@ -137,6 +137,21 @@ CORPUS = {
                [(1, 7)], open_=True, port=39057, facts={"ctx_size": 8192, "slots": 4}),
         ]},
     "swap-laboratories-llama-swap.log": {"lines": 13, "requests": 5, "observed_unplaced": [], "loads": NONE},
+    # crashes (tests/test_logs_crash.py checks each crash line): a process that dies by a signal says nothing;
+    # a debugger, a script's shell, Go's os/exec or zsh says it after
+    "ik-llama-issue60-gdb-sigill.log": {"lines": 52, "requests": 0, "observed_unplaced": [], "loads": NONE},
+    "llama-cpp-issue537-docker-tools-sh.log": {"lines": 16, "requests": 0, "observed_unplaced": [], "loads": NONE},
+    "ollama-issue1603-journal-sigill.log": {"lines": 5, "requests": 0, "observed_unplaced": [], "loads": NONE},
+    "ik-llama-issue503-zsh-segfault.log": {
+        "lines": 124, "requests": 0, "observed_unplaced": [],
+        "loads": [
+            _l("Qwen3-32B-UD-Q4_K_XL.gguf", "/nas/llm/unsloth/Qwen3-32B-GGUF/Qwen3-32B-UD-Q4_K_XL.gguf",
+               [(2, 124)], open_=False, status="failed", end="crashed: SIGSEGV",
+               facts={"offloaded_layers": 65, "total_layers": 65, "ctx_size": 16896,
+                      "model_buffer_mib": {"AMD Radeon RX 7900 XTX (RADV NAVI31)": 18671.19, "CPU": 417.30},
+                      "kv_cache_type_k": "q8_0", "kv_cache_type_v": "q8_0",
+                      "output_buffer_mib": {"Vulkan_Host": 0.58}, "crash_signal": "SIGSEGV"}),
+        ]},
     "dockerbuildfiles-qwen36-mtp-compose.log": {
         "lines": 357, "requests": 4, "observed_unplaced": [],
         "loads": [

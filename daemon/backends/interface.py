@@ -138,3 +138,8 @@ class Backend(ABC):
     def model_card(self, name: str) -> dict | None:
         """The server's own record of a model's capabilities (Ollama's ``/api/show``); None: it has none."""
         return None
+
+    def process_exit(self, name: str) -> int | None:
+        """The failing exit status the server reports for the process that served ``name`` (llama-server's
+        router: ``/models`` ``exit_code`` with ``failed``); None while it runs, or where the server keeps none."""
+        return None

@@ -75,6 +75,20 @@ class LlamaServerBackend(OpenAICompatBackend):
                 return m
         return None
 
+    def process_exit(self, name: str) -> int | None:
+        """The router's ``exit_code`` of ``name``'s child once it ended with a failing status (``failed``).
+
+        The router reaps its children with sheredom's subprocess.h, which turns a death by any
+        signal into status 1: this says that the process died, never which signal killed it.
+        """
+        if not self.is_router():
+            return None
+        status = (self.model_entry(name) or {}).get("status")
+        if not isinstance(status, dict) or status.get("failed") is not True:
+            return None
+        code = status.get("exit_code")
+        return code if isinstance(code, int) and not isinstance(code, bool) and code != 0 else None
+
     def metrics(self, model: str | None = None) -> dict:
         """Prometheus counters of the server (router: of ``model``'s child).
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 import httpx
 
 from .. import llamacpp
+from ..crashes import end_reason as crash_end
 from ..memory.procinfo import children
 from ..memory.readings import NOT_MEASURED, SourceUnavailable
 from ..prompts import build_prompt, new_nonce
@@ -118,8 +119,10 @@ def fit_one(store: Store, *, run_id: int, model: str, model_id: int, model_file:
                                                    {"error": Said.quoted(str(exc)[:300])})], [])
     except (LaunchFailed, OSError) as exc:
         load_error = str(exc)
+        sig = getattr(exc, "signal", None)  # the server died by a signal: that is how its load ended
         store.update("loads", load_id, {"status": "failed", "error_text": load_error, "ended_at": utcnow(),
-                                        "end_reason": "fit test"})
+                                        "end_reason": crash_end(sig) if sig else "fit test",
+                                        "exit_status": -sig.number if sig else None})
     else:
         store.update("loads", load_id, {"status": "loaded", "ready_at": utcnow(), "pid": server.pid,
                                         "load_seconds": round(time.monotonic() - t0, 3)})

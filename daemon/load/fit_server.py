@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import llamacpp
+from ..crashes import CrashSignal, from_returncode
 
 OWN_ARGS = ("-ngl", "999", "--fit", "off", "-lv", "4", "--log-colors", "off", "--no-webui")
 _HELP_CACHE: dict[str, str] = {}
@@ -49,7 +50,11 @@ def own_args() -> list[str]:
 
 
 class LaunchFailed(Exception):
-    """The server exited or never became ready; the text says how."""
+    """The server exited or never became ready; the text says how, ``signal`` which one killed it."""
+
+    def __init__(self, text: str, signal: CrashSignal | None = None):
+        super().__init__(text)
+        self.signal = signal
 
 
 @dataclass
@@ -71,6 +76,9 @@ def start_server(args: list[str], log_path: Path, timeout_s: float) -> Launched:
         code = server.proc.returncode if server.proc is not None else None
         if "not healthy" in str(exc) or code is None:
             raise LaunchFailed(f"not ready after {timeout_s:g} s") from exc
+        sig = from_returncode(code)
+        if sig is not None:
+            raise LaunchFailed(f"killed by {sig.describe()}", sig) from exc
         raise LaunchFailed(f"exited with status {code}" if code >= 0 else f"killed by signal {-code}") from exc
     except BaseException:
         server.stop()  # interrupted while loading: no server is left running behind the run

@@ -35,6 +35,7 @@ import os
 import re
 from collections import Counter
 
+from ..crashes import router_died
 from .parsers import Fact
 from .parsers.cmdline import flag_facts
 from .processes import Streams, has_phase_word
@@ -66,7 +67,8 @@ class Attributor:
     """Feed lines in log order; get ``(load_id, attribution, extra_facts)`` back.
 
     ``hooks`` is the importer: ``new_load(**cols) -> id``,
-    ``update_load(id, **cols)``, ``bind(line_ids, load_id, attribution)``.
+    ``update_load(id, **cols)``, ``bind(line_ids, load_id, attribution)``,
+    ``crashed(id, line_id, ts, end_reason, exit_status)``.
     """
 
     def __init__(self, state: dict | None, hooks):
@@ -81,6 +83,8 @@ class Attributor:
         self.args: dict | None = s.get("args")
         self.draft: set[int] = set(s.get("draft", []))
         self.swa: set[int] = set(s.get("swa", []))  # loads whose SWA KV cache is being created
+        # router children whose exit is no crash: the router asked them to stop, or they said why they go
+        self.expected_exit: set[int] = set(s.get("expected_exit", []))
         self.unplaced: Counter = Counter()  # this import's lines no load can claim, by reason
 
     def state(self) -> dict:
@@ -95,6 +99,7 @@ class Attributor:
             "args": self.args,
             "draft": sorted(self.draft),
             "swa": sorted(self.swa),
+            "expected_exit": sorted(self.expected_exit),
         }
 
     def redirect(self, mapping: dict[int, int]) -> None:
@@ -112,6 +117,7 @@ class Attributor:
             self.args["load"] = f(self.args["load"])
         self.draft = {f(v) for v in self.draft}
         self.swa = {f(v) for v in self.swa}
+        self.expected_exit = {f(v) for v in self.expected_exit}
 
     # -- the one entry point ------------------------------------------------
     def feed(self, line_id: int, pid: int | None, port: int | None, text: str, ts: str | None,
@@ -129,6 +135,8 @@ class Attributor:
                 return None, "unattributed", None
             if has_phase_word(text):
                 self._phase(load, line_id, text, ts)
+            elif "exiting due to" in text:  # the child's own last words (a failed load): its exit is no crash
+                self.expected_exit.add(load)
             return load, "port", None
         key = str(pid) if pid is not None else (stream or "-")
         if key in self.routers:
@@ -179,12 +187,17 @@ class Attributor:
                 if load is not None:
                     self.hooks.update_load(load, end_line_id=line_id, exit_status=int(m[2]), ended_at=ts,
                                            end_reason=f"exited with status {m[2]}")
+                    if int(m[2]) != 0 and load not in self.expected_exit:
+                        # unasked and without a word: killed by a signal, which the router does not pass on
+                        self.hooks.crashed(load, line_id, ts, router_died(int(m[2])), int(m[2]))
+                    self.expected_exit.discard(load)
                     self.draft.discard(load)
                     return load, "boundary", None
                 self.unplaced["router"] += 1
                 return None, "unattributed", None
             m = _BY_NAME.search(text)
             if m and m[1] in self.names:
+                self.expected_exit.add(self.names[m[1]])  # asked to stop: a failing exit then is no crash
                 return self.names[m[1]], "boundary", None
         self.unplaced["router"] += 1
         return None, "unattributed", None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from ..crashes import SIGNALS, describe_end
+
 #: what ``cardproof loads --json`` and ``logs show --json`` give per load
 LOAD_KEYS = ("id", "model", "origin", "run_id", "started_at", "ready_at", "ended_at", "end_reason", "open", "pid",
              "port", "status", "model_file", "facts", "fact_lines", "lines", "observed")
@@ -63,6 +65,9 @@ def load_line(ld: dict) -> str:
         parts.append(f"kv {f['kv_cache_type_k']}/{f.get('kv_cache_type_v', '?')}")
     if "cuda_error" in f:
         parts.append(f"CUDA errors {len(f['cuda_error'])}")
+    crash = _crash(ld)
+    if crash:
+        parts.insert(0, crash)
     obs = ld.get("observed") or {}
     if obs.get("count"):
         text = (f"observed {obs['count']} requests (server's counters, not measured): "
@@ -74,6 +79,17 @@ def load_line(ld: dict) -> str:
     state = "open" if ld.get("open") else (ld.get("end_reason") or "")
     return (f"{ld['id']:>5}  {str(ld['model']):<24} {ld['origin']:<6} {where:<11} {state:<14.14} "
             f"{ld['lines']:>7} lines  {len(f):>2} facts  {'; '.join(parts)}")
+
+
+def _crash(ld: dict) -> str | None:
+    """How the load's process died, with what that signal usually means; None when it did not crash."""
+    said = describe_end(ld.get("end_reason"))
+    sig = SIGNALS.get(ld["facts"].get("crash_signal") or "")
+    if said and sig and sig.key not in said:  # an assert or CUDA error named it: the signal that followed
+        said += f"; {sig.describe()}"
+    elif said is None and sig is not None:  # a crash line in a load that ended otherwise
+        said = f"crash line: {sig.describe()}"
+    return said
 
 
 def _visible(raw: str) -> str:

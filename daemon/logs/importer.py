@@ -118,6 +118,22 @@ class _Writer:
             sets = ", ".join(f"{k} = ?" for k in cols)
             self.conn.execute(f"update loads set {sets} where id = ?", [*cols.values(), load_id])
 
+    def crashed(self, load_id: int, line_id: int, ts: str | None, reason: str, exit_status: int | None) -> None:
+        """A line says the load's process died (``reason``: ``crashed: ...``): the load ends there.
+
+        Nothing in its own output says so (a process dies by a signal without a word); its shell,
+        supervisor, kernel or router does, after it. A crash already named (an assert, a CUDA error,
+        read by processes.py on the same or an earlier line) stays the reason; a load that was never
+        ready failed. Evaluated by SQLite on the row as it is: the stream's state cannot be stale.
+        """
+        self.conn.execute(
+            "update loads set status = case when status = 'loaded' then status else 'failed' end, "
+            "end_reason = case when end_reason like 'crashed: %' then end_reason else ? end, "
+            "end_line_id = case when end_reason like 'crashed: %' then end_line_id else ? end, "
+            "ended_at = case when end_reason like 'crashed: %' then ended_at else coalesce(?, ended_at) end, "
+            "exit_status = coalesce(exit_status, ?) where id = ?",
+            [reason, line_id, ts, exit_status, load_id])
+
     def bind(self, line_ids: list[int], load_id: int, attribution: str) -> None:
         """Lines held back until their process named its model now join that load."""
         old = []
@@ -239,6 +255,9 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
                 for f in found:
                     facts.append((fid, load, lid, f.name, f.device, f.value_num, f.value_text, f.unit))
                     fid += 1
+                    if f.name == "crash_signal" and load is not None:
+                        w.crashed(load, lid, ts, f"crashed: {f.value_text}", -int(f.value_num or 0) or None)
+                        attr.streams.crashed(load)  # what its stream prints next is no longer its own
             lines.append((lid, ts, unit, pid, port, cursor, offset, raw, raw_bytes, load, how))
             lid += 1
             n += 1

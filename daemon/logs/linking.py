@@ -81,6 +81,12 @@ def _merge(conn, runner_id: int, log_id: int) -> None:
     runner_row = dict(zip(_COPY, conn.execute(f"select {cols} from loads where id = ?", [runner_id]).fetchone()))
     # the runner's own values stay; the log fills what it left empty
     fill = {k: v for k, v in log_row.items() if v is not None and runner_row.get(k) is None}
+    # the runner knows when it stopped using a load ("next model", "run ended"); how its process died
+    # only the log can say, and that is how the load ended
+    crash = conn.execute("select end_reason, exit_status, end_line_id from loads where id = ? "
+                         "and end_reason like 'crashed: %'", [log_id]).fetchone()
+    if crash:
+        fill.update(end_reason=crash[0], exit_status=crash[1], end_line_id=crash[2])
     if fill:
         conn.execute(f"update loads set {', '.join(f'{k} = ?' for k in fill)} where id = ?", [*fill.values(), runner_id])
     conn.execute("update log_lines set load_id = ? where load_id = ?", [runner_id, log_id])

@@ -54,7 +54,7 @@ _START = re.compile(
 _SETS_PARALLEL = r"(?:srv +)?main: (?:n_parallel is set|setting n_parallel)"
 _PREAMBLE = re.compile(r"(?:ggml_\w+: |load_backend: |register_backend: | {1,2}Device \d+: |warning: |warn: "
                        r"|WARNING: |DEPRECATED: |common_download|curl_perform_with_retry: |no remote preset"
-                       r"|using config file: |" + _SETS_PARALLEL + ")")
+                       r"|using config file: |Vulkan\d+: |Log start$|" + _SETS_PARALLEL + ")")
 # of those, the ones a process never prints after its exit line (ggml_metal_free, for one, it does)
 _NEXT_PREAMBLE = re.compile(r"(?:ggml_cuda_init: |ggml_metal_device_init: |ggml_metal_library_init: |load_backend: "
                             r"|register_backend: | {1,2}Device \d+: |warning: |warn: |WARNING: |DEPRECATED: "
@@ -222,6 +222,12 @@ class Streams:
     def _release(self, line_ids: list, reason: str) -> None:
         if line_ids:
             self.owner.unplaced[reason] += len(line_ids)
+
+    def crashed(self, load) -> None:
+        """A line of ``load``'s process said it died by a signal (its shell's or supervisor's words)."""
+        for p in self.procs.values():
+            if p.get("load") == load:
+                p["crashed"] = True  # a next start must not call it "next process started"
 
     def held(self) -> int:
         """Lines still waiting for their process to start or to name its model."""

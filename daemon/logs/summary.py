@@ -2,7 +2,8 @@
 
 Read-only. Where a load printed a fact more than once (a fitting pass, then
 the real allocation), the last line wins; draft acceptance is summed over
-all of the load's requests; CUDA errors are listed. ``observed`` is what the
+all of the load's requests; CUDA errors are listed; of crash signals the
+first counts (``Aborted`` after a failed assert is the same death). ``observed`` is what the
 server's own per-request counters say (observed.py): kept apart from
 cardproof's measured samples, never mixed into them.
 """
@@ -82,6 +83,10 @@ def summarise(rows) -> tuple[dict, dict]:
             lines.setdefault(name, [])
             lines[name].append(line_id)
             continue
+        if name == "crash_signal":  # the first is how the process died; later ones are its aftermath
+            if name not in values:
+                values[name], lines[name] = text, line_id
+            continue
         value = num if num is not None else text
         if num is not None and float(num).is_integer() and name.endswith(("_layers", "ctx_size", "n_max", "slots")):
             value = int(num)
@@ -99,3 +104,28 @@ def summarise(rows) -> tuple[dict, dict]:
             values[name] = value
             lines[name] = line_id
     return values, lines
+
+
+def crashed_loads(db, run_id: int) -> list[dict]:
+    """The loads of a run whose server process died, each with the line that says so (or None).
+
+    A run's loads are its own rows and the log's loads that own lines captured during it: a
+    single-model server started before the run has a load that began before the run, and its
+    crash during the run is still this run's. ``line_id``/``line``: the first line stating the
+    signal, else the line the load ended at (a router's ``exited with status``).
+    """
+    conn = db.conn if hasattr(db, "conn") else db
+    rows = conn.execute(
+        "select l.id, coalesce(m.name, l.model_name), l.end_reason, coalesce("
+        "(select f.line_id from facts f where f.load_id = l.id and f.name = 'crash_signal' order by f.line_id "
+        "limit 1), l.end_line_id) from loads l left join models m on m.id = l.model_id "
+        "where l.merged_into is null and l.end_reason like 'crashed: %' and (l.run_id = ? or l.id in "
+        "(select load_id from log_lines where run_id = ? and load_id is not null)) order by l.id",
+        [run_id, run_id]).fetchall()
+    out = []
+    for load_id, model, reason, line_id in rows:
+        raw = conn.execute("select raw from log_lines where id = ?", [line_id]).fetchone() if line_id else None
+        out.append({"id": load_id, "model": model, "end_reason": reason, "line_id": line_id if raw else None,
+                    "line": raw[0] if raw else None})
+    return out
+

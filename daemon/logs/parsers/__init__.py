@@ -127,4 +127,4 @@ def mib(value: str, unit: str = "MiB") -> float:
 
 
 # registration happens on import; the order of modules is the order of facts
-from . import cmdline, llamacpp, llamaswap, ollama  # noqa: E402,F401
+from . import cmdline, crash, llamacpp, llamaswap, ollama  # noqa: E402,F401

@@ -1,0 +1,146 @@
+"""How a server process died: the one table of crash signals, for the live path and the log parser alike.
+
+A process that dies by a signal leaves no words of its own; whoever
+watched it says which signal, each in its own way: Python's ``Popen`` a
+negative return code, a shell or docker ``128 + n``, bash ``Illegal
+instruction (core dumped)``, Go (Ollama) ``signal: illegal instruction``,
+systemd ``status=4/ILL``, the kernel ``trap invalid opcode`` or ``Out of
+memory: Killed process``. Every one of them ends up as one entry of
+:data:`SIGNALS`, so a crash reads the same whether cardproof saw it happen
+or read it in someone's log. ``meaning`` is an English message id of the
+report's catalogue (report/locale): pages say it in their language.
+
+``loads.end_reason`` says a crash as ``crashed: <key>`` (:func:`end_reason`),
+a closed vocabulary the report reads back (:func:`from_end_reason`); the
+load's ``exit_status`` keeps the signal as Python does, ``-n``.
+
+Nothing here imports from the rest of cardproof: the parser, the runner and
+the report may all use it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CrashSignal:
+    """One way a process dies: ``key`` as stored (a signal name, or ``OOM``), its number, what it usually means."""
+
+    key: str
+    number: int
+    meaning: str
+
+    def describe(self) -> str:
+        """``SIGILL (illegal instruction: ...)``: what the CLI prints."""
+        return f"{self.key} ({self.meaning})"
+
+
+def _table(*entries: CrashSignal) -> dict[str, CrashSignal]:
+    return {e.key: e for e in entries}
+
+
+#: The signals a server dies of, and what each usually means for a llama.cpp or Ollama server.
+#: SIGTERM/SIGINT are left out on purpose: they are how a server is stopped, not how it crashes.
+SIGNALS = _table(
+    CrashSignal("SIGILL", 4, "illegal instruction: the binary uses CPU features this machine does not allow"),
+    CrashSignal("SIGABRT", 6, "aborted: the server stopped itself on a failed check such as GGML_ASSERT or ggml_abort"),
+    CrashSignal("SIGBUS", 7, "bus error: mapped memory could not be read, often a model file that changed, "
+                             "was cut short or sits on a failing disk"),
+    CrashSignal("SIGFPE", 8, "arithmetic error: a division by zero or a similar fault in the server"),
+    CrashSignal("SIGKILL", 9, "killed: ended from outside without a chance to clean up, by the out-of-memory "
+                              "killer, a supervisor's timeout or kill -9"),
+    CrashSignal("SIGSEGV", 11, "segmentation fault: the server touched memory it does not own, a bug in the "
+                               "server, a backend or a driver"),
+    # the kernel's OOM killer sends SIGKILL; where its own line says so, the cause is known
+    CrashSignal("OOM", 9, "killed by the kernel's out-of-memory killer: the machine ran out of memory"),
+)
+_BY_NUMBER = {s.number: s for s in SIGNALS.values() if s.key != "OOM"}
+#: Windows reports a crash as an NTSTATUS exit code (Ollama: ``exit status 0xc000001d``)
+_NTSTATUS = {0xC000001D: SIGNALS["SIGILL"], 0xC0000005: SIGNALS["SIGSEGV"]}
+#: the words of strsignal(3) (bash, sh), zsh and Go's ``signal:`` for each signal, lower case
+_WORDS = {
+    "illegal instruction": "SIGILL", "illegal hardware instruction": "SIGILL",
+    "aborted": "SIGABRT", "abort": "SIGABRT",
+    "bus error": "SIGBUS",
+    "floating point exception": "SIGFPE",
+    "killed": "SIGKILL",
+    "segmentation fault": "SIGSEGV",
+}
+
+
+def by_number(n: int | None) -> CrashSignal | None:
+    return _BY_NUMBER.get(n) if n is not None else None
+
+
+def by_name(name: str | None) -> CrashSignal | None:
+    """``SIGILL``, ``ILL`` (systemd) or the words a shell or Go prints (``Illegal instruction``)."""
+    if not name:
+        return None
+    text = name.strip()
+    upper = text.upper()
+    if upper in SIGNALS:
+        return SIGNALS[upper]
+    if "SIG" + upper in SIGNALS:
+        return SIGNALS["SIG" + upper]
+    key = _WORDS.get(text.lower())
+    return SIGNALS[key] if key else None
+
+
+def from_returncode(rc: int | None) -> CrashSignal | None:
+    """Python's ``Popen.returncode``: ``-n`` when signal n ended the child."""
+    return by_number(-rc) if rc is not None and rc < 0 else None
+
+
+def from_exit_code(code: int | None) -> CrashSignal | None:
+    """An exit code as a shell or docker reports it: ``128 + n`` for signal n, or a Windows NTSTATUS."""
+    if code is None:
+        return None
+    if code in _NTSTATUS:
+        return _NTSTATUS[code]
+    return by_number(code - 128) if 128 < code < 160 else None
+
+
+def end_reason(sig: CrashSignal) -> str:
+    """``loads.end_reason`` of a load whose process died by ``sig``."""
+    return f"crashed: {sig.key}"
+
+
+_END = re.compile(r"crashed: ([A-Z]{3,7})")
+
+
+def from_end_reason(text: str | None) -> CrashSignal | None:
+    """The signal a stored ``end_reason`` names, or None (another ending, or a crash named otherwise)."""
+    m = _END.fullmatch(text or "")
+    return SIGNALS.get(m[1]) if m else None
+
+
+#: ``loads.end_reason`` of a router child that ended on its own with a failing status: llama-server's
+#: router reaps its children with sheredom's subprocess.h, which reports any death by a signal as
+#: EXIT_FAILURE (1), so the log and ``/models`` say "status 1" and never which signal
+ROUTER_DIED = "crashed: exited unasked with status {status}"
+_ROUTER_DIED = re.compile(r"crashed: exited unasked with status (-?\d{1,6})")
+
+
+def router_died(status: int) -> str:
+    return ROUTER_DIED.format(status=status)
+
+
+def is_crash(end_reason_text: str | None) -> bool:
+    """Whether a stored ``end_reason`` says the process crashed (by a named signal, an assert, a CUDA error ...)."""
+    return bool(end_reason_text) and str(end_reason_text).startswith("crashed: ")
+
+
+def describe_end(text: str | None) -> str | None:
+    """The English a CLI line prints for a crash's ``end_reason`` (with the signal's meaning); None for no crash."""
+    if not is_crash(text):
+        return None
+    sig = from_end_reason(text)
+    if sig is not None:
+        return f"crashed: {sig.describe()}"
+    m = _ROUTER_DIED.fullmatch(text or "")
+    if m:
+        return (f"crashed: exited unasked with status {m[1]} (the router reports any signal as status 1: "
+                f"which one is not known)")
+    return str(text)
