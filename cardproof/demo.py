@@ -42,11 +42,12 @@ canaries = true
 exclude = false
 
 # Temperature 0 and a fixed seed (the probes' own settings): a verdict is the
-# model's, not the sampler's, and a repeat must agree with it.
+# model's, not the sampler's. One attempt each keeps the demo short; a second
+# on identical input would only show whether the server is deterministic.
 [probes]
 run = ["tools", "thinking", "reasoning", "coding"]
-repeat = 2
-max_tokens = 200
+repeat = 1
+max_tokens = 160
 
 [load]
 streams = [1, 2]
@@ -55,7 +56,7 @@ prompt_class = "short"
 max_tokens = 16
 
 [depth]
-tokens = [0, 2048, 6144]
+tokens = [0, 4096]
 repetitions = 2
 max_tokens = 16
 
