@@ -56,7 +56,7 @@ name = "ladder"
 prompt_classes = ["short", "medium"]
 reasoning = [false]
 repetitions = 2
-max_tokens = 200
+max_tokens = 256
 
 [gates.not_on_card]
 exclude = false
