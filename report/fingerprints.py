@@ -14,6 +14,8 @@ import functools
 import hashlib
 import json
 import os
+import sqlite3
+import time
 from importlib import metadata, resources
 from pathlib import Path
 
@@ -216,17 +218,20 @@ def run_fingerprints(db, runs: list[dict], project: Path, code: str) -> dict[int
 
     Count and highest id of each kind of row per run, from one grouped
     query per table (and none for a table unchanged since the last build),
-    the run's row, the author's notes and ``code``.
+    the run's row, the rows it shares with other runs (``_shared_rows``),
+    the author's notes and ``code``.
     """
     site = Path(project) / "site"
     counted = counted_tables(db.conn)
     stats = _per_run_stats(db, site / TABLE_STATS if site.is_dir() else None, counted)
     touched = _touched(db, stats, counted)
+    shared = _shared_rows(db, runs)
     notes = _notes_by_run(project)
     out = {}
     for r in runs:
         h = hashlib.sha256(code.encode())
         h.update(json.dumps(r, sort_keys=True, default=str).encode())
+        h.update(shared.get(r["id"], "").encode())
         for name in sorted(stats):
             h.update(f"{name}:{stats[name].get(r['id'])};".encode())
             if name in touched:
@@ -235,6 +240,43 @@ def run_fingerprints(db, runs: list[dict], project: Path, code: str) -> dict[int
             h.update(note.name.encode())
             h.update(note.read_bytes())
         out[r["id"]] = h.hexdigest()
+    return out
+
+
+def _rows_by_id(db, table: str) -> dict:
+    """Each row of a small shared table as JSON text, by id (none where the table is missing)."""
+    if table not in db.table_names():
+        return {}
+    return {row["id"]: json.dumps(row, sort_keys=True, default=str) for row in db.query(f"select * from {table}")}
+
+
+def _shared_rows(db, runs: list[dict]) -> dict[int, str]:
+    """Per run id, a digest of the rows its pages print that belong to no run: its models' rows, its
+    campaign's (the frozen text whose ``[report]`` limits judge every cell) and its registration.
+
+    A model renamed in the store changes none of a run's own rows: every page that names it (the run's
+    articles, their comparisons, the trend pages keyed by runs' fingerprints) kept the old name. Only
+    the rows a run uses are taken, so a new model or campaign renders no older run again. The tables
+    are small (a model or campaign per row); which models a run uses is one pass over cells and loads.
+    """
+    models, campaigns = _rows_by_id(db, "models"), _rows_by_id(db, "campaigns")
+    registrations = _rows_by_id(db, "registrations")
+    by_hash: dict[str, list[str]] = {}
+    for text in registrations.values():  # a run without a linked registration shows the earliest of its text
+        by_hash.setdefault(str(json.loads(text).get("sha256")), []).append(text)
+    used: dict[int, set] = {}
+    for table in ("cells", "loads"):
+        if table in db.table_names():
+            for rid, mid in db.execute(f"select distinct run_id, model_id from {table}").fetchall():
+                used.setdefault(rid, set()).add(mid)
+    out = {}
+    for r in runs:
+        parts = [campaigns.get(r.get("campaign_id"), "")]
+        parts += [models.get(mid, "") for mid in sorted(used.get(r["id"], ()), key=str)]
+        if r.get("registration_id") is not None:
+            parts.append(registrations.get(r["registration_id"], ""))
+        parts += sorted(by_hash.get(str(r.get("campaign_sha256")), []))
+        out[r["id"]] = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     return out
 
 
@@ -382,22 +424,100 @@ def _file_state(path: Path) -> list | None:
 
 
 def build_gate(db_path: Path, project: Path, code: str) -> dict:
-    """What a whole build is made from, read without a query: the store's files (any write changes the
-    database's or its WAL's size or time), the code, the author's notes, the pages written and the manifest.
+    """What a whole build is made from, read cheaply: the store's own record of its changes, the code,
+    the author's notes, the pages written and the manifest.
 
     Equal to the last build's record: nothing can have changed, and a build that changes nothing
-    need not read the store at all (issue 19: a no-op rebuild at a year of runs in under 2 s).
+    need not read the store's rows at all (issue 19: a no-op rebuild at a year of runs in under 2 s).
+    A run stored as ``running`` is judged by its process and the clock (daemon/liveness.py), which no
+    record of the store follows: while there is one, the gate never holds.
     """
-    return {"db": store_state(db_path), "code": code, "notes": _folder_state(Path(project) / "notes")} \
-        | pages_state(project)
+    state, live = _store_record(db_path)
+    return {"db": state, "code": code, "notes": _notes_state(Path(project) / "notes"),
+            "live": time.time_ns() if live else None} | pages_state(project)
 
 
 def store_state(db_path: Path) -> list:
-    """The store's files as found: any write changes the database's or its WAL's size or file time."""
+    """The store as its own record of changes has it: per table the highest rowid and the count of rows
+    updated or deleted (``row_changes``, kept by m022's triggers), and the schema's version.
+
+    Not the files' size and time: a correction that keeps the database's size, written within the
+    clock tick of the last build or by a tool that restores the file time, changed neither, and the
+    articles kept the old figures. Rows added take new rowids; rows changed or deleted move the
+    counts. A table the triggers do not count is read whole (``_uncounted``) where it is small; a big
+    one, or a store that cannot be read, gives a state no other read equals, so nothing is skipped on
+    its account.
+    """
+    return _store_record(db_path)[0]
+
+
+def _store_record(db_path: Path) -> tuple[list, bool]:
+    """``store_state`` and whether any run is stored as ``running``, from one read-only connection."""
+    from cardproof.daemon.storefile import connect_readonly
+
     db_path = Path(db_path)
-    wal = _file_state(db_path.with_name(db_path.name + "-wal"))
-    # a reader's open creates an empty WAL (and its close may remove it): empty, it holds nothing
-    return [str(db_path.resolve()), _file_state(db_path), wal if wal and wal[0] else None]
+    where = str(db_path.resolve())
+    try:
+        conn = connect_readonly(db_path, timeout=5.0)
+    except sqlite3.Error:
+        return [where, "unreadable", time.time_ns()], False
+    try:
+        counted = counted_tables(conn)
+        changes = dict(conn.execute("select tbl, sum(n) from row_changes group by tbl").fetchall()) \
+            if counted else {}
+        tables = [r[0] for r in conn.execute("select name from sqlite_master where type = 'table' "
+                                             "and name not like 'sqlite_%' and name != 'row_changes' order by name")]
+        out = [where, conn.execute("pragma schema_version").fetchone()[0]]
+        for t in tables:
+            q = '"' + t.replace('"', '""') + '"'
+            try:
+                top = conn.execute(f"select max(rowid) from {q}").fetchone()[0]
+            except sqlite3.Error:  # a table without rowids: its rows' digest is all there is
+                top = None
+            out.append([t, top, changes.get(t, 0) if t in counted else _uncounted(conn, q, top)])
+        live = "runs" in tables and conn.execute(
+            "select exists (select 1 from runs where status = 'running')").fetchone()[0] == 1
+        return out, live
+    except sqlite3.Error:
+        return [where, "unreadable", time.time_ns()], False
+    finally:
+        conn.close()
+
+
+#: an uncounted table of at most this many rows is read whole into the store's state; a bigger one cannot
+#: be followed cheaply, and makes a state no other read equals
+_DIGEST_ROWS = 20_000
+
+
+def _uncounted(conn, q: str, top) -> list:
+    """The state of a table the triggers do not count (``_sqlite_migrations``; a table a later migration
+    added without m022's triggers; a store whose triggers were dropped): its rows' digest, since neither
+    its highest rowid nor its count sees a row changed in place."""
+    n = conn.execute(f"select count(*) from {q}").fetchone()[0]
+    if n > _DIGEST_ROWS:
+        return ["rows", n, "not followed", time.time_ns()]
+    h = hashlib.sha256()
+    order = " order by rowid" if top is not None else ""
+    for row in conn.execute(f"select * from {q}{order}"):
+        h.update(repr(row).encode())
+    return ["rows", n, h.hexdigest()]
+
+
+def _notes_state(folder: Path) -> str:
+    """One digest of the author's notes, by their text: a note is a few lines, read whole each build, so
+    an edit that keeps its size and file time is seen too."""
+    h = hashlib.sha256()
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return "missing"
+    for e in entries:
+        try:
+            if e.is_file():
+                h.update(f"{e.name}\0".encode() + Path(e.path).read_bytes() + b"\0")
+        except OSError:
+            h.update(f"{e.name}\0unreadable\0".encode())
+    return h.hexdigest()
 
 
 def pages_state(project: Path) -> dict:

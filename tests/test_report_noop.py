@@ -148,3 +148,45 @@ def test_a_whole_build_after_another_reader_changes_nothing(gen, tmp_path, monke
         conn.close()
         build(gen.path, project, run_mkdocs=False)
     assert opened == [1] and made == []
+
+
+def test_a_correction_that_keeps_the_files_size_and_time_is_built(gen, tmp_path, opened):
+    """The gate reads the store's own record of changes, not its files: five samples corrected by a tool
+    that leaves the database's size and file time as they were (or within the clock tick of the last
+    build) are built, where the files' size and time said nothing had changed."""
+    import os
+
+    from cardproof.daemon.store import open_store
+
+    gen.add(2)
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    before = os.stat(gen.path)
+    store = open_store(gen.path)
+    with store.db.conn:
+        store.db.execute("update samples set decode_tps = decode_tps * 1.7 where id in "
+                         "(select id from samples where run_id = 2 and kind = 'measure' order by id limit 5)")
+    store.db.execute("pragma wal_checkpoint(truncate)")
+    store.close()
+    os.utime(gen.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(gen.path).st_size == before.st_size
+    written = {p.name for p in write_articles(gen.path, project)}
+    assert opened == [1, 1] and {"run-2.md", "run-2.de.md"} <= written
+
+
+def test_a_run_stored_as_running_is_looked_at_by_every_build(gen, tmp_path, opened):
+    """Whether a run stored as running still runs is its process's and the clock's to say
+    (daemon/liveness.py), which no record of the store follows: the gate never holds while there is one."""
+    from cardproof.daemon.store import open_store
+
+    gen.add(2)
+    store = open_store(gen.path)
+    with store.db.conn:
+        store.db.execute("update runs set status = 'running' where id = 2")
+    store.close()
+    project = tmp_path / "proj"
+    scaffold(project)
+    write_articles(gen.path, project)
+    write_articles(gen.path, project)
+    assert opened == [1, 1]
