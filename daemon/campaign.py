@@ -136,9 +136,9 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
             if m.requantized_from == m.name:
                 raise CampaignError(path, f"models[{i}].requantized_from", "a model cannot be made from itself")
             named.append((f"models[{i}].requantized_from", m.requantized_from))
-    for key, name in named:
-        if name not in {m.name for m in f.models}:
-            raise CampaignError(path, key, f"unknown model {validate.quoted(name)} "
+    for key, named_model in named:  # not `name`: that is the campaign's, used below
+        if named_model not in {m.name for m in f.models}:
+            raise CampaignError(path, key, f"unknown model {validate.quoted(named_model)} "
                                 f"(models: {', '.join(m.name for m in f.models)})")
     return Campaign(
         name=name,

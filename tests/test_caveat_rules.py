@@ -110,3 +110,13 @@ def test_requantized_from_must_name_another_model_of_the_campaign(tmp_path):
         with pytest.raises(CampaignError) as err:
             parse_campaign(head + tail, "c.toml")
         assert "models[1].requantized_from" in str(err.value) and words in str(err.value)
+
+
+def test_a_campaign_naming_models_elsewhere_keeps_its_own_name():
+    """The check of names in requantized_from / [fit] once reused the campaign's `name` variable:
+    the demo's run was titled after its last-checked model, not "demo-smollm2"."""
+    from cardproof.daemon.campaign import parse_campaign
+
+    text = ('[campaign]\nname = "ladder"\n[server]\nbackend = "llama-server"\nurl = "http://127.0.0.1:9"\n'
+            '[[models]]\nname = "a"\n[[models]]\nname = "b"\nrequantized_from = "a"\n')
+    assert parse_campaign(text, "c.toml").name == "ladder"
