@@ -191,7 +191,7 @@ class Lang:
             dt = dt.astimezone(timezone.utc)
             return format_datetime(dt, format="yyyy-MM-dd HH:mm:ss 'UTC'", locale=self.code)
         except (ValueError, TypeError, OverflowError):
-            from .build import code_span  # late: build imports this module
+            from .mdsafe import code_span  # late: mdsafe's escapers build on this module's Lang
 
             return code_span(str(iso)[:80])
 

@@ -283,8 +283,8 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
     (id/fragment), ``join`` (items escaped), ``redact_campaign`` (secrets out of a campaign
     file), ``source_name`` (a log source by its file's name); ``e``/``escape`` are ``esc``;
     ``safe`` does not exist (trusted Markdown is made in Python, as ``MD``). Globals: ``yaml_title``
-    for front matter, ``said(json, text)`` for a stored observation in the page's language
-    (``report/observations.py``).
+    for front matter. The page environment (``report/render.py``) adds ``said`` and ``end_reason``
+    from ``report/observations.py``, which sits above this module (it renders with its escapers).
     """
     env = jinja2.Environment(loader=loader, autoescape=True, finalize=finalize, **options)
     env.template_class = _Template
@@ -293,8 +293,4 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
                         "fenced": fenced, "anchor": anchor, "join": join, "redact_campaign": redact_campaign_text,
                         "source_name": source_name})
     env.globals["yaml_title"] = yaml_title
-    from .observations import template_end_reason, template_say  # late: it renders with this module's escapers
-
-    env.globals["said"] = template_say  # stored observations (message id + values) in the page's language
-    env.globals["end_reason"] = template_end_reason  # how a load ended, in the page's language
     return env

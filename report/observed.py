@@ -11,7 +11,6 @@ for the loads of one log instead of one run.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from cardproof.daemon.logs.summary import load_summaries
@@ -104,20 +103,15 @@ def _crashes(db, source_id: int, evidence: dict) -> list[dict]:
 
 
 def _render(template: str, lang: str, show_addresses: bool, **context) -> str:
-    """A page in the site's own Markdown environment, the way build.py renders its articles.
-
-    The message wrapper and the publishing context (addresses masked) are
-    build.py's own where it has them (report/mdsafe.py); plain ``gettext``
-    otherwise.
-    """
-    from . import build
+    """A page in the site's own Markdown environment (report/render.py), the way the articles are
+    rendered: the same message wrapper and publishing context (addresses masked) from report/mdsafe.py."""
+    from .mdsafe import publishing, translator
+    from .render import environment
 
     L = Lang(lang)
-    wrap = getattr(build, "translator", None)
-    publish = getattr(build, "publishing", None)
-    with publish(show_addresses=show_addresses) if publish else contextlib.nullcontext():
-        return build._env().get_template(template).render(
-            _=wrap(L.gettext, CATALOGUE) if wrap else L.gettext, L=L, lang=lang, **context)
+    with publishing(show_addresses=show_addresses):
+        return environment().get_template(template).render(
+            _=translator(L.gettext, CATALOGUE), L=L, lang=lang, **context)
 
 
 def render_log(view: dict, lang: str, *, show_addresses: bool = False) -> str:

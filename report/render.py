@@ -26,6 +26,7 @@ from .fingerprints import code_fingerprint
 from .home import latest_per_campaign
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, esc, markdown_environment, publishing, translator
+from .observations import template_end_reason, template_say
 from .reconcile import reconciliations
 
 
@@ -44,6 +45,8 @@ def environment() -> jinja2.Environment:
         comment_end_string="#%}",
     )
     env.globals["ngettext"] = _template_ngettext
+    env.globals["said"] = template_say  # stored observations (message id + values) in the page's language
+    env.globals["end_reason"] = template_end_reason  # how a load ended, in the page's language
     env.bytecode_cache = _bytecode_cache()
     return env
 

@@ -255,11 +255,9 @@ def _page_view(page_series: list[dict], L: Lang) -> dict:
 
 
 def _env():
-    """The report's one Jinja environment (late import: the site build imports this module)."""
-    try:
-        from ..render import environment
-    except ImportError:  # before build.py was split into modules
-        from ..build import _env as environment
+    """The report's one Jinja environment (the pages layer's, report/render.py)."""
+    from ..render import environment
+
     return environment()
 
 
