@@ -19,7 +19,7 @@ import jinja2
 from cardproof.paths import cache_dir
 
 from . import charts
-from .axes import axes_charts
+from .axes_charts import axes_charts
 from .article_parts import author_notes, cell_value, exception_groups, merged_caveats, render_caveat, run_charts
 from .caveats import caveats_for
 from .fingerprints import code_fingerprint
