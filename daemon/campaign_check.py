@@ -73,7 +73,7 @@ class ReportSettings(Section):
     by more than this factor is marked unstable and no finding is stated from it.
     ``unstable_interval_pct`` (optional, off when absent): a cell is also
     unstable when the bootstrap interval of its median reaches further than
-    this many percent from the median (report/findings.py).
+    this many percent from the median (report/findings/stable.py).
     ``min_effect_pct``: the smallest change between runs that the trend pages
     call a step (report/history/), however clear the samples are.
     """

@@ -659,3 +659,15 @@ def counted_tables(conn, schema: str = "main") -> set[str]:
         return set()
     return {n[len("row_changes_"):-len("_update")] for n in names
             if n.startswith("row_changes_") and n.endswith("_update") and n[:-len("_update")] + "_delete" in names}
+
+
+@migrations(name="m023_model_shape")
+def m023_model_shape(db: sqlite_utils.Database) -> None:
+    # the report's findings group models by their shape as the GGUF header states it: parameters
+    # (all, and those one token passes through), experts (count, used per token), the base name and a
+    # hash of the tokenizer, so a quantisation ladder of one base model is told from one of several
+    # (daemon/modelfile.py: gguf_header); rows registered before stay unknown until registered again
+    for name, kind in (("params", int), ("active_params", int), ("expert_count", int),
+                       ("expert_used_count", int), ("basename", str), ("tokenizer_sha256", str)):
+        if name not in db["models"].columns_dict:
+            db["models"].add_column(name, kind)

@@ -96,10 +96,26 @@ class Store:
                     [row["name"], row.get("digest") or ""],
                 ).fetchone()
                 if found:
+                    self._fill_shape(conn, found[0], row)
                     return found[0]
                 return self.db["models"].insert(row).last_pk
         except sqlite3.Error as exc:
             raise StoreError(f"{shown(self.path)}: cannot write to table models: {exc}") from exc
+
+    #: columns of a model's shape (m023) that a row registered before them lacks
+    SHAPE_COLUMNS = ("params", "active_params", "expert_count", "expert_used_count", "basename", "tokenizer_sha256")
+
+    def _fill_shape(self, conn, model_id: int, row: dict) -> None:
+        """Give a model row registered before m023 the shape its header states now (same name, same digest:
+        the same file), so its next run's findings can group it; a column already set is left as stored."""
+        known = {k: row[k] for k in self.SHAPE_COLUMNS if row.get(k) is not None}
+        if not known:
+            return
+        have = conn.execute(f"select {', '.join(known)} from models where id = ?", [model_id]).fetchone()
+        missing = {k: v for (k, v), stored in zip(known.items(), have) if stored is None}
+        if missing:
+            conn.execute(f"update models set {', '.join(f'{k} = ?' for k in missing)} where id = ?",
+                         [*missing.values(), model_id])
 
     def close(self) -> None:
         self.db.close()

@@ -5,8 +5,8 @@ states (:func:`figures`): the headline per prompt class (the sentence the
 article stated: a ratio, "no measurable difference", left out as unstable, or no
 headline because the run did not finish), each cell's
 decode and prefill median (rounded as the table shows them, with the sample
-ids behind them), each model's load time, each rule's verdict and each caveat,
-as each language showed them. Every build compares the run's publications in
+ids behind them), each model's load time, each rule's verdict, each caveat and
+each finding, as each language showed them. Every build compares the run's publications in
 order, and the last one with what the database says now; a figure that
 changed gets an entry in the article's *Addenda*: what was published, what
 replaced it, when, and why -- the author's note given to the publication that
@@ -77,6 +77,9 @@ def figures(db: sqlite_utils.Database, run_id: int) -> dict[str, dict]:
                 "shown": _both(lambda L: L.gettext(str(r["outcome"]))),
             }
     out.update(_caveats(view))
+    from .findings.show import published as published_findings  # late: the findings read the whole run
+
+    out.update(published_findings(db, view))
     return out
 
 

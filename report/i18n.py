@@ -18,7 +18,9 @@ there would still be merged but contradicts nothing only by luck.
 German for text that comes from data lives with the data (gate modules'
 ``description_de``, ``defect_de``/``effect_de`` in daemon/probes/defects.toml) and
 is merged here; templates print such text with ``_(text)``. So does a caveat
-rule's (``german`` of its ``RULE`` in report/caveats/): a rule is one module.
+rule's (``german`` of its ``RULE`` in report/caveats/) and a finding rule's
+(report/findings/, with the section's own words in ``findings/show.py``): a
+rule is one module.
 
 The ``.po`` is compiled in memory when this module is imported, so a plain
 ``pip install -e .`` works and no stale ``.mo`` can exist. Numbers are
@@ -72,6 +74,9 @@ def _legacy_and_register_messages() -> dict[str, str]:
     from .caveats import german as caveat_german  # each caveat rule's module carries its German
 
     merged.update(caveat_german())
+    from .findings import german as finding_german  # so does each finding rule's
+
+    merged.update(finding_german())
 
     for entries in load_defects().values():
         for d in entries:

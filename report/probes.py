@@ -207,7 +207,7 @@ def _speed(view: dict, cand: str, inc: str) -> list[dict]:
         a, b = c.get("decode"), (i or {}).get("decode")
         if not a or not b or not b.median or not b.low:
             continue
-        # an unstable cell gives no ratio; overlapping ranges give no measurable one (report/findings.py)
+        # an unstable cell gives no ratio; overlapping ranges give no measurable one (report/findings/stable.py)
         out.append({"cls": cls, "reasoning": reasoning, "cand": a, "inc": b, "ratio": a.median / b.median,
                     "low": a.low / b.high, "high": a.high / b.low,
                     "unstable": bool(c.get("unstable") or i.get("unstable")), "measurable": cells_measurable(c, i)})

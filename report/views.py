@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .axes import axes_view
+from .findings import findings_for
+from .findings.inputs import gather as finding_inputs
 from .fit import fit_view
 from .compare import compare_runs
 from .contradictions import contradictions_for
@@ -48,6 +50,7 @@ class ArticleView:
     provenance: list[dict]
     axes: dict  # the Load and Context sections (report/axes.py)
     fit: list  # the fit table of the Context section (report/fit.py)
+    findings: list  # what the numbers mean (report/findings/), from all of the above
 
     @property
     def run_id(self) -> int:
@@ -91,6 +94,7 @@ def article_view(db, base: dict, *, previous_id: int | None, ratio: dict | None,
     so_far["provenance"] = [p for p in counter_provenance(db, rid) if p["source"] != "none"]
     so_far["axes"] = axes_view(db, rid, base["run"].get("campaign_text"))
     so_far["fit"] = fit_view(db, rid)
+    so_far["findings"] = findings_for(so_far | finding_inputs(db, so_far))
     return ArticleView(base=base, **{f.name: so_far[f.name] for f in fields(ArticleView) if f.name != "base"})
 
 

@@ -1,4 +1,4 @@
-"""A difference is stated only where it stands out from the samples' own scatter (report/findings.py).
+"""A difference is stated only where it stands out from the samples' own scatter (report/findings/stable.py).
 
 The demo's medium class had tiny-b at 347.6, 348.1 and 361.0 tok/s against tiny-a's 337.9, 339.9 and
 343.8: the ranges do not overlap, yet three samples a side come apart like that one time in ten from

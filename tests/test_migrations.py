@@ -37,6 +37,7 @@ APPLIED_ORDER = [
     "m020_fit_checks",
     "m021_load_rates",
     "m022_row_changes",
+    "m023_model_shape",
 ]
 
 

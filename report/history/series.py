@@ -48,7 +48,7 @@ OK = "ok"
 
 
 def campaign_settings(toml_text: str | None) -> dict:
-    """The frozen campaign's ``[report]`` limits (report/findings.py) and ``min_effect`` as a fraction.
+    """The frozen campaign's ``[report]`` limits (report/findings/stable.py) and ``min_effect`` as a fraction.
 
     ``[report] min_effect_pct`` (default 5) is the smallest change a trend
     page calls a step. An unreadable frozen text gives the defaults.

@@ -25,7 +25,7 @@ import tomllib
 
 from cardproof.daemon.campaign_check import DEFAULT_UNSTABLE_RATIO, report_settings
 
-from .stats import Spread
+from ..stats import Spread
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20240613  # fixed: the same samples give the same interval in every build

@@ -1,0 +1,149 @@
+"""Context costs: what a filled context does to decode, per 1,000 tokens, and the largest context that fits.
+
+Every token of context is read again for each new token, so decode slows as
+the prompt grows; how much is what a reader planning long conversations or
+retrieval needs. From the depth steps: decode at the deepest depth that
+differs measurably from the shallowest, as a change per 1,000 prompt tokens.
+From the fit test: the largest context that fits on the cards, and the first
+that did not.
+"""
+
+from __future__ import annotations
+
+from ..stats import spread
+from .base import Fig, Finding, FindingRule, Line
+from .pick import spread_unstable
+from .stable import measurable
+
+TITLE = "Context costs: {model}"
+TEXT = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s with "
+        "{tokens_base}: {per_1000} per 1,000 tokens of context.")
+TEXT_FIT = "{model}: the largest context that fits on the cards is {fits} tokens."
+TEXT_FIT_NOT = "{model}: the largest context that fits on the cards is {fits} tokens; {next} tokens did not fit."
+TEXT_BOTH = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s with "
+             "{tokens_base}: {per_1000} per 1,000 tokens of context. The largest context that fits on the cards is "
+             "{fits} tokens.")
+TEXT_BOTH_NOT = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s "
+                 "with {tokens_base}: {per_1000} per 1,000 tokens of context. The largest context that fits on the "
+                 "cards is {fits} tokens; {next} tokens did not fit.")
+STEP = "depth {depth}: {tokens} prompt tokens, decode {tps} tok/s (n={n})"
+STEP_NOT = "depth {depth}: {tokens} prompt tokens, decode {tps} tok/s (n={n}), no measurable difference from the first"
+FITS = "context {context}: fits"
+FITS_NOT = "context {context}: does not fit"
+CONDITION = ("Decode is compared only where a depth differs from the shallowest beyond the samples' scatter (ranges "
+             "apart and Welch's t-test at 5 %) and neither step is unstable; the fit from the fit test's own "
+             "verdicts.")
+CONDITION_FIT = "From the fit test's own verdicts: every layer on the cards, no KV cache on the CPU, the request answered."
+CAVEAT = ("One request at a time, the context filled with cardproof's filler text: a straight line through two depths, "
+          "and decode need not fall evenly between them. More slots, another KV cache type or flash attention change "
+          "the cost.")
+CAVEAT_FIT = ("A context that fits alone may not fit beside another model, and one slot was asked for: a server with "
+              "several slots needs room for each.")
+
+
+def _speed(view: dict, model: str) -> dict | None:
+    """The deepest measurable depth against the shallowest: steps, figures and the figure lines."""
+    entry = next((e for e in view.get("depth_steps") or [] if e["model"] == model), None)
+    if not entry:
+        return None
+    steps = [s | {"spread": spread(s["values"])} for s in entry["steps"]
+             if not s["refused"] and s["values"] and isinstance(s.get("tokens"), (int, float))]
+    steps = [s for s in steps if not spread_unstable(s["spread"], view)]
+    if len(steps) < 2:
+        return None
+    steps.sort(key=lambda s: s["tokens"])
+    base = steps[0]
+    apart = [s for s in steps[1:] if s["tokens"] > base["tokens"]
+             and measurable(base["spread"], s["spread"], base["values"], s["values"])]
+    if not apart:
+        return None
+    deep = apart[-1]
+
+    def fig(s):
+        return Fig(s["spread"].median, link=f"step-{s['id']}")
+
+    lines = [Line(STEP if s is base or s in apart else STEP_NOT,
+                  {"depth": Fig(s["depth"], "int"), "tokens": Fig(s["tokens"], "int"), "tps": fig(s),
+                   "n": s["spread"].n}) for s in steps]
+    change = (deep["spread"].median / base["spread"].median - 1) / ((deep["tokens"] - base["tokens"]) / 1000) \
+        if base["spread"].median else None
+    return {"lines": lines, "params": {"tps_deep": fig(deep), "tokens_deep": Fig(deep["tokens"], "int"),
+                                       "tps_base": fig(base), "tokens_base": Fig(base["tokens"], "int"),
+                                       "per_1000": Fig(change, "signed_pct")}}
+
+
+def _fit(view: dict, model: str) -> dict | None:
+    entry = next((e for e in view.get("fit") or [] if e.get("model") == model), None)
+    if not entry or entry.get("max_context") is None:
+        return None
+    rows = [r for r in entry["rows"] if r.get("context") is not None]
+    fits = max((r for r in rows if r["verdict"] == "fits"), key=lambda r: r["context"])
+    beyond = min((r for r in rows if r["verdict"] == "does_not_fit" and r["context"] > fits["context"]),
+                 key=lambda r: r["context"], default=None)
+    out = {"fits": Fig(fits["context"], "int", link=f"fit-{fits['id']}"),
+           "lines": [Line(FITS, {"context": Fig(fits["context"], "int", link=f"fit-{fits['id']}")})]}
+    if beyond:
+        out["next"] = Fig(beyond["context"], "int", link=f"fit-{beyond['id']}")
+        out["lines"].append(Line(FITS_NOT, {"context": out["next"]}))
+    return out
+
+
+def check(view: dict) -> list[Finding]:
+    models = [m["name"] for m in view["models"]]
+    models += [e["model"] for e in view.get("fit") or [] if e.get("model") not in models]
+    out = []
+    for model in models:
+        speed, fit = _speed(view, model), _fit(view, model)
+        if not speed and not fit:
+            continue
+        params = {"model": model}
+        lines = []
+        if speed:
+            params |= speed["params"]
+            lines += speed["lines"]
+        if fit:
+            params["fits"] = fit["fits"]
+            if "next" in fit:
+                params["next"] = fit["next"]
+            lines += fit["lines"]
+        if speed and fit:
+            text = TEXT_BOTH_NOT if "next" in params else TEXT_BOTH
+        elif speed:
+            text = TEXT
+        else:
+            text = TEXT_FIT_NOT if "next" in params else TEXT_FIT
+        caveat = CAVEAT if speed else CAVEAT_FIT
+        out.append(Finding("context", f"context:{model}", TITLE, text, params, tuple(lines),
+                           Line(CONDITION if speed else CONDITION_FIT), Line(caveat)))
+    return out
+
+
+RULE = FindingRule("context", check, order=40, german={
+    TITLE: "Was der Kontext kostet: {model}",
+    TEXT: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} Tok./s mit "
+           "{tokens_base}: {per_1000} je 1.000 Token Kontext."),
+    TEXT_FIT: "{model}: Der größte Kontext, der auf die Karten passt, hat {fits} Token.",
+    TEXT_FIT_NOT: ("{model}: Der größte Kontext, der auf die Karten passt, hat {fits} Token; {next} Token passten "
+                   "nicht."),
+    TEXT_BOTH: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} Tok./s "
+                "mit {tokens_base}: {per_1000} je 1.000 Token Kontext. Der größte Kontext, der auf die Karten passt, "
+                "hat {fits} Token."),
+    TEXT_BOTH_NOT: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} "
+                    "Tok./s mit {tokens_base}: {per_1000} je 1.000 Token Kontext. Der größte Kontext, der auf die "
+                    "Karten passt, hat {fits} Token; {next} Token passten nicht."),
+    STEP: "Tiefe {depth}: {tokens} Prompt-Token, Decode {tps} Tok./s (n={n})",
+    STEP_NOT: ("Tiefe {depth}: {tokens} Prompt-Token, Decode {tps} Tok./s (n={n}), kein messbarer Unterschied zur "
+               "ersten"),
+    FITS: "Kontext {context}: passt",
+    FITS_NOT: "Kontext {context}: passt nicht",
+    CONDITION: ("Das Decode wird nur verglichen, wo sich eine Tiefe über die Streuung der Messungen hinaus von der "
+                "flachsten unterscheidet (Spannen getrennt und Welch-t-Test bei 5 %) und keine der beiden Stufen "
+                "instabil ist; das Passen aus den eigenen Urteilen des Passtests."),
+    CONDITION_FIT: ("Aus den eigenen Urteilen des Passtests: jede Schicht auf den Karten, kein KV-Cache auf der CPU, "
+                    "die Anfrage beantwortet."),
+    CAVEAT: ("Eine Anfrage zur Zeit, der Kontext mit dem Fülltext von cardproof gefüllt: eine Gerade durch zwei Tiefen, "
+             "und das Decode muss zwischen ihnen nicht gleichmäßig fallen. Mehr Slots, ein anderer KV-Cache-Typ oder "
+             "Flash Attention ändern die Kosten."),
+    CAVEAT_FIT: ("Ein Kontext, der allein passt, passt vielleicht nicht neben einem anderen Modell, und es wurde ein "
+                 "Slot verlangt: Ein Server mit mehreren Slots braucht Platz für jeden."),
+})

@@ -1,0 +1,182 @@
+"""Quantisation ladder: one base model at several quantisations, its speed and memory per step.
+
+A ladder says what a format costs only where nothing else changes between
+its steps: the same architecture, the same parameter count and the same
+tokenizer, as the GGUF headers state them. Files of one family (the header's
+base name) that differ in any of these are named as an uncontrolled ladder,
+and no effect per bit is stated from them: "Q4_K_M of one upload against
+Q8_0 of another" measures two models.
+"""
+
+from __future__ import annotations
+
+from .base import Fig, Finding, FindingRule, Line, Term
+from .pick import bits_per_weight, card_rows, first_class, number, shape, stable_cell
+from .stable import cells_measurable
+
+TITLE = "Quantisation ladder"
+TEXT = ("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. From {top} to "
+        "{bottom}, {memory} goes from {mem_top} to {mem_bottom} and decode from {tps_top} to {tps_bottom} tok/s "
+        "({ratio}).")
+TEXT_FLAT = ("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. From {top} to "
+             "{bottom}, {memory} goes from {mem_top} to {mem_bottom}; decode shows no measurable difference "
+             "({tps_top} and {tps_bottom} tok/s).")
+CARD = "the memory on the card"
+FILE = "the file"
+STEP = "{hi} ({hi_q}) → {lo} ({lo_q}): decode {hi_tps} → {lo_tps} tok/s, {ratio}; {memory} {hi_mem} → {lo_mem}"
+NOT_MEASURABLE = "no measurable difference in decode"
+CONDITION = ("The GGUF headers give every step the same architecture, parameter count and tokenizer; a step's decode "
+             "is given as a ratio only where it differs beyond the samples' scatter, from stable cells.")
+CAVEAT = ("Speed and memory only: what each step costs in the quality of the answers is not measured here, and a "
+          "format's speed depends on this build's kernels for this machine.")
+CAVEAT_REQUANTIZED = ("{models} were requantized from {base} and carry its weights: the ladder shows what each format "
+                      "costs in speed and memory, not what it costs in quality. A format's speed depends on this "
+                      "build's kernels for this machine.")
+
+TITLE_MIXED = "Quantisation ladder not controlled"
+TEXT_MIXED = ("{models} look like one ladder of {family} at {quants}, but their base models differ ({differs}): the "
+              "ladder is not controlled, and no effect per bit is stated from it.")
+ARCHITECTURE = "architecture"
+PARAMETERS = "parameter count"
+TOKENIZER = "tokenizer"
+MEMBER = "{model}: {quant}, architecture {arch}, {params} parameters, tokenizer {tokenizer}"
+CONDITION_MIXED = "The GGUF headers name these files one family ({family}) and give them different base models."
+CAVEAT_MIXED = ("A controlled ladder needs the same architecture, parameter count and tokenizer at every step; across "
+                "these files, what the format changes is mixed with what the base model changes.")
+
+
+def _family(s: dict):
+    name = (s.get("basename") or "").strip().lower()
+    return ("name", name) if name else ("arch", s.get("architecture"), s.get("params"))
+
+
+def _base(s: dict):
+    return s.get("architecture"), s.get("params"), s.get("tokenizer_sha256")
+
+
+def check(view: dict) -> list[Finding]:
+    cls = first_class(view)
+    if cls is None:
+        return []
+    families: dict = {}
+    for m in view["models"]:
+        s = shape(view, m["name"])
+        if number(s.get("params")) and s.get("quantisation") and s.get("tokenizer_sha256"):
+            families.setdefault(_family(s), []).append({"model": m, "shape": s})
+    out = []
+    for members in families.values():
+        if len({r["shape"]["quantisation"] for r in members}) < 2:
+            continue
+        bases: dict = {}
+        for r in members:
+            bases.setdefault(_base(r["shape"]), []).append(r)
+        if len(bases) > 1:
+            out.append(_mixed(members, bases))
+        for steps in bases.values():
+            if len({r["shape"]["quantisation"] for r in steps}) > 1:
+                found = _ladder(view, cls, steps)
+                if found:
+                    out.append(found)
+    return out
+
+
+def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
+    """One base model's steps, most bits first; a model whose cell is unstable is no step of it."""
+    steps = [r | {"cell": stable_cell(r["model"], cls)} for r in members]
+    steps = [r for r in steps if r["cell"]]
+    if len({r["shape"]["quantisation"] for r in steps}) < 2:
+        return None
+    steps.sort(key=lambda r: (-(bits_per_weight(r["shape"]) or 0), r["model"]["name"]))
+    cards = card_rows(view)
+    on_card = all(r["model"]["name"] in cards for r in steps)
+    for r in steps:
+        row = cards.get(r["model"]["name"])
+        r["mem"] = Fig(row["card_mib"], "mib", link=f"fig-load-{row['load_id']}") if on_card else \
+            Fig(r["shape"]["file_bytes"] / 2**20 if number(r["shape"].get("file_bytes")) else None, "mib")
+        r["tps"] = Fig(r["cell"]["decode"].median, link=f"cell-{r['cell']['id']}")
+    memory = Term(CARD if on_card else FILE)
+
+    def ratio(hi: dict, lo: dict):
+        if not cells_measurable(hi["cell"], lo["cell"]):
+            return Term(NOT_MEASURABLE)
+        return Fig(lo["cell"]["decode"].median / hi["cell"]["decode"].median, "ratio")
+
+    figures = tuple(Line(STEP, {"hi": hi["model"]["name"], "hi_q": hi["shape"]["quantisation"],
+                                "lo": lo["model"]["name"], "lo_q": lo["shape"]["quantisation"],
+                                "hi_tps": hi["tps"], "lo_tps": lo["tps"], "ratio": ratio(hi, lo), "memory": memory,
+                                "hi_mem": hi["mem"], "lo_mem": lo["mem"]})
+                    for hi, lo in zip(steps, steps[1:]))
+    top, bottom = steps[0], steps[-1]
+    names = [r["model"]["name"] for r in steps]
+    params = {"models": names, "params": Fig(top["shape"]["params"], "params"), "n": len(steps),
+              "top": top["shape"]["quantisation"], "bottom": bottom["shape"]["quantisation"], "memory": memory,
+              "mem_top": top["mem"], "mem_bottom": bottom["mem"], "tps_top": top["tps"], "tps_bottom": bottom["tps"]}
+    measured = cells_measurable(top["cell"], bottom["cell"])
+    if measured:
+        params["ratio"] = ratio(top, bottom)
+    made = view.get("requantized") or {}
+    sources = {made[n] for n in names if n in made and made[n] in names}
+    if sources:
+        caveat = Line(CAVEAT_REQUANTIZED, {"models": [n for n in names if n in made], "base": sorted(sources)})
+    else:
+        caveat = Line(CAVEAT)
+    return Finding("ladder", "ladder:" + "|".join(sorted(names)), TITLE, TEXT if measured else TEXT_FLAT, params,
+                   figures, Line(CONDITION), caveat)
+
+
+def _mixed(members: list[dict], bases: dict) -> Finding:
+    keys = list(bases)
+    differs = [Term(word) for i, word in ((0, ARCHITECTURE), (1, PARAMETERS), (2, TOKENIZER))
+               if len({k[i] for k in keys}) > 1]
+    members = sorted(members, key=lambda r: r["model"]["name"])
+    # the base name as the first file's header spells it (files are grouped by it case-blind)
+    name = (members[0]["shape"].get("basename") or "").strip() or members[0]["shape"].get("architecture") or "?"
+    figures = []
+    for r in members:
+        s, cells = r["shape"], r["model"]["cells"]
+        first = min((c["id"] for c in cells.values()), default=None)
+        figures.append(Line(MEMBER, {"model": r["model"]["name"], "quant": s["quantisation"],
+                                     "arch": s.get("architecture") or "—",
+                                     "params": Fig(s["params"], "params", link=f"cell-{first}" if first else None),
+                                     "tokenizer": s["tokenizer_sha256"][:12]}))
+    return Finding("ladder", "ladder-mixed:" + "|".join(r["model"]["name"] for r in members), TITLE_MIXED,
+                   TEXT_MIXED, {"models": [r["model"]["name"] for r in members], "family": name,
+                                "quants": sorted({r["shape"]["quantisation"] for r in members}),
+                                "differs": differs},
+                   tuple(figures), Line(CONDITION_MIXED, {"family": name}), Line(CAVEAT_MIXED))
+
+
+RULE = FindingRule("ladder", check, order=20, german={
+    TITLE: "Quantisierungsleiter",
+    TEXT: ("{models} sind ein Basismodell ({params} Parameter, ein Tokenizer) in {n} Quantisierungen. Von {top} bis "
+           "{bottom} geht {memory} von {mem_top} auf {mem_bottom} und das Decode von {tps_top} auf {tps_bottom} "
+           "Tok./s ({ratio})."),
+    TEXT_FLAT: ("{models} sind ein Basismodell ({params} Parameter, ein Tokenizer) in {n} Quantisierungen. Von {top} "
+                "bis {bottom} geht {memory} von {mem_top} auf {mem_bottom}; im Decode zeigt sich kein messbarer "
+                "Unterschied ({tps_top} und {tps_bottom} Tok./s)."),
+    CARD: "der Speicher auf der Karte",
+    FILE: "die Datei",
+    STEP: "{hi} ({hi_q}) → {lo} ({lo_q}): Decode {hi_tps} → {lo_tps} Tok./s, {ratio}; {memory} {hi_mem} → {lo_mem}",
+    NOT_MEASURABLE: "kein messbarer Unterschied im Decode",
+    CONDITION: ("Die GGUF-Header nennen für jede Stufe dieselbe Architektur, dieselbe Parameterzahl und denselben "
+                "Tokenizer; das Decode einer Stufe wird nur dort als Verhältnis angegeben, wo es sich über die "
+                "Streuung der Messungen hinaus unterscheidet, aus stabilen Zellen."),
+    CAVEAT: ("Nur Tempo und Speicher: Was jede Stufe an Qualität der Antworten kostet, wird hier nicht gemessen, und "
+             "das Tempo eines Formats hängt von den Kernels dieses Builds für diese Maschine ab."),
+    CAVEAT_REQUANTIZED: ("{models} wurden aus {base} requantisiert und tragen dessen Gewichte: Die Leiter zeigt, was "
+                         "jedes Format an Tempo und Speicher kostet, nicht was es an Qualität kostet. Das Tempo eines "
+                         "Formats hängt von den Kernels dieses Builds für diese Maschine ab."),
+    TITLE_MIXED: "Quantisierungsleiter nicht kontrolliert",
+    TEXT_MIXED: ("{models} sehen aus wie eine Leiter von {family} in {quants}, aber ihre Basismodelle unterscheiden "
+                 "sich ({differs}): Die Leiter ist nicht kontrolliert, und kein Effekt pro Bit wird aus ihr "
+                 "abgeleitet."),
+    ARCHITECTURE: "Architektur",
+    PARAMETERS: "Parameterzahl",
+    TOKENIZER: "Tokenizer",
+    MEMBER: "{model}: {quant}, Architektur {arch}, {params} Parameter, Tokenizer {tokenizer}",
+    CONDITION_MIXED: ("Die GGUF-Header ordnen diese Dateien einer Familie zu ({family}) und nennen verschiedene "
+                      "Basismodelle."),
+    CAVEAT_MIXED: ("Eine kontrollierte Leiter braucht auf jeder Stufe dieselbe Architektur, Parameterzahl und "
+                   "denselben Tokenizer; zwischen diesen Dateien mischt sich, was das Format ändert, mit dem, was "
+                   "das Basismodell ändert."),
+})

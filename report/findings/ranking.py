@@ -1,0 +1,86 @@
+"""Prefill and decode rank the models differently: which is "faster" depends on the workload.
+
+Prefill is compute-bound and decode reads the weights per token, so a model
+can fill a long prompt faster than another and still answer slower. Stated
+for pairs whose order differs measurably in both, in the class with the
+longest prompts (where prefill is measured best), from stable cells.
+"""
+
+from __future__ import annotations
+
+from .base import Fig, Finding, FindingRule, Line, Term
+from .pick import spread_unstable, stable_cell
+from .stable import cells_measurable, measurable
+
+TITLE = "Prefill and decode rank the models differently"
+TEXT = ("In the prompt class {cls} (up to {tokens} prompt tokens), ranked by decode the models are {by_decode}; ranked by "
+        "prefill, {by_prefill}. {n} pairs swap places, measurably in both.")
+TEXT_ONE = ("In the prompt class {cls} (up to {tokens} prompt tokens), ranked by decode the models are {by_decode}; ranked "
+            "by prefill, {by_prefill}. One pair swaps places, measurably in both.")
+PAIR = ("{a} decodes faster than {b} ({a_dec} against {b_dec} tok/s), but {b} fills the prompt faster ({b_pre} "
+        "against {a_pre} tok/s)")
+CONDITION = ("Stated for pairs whose order differs beyond the samples' scatter in decode and in prefill (ranges apart "
+             "and Welch's t-test at 5 %), from cells stable in both.")
+CAVEAT = ("Prefill was measured on this class's prompts; at other lengths its rate differs. Which order matters "
+          "depends on the workload: long prompts with short answers weigh prefill, short prompts with long answers "
+          "decode.")
+
+
+def _values(cell: dict, key: str) -> list[float]:
+    return [s[key] for s in cell["valid"] if isinstance(s.get(key), (int, float))]
+
+
+def check(view: dict) -> list[Finding]:
+    tokens = view.get("class_tokens") or {}
+    measured = [c for c in view.get("classes", []) if tokens.get(c)]
+    if not measured:
+        return []
+    cls = max(measured, key=lambda c: tokens[c][1])  # the longest prompts: prefill's own class
+    rows = []
+    for m in view["models"]:
+        c = stable_cell(m, cls)
+        if c and c.get("prefill") and not spread_unstable(c["prefill"], view):
+            rows.append((m["name"], c))
+    pairs = []
+    for a, ca in rows:
+        for b, cb in rows:
+            if (ca["decode"].median > cb["decode"].median and cb["prefill"].median > ca["prefill"].median
+                    and cells_measurable(ca, cb)
+                    and measurable(ca["prefill"], cb["prefill"], _values(ca, "prefill_tps"), _values(cb, "prefill_tps"))):
+                pairs.append((a, ca, b, cb))
+    if not pairs:
+        return []
+
+    by_decode = [n for n, _c in sorted(rows, key=lambda r: -r[1]["decode"].median)]
+    by_prefill = [n for n, _c in sorted(rows, key=lambda r: -r[1]["prefill"].median)]
+    figures = tuple(Line(PAIR, {"a": a, "b": b, "a_dec": Fig(ca["decode"].median, link=f"cell-{ca['id']}"),
+                                "b_dec": Fig(cb["decode"].median, link=f"cell-{cb['id']}"),
+                                "a_pre": Fig(ca["prefill"].median, digits=0, link=f"cell-{ca['id']}"),
+                                "b_pre": Fig(cb["prefill"].median, digits=0, link=f"cell-{cb['id']}")})
+                    for a, ca, b, cb in pairs)
+    params = {"cls": Term(cls), "tokens": Fig(tokens[cls][1], "int"), "by_decode": _order(by_decode),
+              "by_prefill": _order(by_prefill), "n": len(pairs)}
+    return [Finding("ranking", f"ranking:{cls}", TITLE, TEXT_ONE if len(pairs) == 1 else TEXT, params, figures,
+                    Line(CONDITION), Line(CAVEAT))]
+
+
+def _order(names: list[str]) -> str:
+    """Names from fastest to slowest, as one text from data (escaped when shown)."""
+    return " > ".join(names)
+
+
+RULE = FindingRule("ranking", check, order=30, german={
+    TITLE: "Prefill und Decode ordnen die Modelle verschieden",
+    TEXT: ("In der Prompt-Klasse {cls} (bis zu {tokens} Prompt-Token) sind die Modelle nach Decode geordnet {by_decode}; nach "
+           "Prefill {by_prefill}. {n} Paare tauschen die Plätze, messbar in beiden."),
+    TEXT_ONE: ("In der Prompt-Klasse {cls} (bis zu {tokens} Prompt-Token) sind die Modelle nach Decode geordnet {by_decode}; "
+               "nach Prefill {by_prefill}. Ein Paar tauscht die Plätze, messbar in beiden."),
+    PAIR: ("{a} ist im Decode schneller als {b} ({a_dec} gegen {b_dec} Tok./s), aber {b} füllt den Prompt schneller "
+           "({b_pre} gegen {a_pre} Tok./s)"),
+    CONDITION: ("Gesagt für Paare, deren Reihenfolge sich im Decode und im Prefill über die Streuung der Messungen "
+                "hinaus unterscheidet (Spannen getrennt und Welch-t-Test bei 5 %), aus Zellen, die in beidem stabil "
+                "sind."),
+    CAVEAT: ("Das Prefill wurde mit den Prompts dieser Klasse gemessen; bei anderen Längen ist seine Rate eine andere. "
+             "Welche Reihenfolge zählt, hängt von der Last ab: lange Prompts mit kurzen Antworten gewichten das "
+             "Prefill, kurze Prompts mit langen Antworten das Decode."),
+})

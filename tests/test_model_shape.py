@@ -1,0 +1,94 @@
+"""A model's shape from its GGUF header (daemon/modelfile.py gguf_header), stored with it (m023).
+
+Real parts: GGUF files written by the gguf package's own writer (the format llama.cpp's converters write),
+a dense one and a mixture of experts with routed and shared expert tensors, read back by cardproof's
+header reader and by the gguf package's reader; a real store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cardproof.daemon import modelfile
+from cardproof.daemon.store import open_store
+
+
+def _write(path, *, experts: int = 0, used: int = 0, tokens=("<s>", "a", "b"), ftype: int = 15, name="Tiny"):
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), "qwen3moe" if experts else "llama")
+    w.add_basename(name)
+    w.add_file_type(ftype)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(list(tokens))
+    if experts:
+        w.add_expert_count(experts)
+        w.add_expert_used_count(used)
+    w.add_tensor("token_embd.weight", np.zeros((len(tokens), 8), dtype=np.float32))
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((8, 8), dtype=np.float32))
+    if experts:
+        w.add_tensor("blk.0.ffn_gate_exps.weight", np.zeros((experts, 16, 8), dtype=np.float32))
+        w.add_tensor("blk.0.ffn_down_exps.weight", np.zeros((experts, 8, 16), dtype=np.float32))
+        w.add_tensor("blk.0.ffn_down_shexp.weight", np.zeros((8, 16), dtype=np.float32))
+    else:
+        w.add_tensor("blk.0.ffn_down.weight", np.zeros((8, 16), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_dense_header(tmp_path):
+    got = modelfile.gguf_header(_write(tmp_path / "d.gguf"))
+    assert got["architecture"] == "llama" and got["quantisation"] == "Q4_K_M" and got["basename"] == "Tiny"
+    assert got["params"] == got["active_params"] == 3 * 8 + 64 + 128
+    assert got["expert_count"] == got["expert_used_count"] == 0
+
+
+def test_a_mixture_of_experts_counts_only_the_routed_experts_it_uses(tmp_path):
+    import gguf
+
+    path = _write(tmp_path / "m.gguf", experts=8, used=2)
+    got = modelfile.gguf_header(path)
+    reader = gguf.GGUFReader(str(path))  # the reference reader agrees on every tensor
+    assert got["params"] == sum(int(t.n_elements) for t in reader.tensors)
+    routed = 2 * 8 * 16 * 8
+    assert got["expert_count"] == 8 and got["expert_used_count"] == 2
+    assert got["active_params"] == got["params"] - routed + routed * 2 // 8  # shared experts count whole
+
+
+def test_the_tokenizer_hash_tells_bases_apart_and_ignores_the_quantisation(tmp_path):
+    a = modelfile.gguf_header(_write(tmp_path / "a.gguf", ftype=15))
+    b = modelfile.gguf_header(_write(tmp_path / "b.gguf", ftype=7))
+    c = modelfile.gguf_header(_write(tmp_path / "c.gguf", tokens=("<s>", "a", "c")))
+    assert a["quantisation"] != b["quantisation"] and a["tokenizer_sha256"] == b["tokenizer_sha256"]
+    assert c["tokenizer_sha256"] != a["tokenizer_sha256"]
+
+
+@pytest.mark.parametrize("cut", [0, 3, 30, 200])
+def test_a_cut_off_or_foreign_file_gives_no_shape(tmp_path, cut):
+    whole = _write(tmp_path / "w.gguf").read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(whole[:cut])
+    assert modelfile.gguf_header(tmp_path / "cut.gguf") == {}
+    (tmp_path / "text.gguf").write_text("not a model\n")
+    assert modelfile.gguf_header(tmp_path / "text.gguf") == {}
+
+
+def test_a_model_registered_before_m023_gains_its_shape_when_registered_again(tmp_path):
+    path = _write(tmp_path / "d.gguf")
+    store = open_store(tmp_path / "s.db")
+    row = modelfile.describe("tiny", str(path))
+    old = {k: v for k, v in row.items() if k not in store.SHAPE_COLUMNS}
+    mid = store.upsert_model(old)
+    assert store.db.execute("select params from models where id = ?", [mid]).fetchone()[0] is None
+    assert store.upsert_model(row) == mid
+    got = dict(zip(store.SHAPE_COLUMNS, store.db.execute(
+        f"select {', '.join(store.SHAPE_COLUMNS)} from models where id = ?", [mid]).fetchone()))
+    assert got == {k: row[k] for k in store.SHAPE_COLUMNS}
+    store.db.execute("update models set basename = 'kept' where id = ?", [mid])
+    store.db.conn.commit()
+    store.upsert_model(row)  # a column already set is left as stored
+    assert store.db.execute("select basename from models where id = ?", [mid]).fetchone()[0] == "kept"
+    store.close()
