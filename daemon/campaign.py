@@ -34,6 +34,7 @@ from .load.campaign import DepthSettings, LoadSettings, planned_samples
 from .probes import VERDICTS
 from .prompts import PROMPT_CLASSES
 from .rules import RuleError, validate_rule
+from .variants.settings import check_campaign as check_variants
 
 # [load] and [depth] are registered like any plug-in table; _axes() checks them against the rest
 register_section("load", LoadSettings)
@@ -128,6 +129,14 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
                             f"the plan comes to {planned:,} samples (models x prompt classes x repetitions per "
                             f"reasoning setting); at most {MAX_PLANNED_SAMPLES:,}")
     axes = _axes(f.load, f.depth, path, prompt_tokens, camp.max_tokens, len(f.models), planned)
+    planned += check_variants(getattr(f, "variants", None), path=path, backend=server.backend,
+                              models=[m.name for m in f.models], classes=camp.prompt_classes,
+                              prompt_tokens=prompt_tokens, max_tokens=camp.max_tokens,
+                              reasoning_reps=[camp.repetitions_reasoning if r else camp.repetitions
+                                              for r in camp.reasoning])
+    if planned > MAX_PLANNED_SAMPLES:
+        raise CampaignError(path, "variants.repetitions", f"the plan comes to {planned:,} samples with the "
+                            f"variants' cells; at most {MAX_PLANNED_SAMPLES:,}")
     fit = getattr(f, "fit", None)  # [fit] names campaign models only (daemon/load/fit_settings.py)
     named = [(f"fit.models[{i}]", n) for i, n in enumerate(fit.models or ())] if fit is not None else []
     named += [(f"fit.per_model.{n}", n) for n in (fit.per_model if fit is not None else {})]
@@ -162,8 +171,9 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         embedding_model=f.embedding.model,
         gates=_gate_config(f.gates),
         probes=f.probes,
-        rules=_checked_rules(f.rules, "rules", f.probes, camp.prompt_classes, path),
-        expectations=_checked_rules(f.expectations, "expectations", f.probes, camp.prompt_classes, path),
+        rules=_checked_rules(f.rules, "rules", f.probes, camp.prompt_classes, path, getattr(f, "variants", None)),
+        expectations=_checked_rules(f.expectations, "expectations", f.probes, camp.prompt_classes, path,
+                                    getattr(f, "variants", None)),
         num_ctx=server.num_ctx,
         api_key_env=server.api_key_env,
         unstable_ratio=f.report.unstable_ratio,
@@ -247,14 +257,19 @@ def _gate_config(gates) -> dict[str, GateConfig]:
     return out
 
 
-def _checked_rules(rules: dict[str, str], key: str, probes: ProbeSettings | None, classes, path: str) -> dict[str, str]:
+def _checked_rules(rules: dict[str, str], key: str, probes: ProbeSettings | None, classes, path: str,
+                   variants=None) -> dict[str, str]:
     """Each rule parsed and type-checked now, so a typo fails before the run, naming the rule.
 
     ``key="expectations"``: what the author believes before measuring, in the same language.
+    ``variants``: the campaign's ``[variants]``, whose figures a rule reads as ``variant.<name>.*``.
     """
+    names = [v.name for v in variants.variants()] if variants is not None else []
+    vclasses = (variants.prompt_classes or classes) if variants is not None else None
     for name, text in rules.items():
         try:
-            validate_rule(text, probes=probes.run if probes else (), classes=list(classes), verdicts=VERDICTS)
+            validate_rule(text, probes=probes.run if probes else (), classes=list(classes), verdicts=VERDICTS,
+                          variants=names, variant_classes=vclasses)
         except RuleError as exc:
             raise CampaignError(path, f"{key}.{name}", str(exc)) from None
     return dict(rules)

@@ -236,3 +236,8 @@ def registered() -> list[str]:
 from .load.fit_settings import FitSettings  # noqa: E402 -- registered once the registry exists
 
 register_section("fit", FitSettings)
+
+# [variants]: server settings each model is also loaded with, on the same cells (daemon/variants)
+from .variants.settings import VariantSettings  # noqa: E402
+
+register_section("variants", VariantSettings)

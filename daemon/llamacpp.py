@@ -128,8 +128,9 @@ def write_preset(path: Path, models: dict[str, Path], drafts: dict[str, Path] | 
 class LlamaServerProcess:
     """One llama-server process with its log file; a context manager."""
 
-    def __init__(self, args: list[str], *, log_path: Path, host: str = "127.0.0.1", port: int | None = None):
-        self.binary = find_binary()
+    def __init__(self, args: list[str], *, log_path: Path, host: str = "127.0.0.1", port: int | None = None,
+                 binary: Path | None = None):
+        self.binary = Path(binary) if binary else find_binary()  # another build's: a variant runs the base's
         self.host = host
         self.port = port or free_port(host)
         self.log_path = Path(log_path)

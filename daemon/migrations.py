@@ -671,3 +671,39 @@ def m023_model_shape(db: sqlite_utils.Database) -> None:
                        ("expert_used_count", int), ("basename", str), ("tokenizer_sha256", str)):
         if name not in db["models"].columns_dict:
             db["models"].add_column(name, kind)
+
+
+@migrations(name="m024_variants")
+def m024_variants(db: sqlite_utils.Database) -> None:
+    # issue 21: server variants ([variants]). A variant is measured as a model of its own (``base~name``,
+    # so cells, samples, gates, medians and the history treat it as one, unchanged); this row ties it to
+    # its base model and keeps what it was asked (its arguments, the base's as read, the server's as
+    # started) and what its load's log proved of them (per argument: took, contradicted, not shown)
+    db["variants"].create(
+        {
+            "id": int, "run_id": int, "position": int,
+            "model_id": int,  # the variant's own models row (base~name)
+            "base_model_id": int, "name": str,
+            "source": str,  # set | axes
+            "args_json": str, "settings_json": str,  # the variant's arguments; an axis variant's values
+            "server_kind": str,  # router | single | ollama: how the variant was loaded
+            "base_args_json": str, "base_args_source": str,  # the base's arguments as read, and from where
+            "server_args_json": str,  # what the variant's server was started with (preset section or command line)
+            "load_id": int,
+            "status": str,  # took | partly | contradicted | failed | refused | no_log
+            "checks_json": str,  # per argument: flag, value, expected, observed, status, line id
+            "note": str, "started_at": str, "ended_at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id"), ("base_model_id", "models", "id"),
+                      ("load_id", "loads", "id")],
+        if_not_exists=True,
+    )
+    db["variants"].create_index(["run_id"], if_not_exists=True)
+    # counted like every table m022 found, so a verdict written after the run renders its article again
+    for kind, rows in (("update", "{old} {new}"), ("delete", "{old}")):
+        marks = " ".join(
+            f"insert into row_changes (tbl, bucket, n) values ('variants', {r}.rowid >> {ROW_CHANGE_BITS}, 1) "
+            "on conflict (tbl, bucket) do update set n = n + 1;" for r in rows.format(old="old", new="new").split())
+        db.execute(f'create trigger if not exists "row_changes_variants_{kind}" after {kind} on "variants" '
+                   f"begin {marks} end")

@@ -34,6 +34,7 @@ from .run_record import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, R
                          sync_point)
 from .sampling import SampleRequest, take_sample
 from .store import Store, StoreError, dumps, utcnow
+from .variants.run import judge_variants, planned_samples as variant_samples, run_variants, samples_not_taken
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PARTIAL", "PlannedCell", "RunContext", "RunOutcome",
            "plan_cells", "register_campaign", "router_child_pid", "run_campaign"]
@@ -106,7 +107,8 @@ def run_campaign(
         with liveness.RunLock(store.path) as lock:
             cells = plan_cells(campaign)
             state = RunState(planned=sum(c.repetitions for c in cells)
-                             + planned_samples(campaign.load, campaign.depth, len(campaign.models)))
+                             + planned_samples(campaign.load, campaign.depth, len(campaign.models))
+                             + variant_samples(campaign))
             run_id = start_run(store, campaign, state.planned, echo, lock)
             ctx = RunContext(store, campaign, backend, echo, run_id, state, memory_source, lock)
             echo(f"run {run_id}: campaign {campaign.name} ({campaign.sha256[:12]}), {len(cells)} cells, "
@@ -154,6 +156,7 @@ def _run(ctx: RunContext, cells: list[PlannedCell]) -> RunOutcome:
         try:
             with measuring_commits(store):
                 _run_cells(ctx, cells)
+                run_variants(ctx, _variant_cells)  # [variants]: each on the same cells, on a server of its own
                 run_fit(ctx)  # [fit]: a server of its own per context, after the run's own loads
         finally:
             ctx.mem.stop()
@@ -176,6 +179,7 @@ def _judge(ctx: RunContext) -> None:
     """After the measurements: the logs, the figures only they hold, then gates and rules."""
     store, echo = ctx.store, ctx.echo
     capture_logs_once(store, ctx.campaign, ctx.run_id, ctx.state, echo)  # before judging: gates read load facts
+    judge_variants(store, ctx.run_id, echo)  # each variant's arguments against its load's lines
     filled = cache_from_logs(store, ctx.run_id)  # servers without a cache counter (Ollama): the log's task lines
     if filled:
         echo(f"prompt cache: cached tokens of {filled} samples read from the server log")
@@ -256,6 +260,33 @@ def _run_cells(ctx: RunContext, cells: list[PlannedCell]) -> None:
                      position=len(cells), echo=ctx.echo, allow_evict=not pinned, load_id=walk.load_id)
     if walk.load_id is not None:
         ctx.store.update("loads", walk.load_id, {"ended_at": utcnow(), "end_reason": "run ended"})
+
+
+def _variant_cells(ctx: RunContext, name: str, load_id: int | None, not_taken: tuple[str, str] | None) -> None:
+    """A variant's cells (its model's prompt classes and reasoning settings), on the load just made.
+
+    ``ctx`` speaks to the variant's own server; ``not_taken``: the variant was not loaded, so its
+    samples are stored as not sent, with the reason.
+    """
+    campaign = ctx.campaign
+    settings = campaign.sections["variants"]
+    walk = _Walk(pin=None, canaries_done=True, model=name, load_id=load_id,
+                 done=ctx.state.measured + ctx.state.failed)
+    position = ctx.store.db.execute("select coalesce(max(position), -1) + 1 from cells where run_id = ?",
+                                    [ctx.run_id]).fetchone()[0]
+    for reasoning in sorted(campaign.reasoning):
+        for cls in settings.prompt_classes or campaign.prompt_classes:
+            cell = PlannedCell(name, cls, reasoning, settings.repetitions or campaign.repetitions_for(reasoning), False)
+            cell_id = ctx.store.insert("cells", {
+                "run_id": ctx.run_id, "model_id": ctx.model_ids[name], "position": position,
+                "prompt_class": cls, "reasoning": int(reasoning), "max_tokens": campaign.max_tokens,
+                "repetitions": cell.repetitions, "pinned": 0, "kind": "measure"})
+            position += 1
+            if not_taken is not None:
+                samples_not_taken(ctx.store, ctx.run_id, cell_id, cell.repetitions, load_id, *not_taken)
+                ctx.state.failed += cell.repetitions
+                continue
+            _measure_cell(ctx, cell, cell_id, walk)
 
 
 def _measure_cell(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: _Walk) -> None:

@@ -38,6 +38,7 @@ APPLIED_ORDER = [
     "m021_load_rates",
     "m022_row_changes",
     "m023_model_shape",
+    "m024_variants",
 ]
 
 

@@ -228,11 +228,30 @@ def _int(value) -> int | None:
 
 def _store_log(store: Store, run_id: int, load_id: int, path: Path) -> LoadEvidence:
     """The load's log lines stored and linked to it; its evidence with the stored line ids."""
+    pairs = store_lines(store, run_id, load_id, path)
+    if pairs is None:
+        return LoadEvidence()
+    ev = read_lines(pairs)
+    facts = _facts(ev)
+    conn = store.db.conn
+    with conn:
+        for name, device, value, line_id in facts:
+            conn.execute("insert into facts (load_id, line_id, name, device, value_num, unit) values (?, ?, ?, ?, ?, ?)",
+                         [load_id, line_id, name, device, value, "MiB" if name.endswith("_mib") else None])
+    return ev
+
+
+def store_lines(store: Store, run_id: int, load_id: int, path: Path) -> list[tuple[int, str]] | None:
+    """Every line of a log that one server process of cardproof's own wrote, stored and linked to its load.
+
+    The process wrote nothing else into the file, so its lines are its load's by process identity
+    (``attribution = 'pid'``). Returns ``(line_id, text)`` in order; None where the file cannot be read.
+    """
     try:
         with path.open("rb") as f:
             data = f.read(MAX_LOG_BYTES)
     except OSError:
-        return LoadEvidence()
+        return None
     conn = store.db.conn
     with conn:
         cur = conn.execute("select id from log_sources where kind = 'plain' and name = ?", [str(path)])
@@ -253,13 +272,7 @@ def _store_log(store: Store, run_id: int, load_id: int, path: Path) -> LoadEvide
             pairs.append((line_id, text))
             offset += len(chunk)
         conn.execute("update log_sources set offset = ?, updated_at = ? where id = ?", [offset, utcnow(), source_id])
-    ev = read_lines(pairs)
-    facts = _facts(ev)
-    with conn:
-        for name, device, value, line_id in facts:
-            conn.execute("insert into facts (load_id, line_id, name, device, value_num, unit) values (?, ?, ?, ?, ?, ?)",
-                         [load_id, line_id, name, device, value, "MiB" if name.endswith("_mib") else None])
-    return ev
+    return pairs
 
 
 def _facts(ev: LoadEvidence) -> list[tuple]:

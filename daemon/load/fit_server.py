@@ -66,9 +66,9 @@ class Launched:
     stop: Callable[[], None]
 
 
-def start_server(args: list[str], log_path: Path, timeout_s: float) -> Launched:
-    """A real llama-server with ``args``; :class:`LaunchFailed` with the reason when it does not come up."""
-    server = llamacpp.LlamaServerProcess(args, log_path=log_path)  # LlamaServerMissing: no binary here
+def start_server(args: list[str], log_path: Path, timeout_s: float, *, binary: Path | None = None) -> Launched:
+    """A real llama-server with ``args`` (``binary``: another build's); :class:`LaunchFailed` when it does not come up."""
+    server = llamacpp.LlamaServerProcess(args, log_path=log_path, binary=binary)  # LlamaServerMissing: none here
     try:
         server.start(ready_timeout_s=timeout_s)
     except llamacpp.LlamaServerFailed as exc:

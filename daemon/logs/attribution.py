@@ -58,7 +58,7 @@ _OLLAMA_COUNT = re.compile(r'msg="loaded runners" count=(\d+)')
 DRAFT_SCOPED = frozenset(
     {"model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib", "rs_buffer_mib",
      "ctx_size", "seq_ctx_size", "kv_unified", "kv_cache_type_k", "kv_cache_type_v", "offloaded_layers",
-     "total_layers"}
+     "total_layers", "n_batch", "n_ubatch", "flash_attn"}
 )
 _MAX_PENDING = 20000
 

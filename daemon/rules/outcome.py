@@ -9,6 +9,7 @@ run replaces its earlier outcomes but can only ever use that same text.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from typing import Callable
 
 from ..store import Store, dumps, utcnow
@@ -50,6 +51,29 @@ def judge_rule(text: str, values: dict) -> dict:
     return {"outcome": outcome, "arms": arms, "error": error}
 
 
+def _variants(db, run_id: int) -> list[tuple[int, int, str]]:
+    """(variant's model id, its base's, variant name) of a run; none in a store from before variants."""
+    try:
+        return [tuple(r) for r in db.execute("select model_id, base_model_id, name from variants where run_id = ?",
+                                             [run_id]).fetchall()]
+    except sqlite3.OperationalError:
+        return []
+
+
+def variant_values(db, run_id: int, base_id: int, gates) -> dict:
+    """The values of ``base_id``'s variants in a run, as a rule reads them: ``variant.<name>.<value>``.
+
+    A variant is measured as a model of its own (``base~name``); its values are a model's, minus
+    ``pinned``, which is its base's to say.
+    """
+    out = {}
+    for model_id, base, name in _variants(db, run_id):
+        if base == base_id:
+            out |= {f"variant.{name}.{k}": v for k, v in model_values(db, run_id, model_id, gates).items()
+                    if k != "pinned"}
+    return out
+
+
 def evaluate_rules(store: Store, run_id: int, echo: Callable[[str], None] = print) -> list[dict]:
     """Evaluate the frozen rules of ``run_id`` for every model in it; store and return the rows."""
     from ..campaign import parse_campaign  # the campaign module imports this package
@@ -62,7 +86,11 @@ def evaluate_rules(store: Store, run_id: int, echo: Callable[[str], None] = prin
         """select distinct models.id, models.name, max(cells.pinned) as pinned from cells
            join models on models.id = cells.model_id where cells.run_id = ? group by models.id order by min(cells.position)""",
         [run_id]))
-    values = {m["id"]: model_values(db, run_id, m["id"], frozen.gates) for m in models}
+    variants = {model_id for model_id, _, _ in _variants(db, run_id)}
+    models = [m for m in models if m["id"] not in variants]  # judged through their base: variant.<name>.*
+    values = {m["id"]: model_values(db, run_id, m["id"], frozen.gates) | variant_values(db, run_id, m["id"],
+                                                                                        frozen.gates)
+              for m in models}
     pinned = next((m["id"] for m in models if m["pinned"]), None)
     incumbent = {f"incumbent.{k}": v for k, v in values.get(pinned, {}).items()}
     rows = []

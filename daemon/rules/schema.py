@@ -23,6 +23,9 @@ from ``facts.py`` once the run has measured.
   ``load.knee_rate`` the same over ``[load] rates`` (offered requests/s).
 - ``pinned``; and any of the above prefixed ``incumbent.`` for the pinned
   model's value (``decode.short >= 0.8 * incumbent.decode.short``).
+- a ``[variants]`` variant's figures, prefixed ``variant.<name>.``: the model's
+  own variant of that name (``variant.kv8.decode.short >= decode.short``;
+  load facts, memory, medians -- a variant runs no probe and no load step).
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ from . import lang
 
 FACT_NUM = (
     "offloaded_layers", "total_layers", "ctx_size", "spec_draft_n_max", "draft_acceptance",
-    "load_seconds", "card_mib", "gpu_share_pct",
+    "load_seconds", "card_mib", "gpu_share_pct", "n_threads", "n_threads_batch", "n_batch", "n_ubatch",
 )
-FACT_TEXT = ("kv_cache_type_k", "kv_cache_type_v", "spec_type", "draft_model")
+FACT_TEXT = ("kv_cache_type_k", "kv_cache_type_v", "spec_type", "draft_model", "flash_attn")
 BUFFERS = (
     "model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib", "rs_buffer_mib",
     "draft_context_mib", "projector_mib",
@@ -44,10 +47,17 @@ LOAD_AXES = ("load.max_streams_at_slo", "load.knee_streams",  # from [load] step
 PROBE_COUNTS = ("passed", "total")
 
 
-def type_of(name: str, *, probes: set[str] | frozenset[str], classes: set[str] | frozenset[str]) -> str | None:
+def type_of(name: str, *, probes: set[str] | frozenset[str], classes: set[str] | frozenset[str],
+            variants: set[str] | frozenset[str] = frozenset(),
+            variant_classes: set[str] | frozenset[str] | None = None) -> str | None:
     """num/str/bool/verdict for a name the run can supply, else None."""
     if name.startswith("incumbent."):
         name = name[len("incumbent."):]
+    if name.startswith("variant."):
+        _, variant, rest = (name.split(".", 2) + ["", ""])[:3]
+        if variant not in variants or rest.split(".")[0] in ("probe", "load", "fit", "variant", "pinned"):
+            return None
+        return type_of(rest, probes=frozenset(), classes=classes if variant_classes is None else variant_classes)
     if name in LOAD_AXES or name == "fit.max_context":  # the largest [fit] context that fits (daemon/load/fit.py)
         return "num"
     parts = name.split(".")
@@ -80,19 +90,20 @@ def known_names(probes, classes) -> list[str]:
     return out
 
 
-def validate(text: str, *, probes, classes, verdicts) -> lang.Node:
+def validate(text: str, *, probes, classes, verdicts, variants=(), variant_classes=None) -> lang.Node:
     """Parse and type-check a rule for a campaign; raise lang.RuleError (one line).
 
     An unknown name is explained: a probe the campaign does not run, a prompt
-    class it does not measure, or simply a name that does not exist.
+    class it does not measure, a variant it does not name, or simply a name that does not exist.
     """
     tree = lang.parse(text)
-    probes, classes = frozenset(probes), frozenset(classes)
+    probes, classes, variants = frozenset(probes), frozenset(classes), frozenset(variants)
+    vclasses = classes if variant_classes is None else frozenset(variant_classes)
 
     def typed(name: str) -> str | None:
-        t = type_of(name, probes=probes, classes=classes)
+        t = type_of(name, probes=probes, classes=classes, variants=variants, variant_classes=vclasses)
         if t is None:
-            raise lang.RuleError(_unknown(name, probes, classes), _pos(tree, name))
+            raise lang.RuleError(_unknown(name, probes, classes, variants), _pos(tree, name))
         return t
 
     result = lang.check(tree, typed, frozenset(verdicts))
@@ -111,9 +122,15 @@ def _pos(tree: lang.Node, name: str) -> int | None:
     return None
 
 
-def _unknown(name: str, probes, classes) -> str:
+def _unknown(name: str, probes, classes, variants=frozenset()) -> str:
     bare = name[len("incumbent."):] if name.startswith("incumbent.") else name
     parts = bare.split(".")
+    if parts[0] == "variant" and len(parts) >= 2 and parts[1] not in variants:
+        named = ", ".join(sorted(variants)) or "none"
+        return f"unknown name {name!r}: the campaign names no variant {parts[1]!r} (its [variants]: {named})"
+    if parts[0] == "variant" and len(parts) >= 3:
+        return (f"unknown name {name!r}: a variant has load facts, memory and medians of the classes it measures "
+                f"(variant.{parts[1]}.decode.<class>, variant.{parts[1]}.card_mib, ...), no probes or load steps")
     if parts[0] == "probe" and len(parts) >= 2 and parts[1] not in probes:
         run = ", ".join(sorted(probes)) or "none"
         return f"unknown name {name!r}: probe {parts[1]!r} is not run by this campaign (its [probes] run: {run})"

@@ -84,6 +84,70 @@ def parse_kv_types(text: str) -> list[Fact]:
     return [Fact("kv_cache_type_k", value_text=m[1]), Fact("kv_cache_type_v", value_text=m[2])]
 
 
+# Server settings a variant changes (daemon/variants), each as the load itself states it: what was
+# asked on the command line is not proof that it took.
+# "common_param: system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 | ..."    (2026)
+# "system_info: n_threads = 8 / 16 | AVX = 1 | ..." (2024); the server's own line
+# "system info: n_threads = 8, n_threads_batch = 8, total_threads = 16"; 2024 builds and ik_llama.cpp
+# 'INFO [ main] system info | tid="1" timestamp=1 n_threads=64 n_threads_batch=-1' (-1: as n_threads)
+_THREADS = re.compile(r"system[_ ]info: n_threads = (\d{1,6})(?: \(n_threads_batch = (\d{1,6})\)|, "
+                      r"n_threads_batch = (\d{1,6}))?|system info \|.*?\bn_threads=(\d{1,6})"
+                      r"(?: n_threads_batch=(\d{1,6}))?")
+
+
+@parser("n_threads = ", "n_threads=")
+def parse_threads(text: str) -> list[Fact]:
+    m = _THREADS.search(text)
+    if not m:
+        return []
+    facts = [Fact("n_threads", float(m[1] or m[4]), unit="threads")]
+    batch = m[2] or m[3] or m[5]
+    if batch:
+        facts.append(Fact("n_threads_batch", float(batch), unit="threads"))
+    return facts
+
+
+# "llama_context: flash_attn            = auto|enabled|disabled" (2025 on), older
+# "llama_new_context_with_model: flash_attn = 1"; where it was auto, the resolution follows:
+# "sched_reserve: Flash Attention was auto, set to enabled", "llama_context: Flash Attention was auto, set to
+# enabled", "resolve_fused_ops: Flash Attention enabled" (this build). value_text: on, off or auto
+_FA_SETTING = re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): "
+                         r"flash_attn\s*=\s*(\w+)")
+_FA_RESOLVED = re.compile(r"Flash Attention (?:was auto, set to )?(enabled|disabled)\b")
+_FA_WORDS = {"1": "on", "enabled": "on", "true": "on", "on": "on",
+             "0": "off", "disabled": "off", "false": "off", "off": "off", "auto": "auto"}
+
+
+@parser("flash_attn", "Flash Attention ")
+def parse_flash_attn(text: str) -> list[Fact]:
+    m = _FA_SETTING.search(text) or _FA_RESOLVED.search(text)
+    word = _FA_WORDS.get(m[1].lower()) if m else None
+    return [Fact("flash_attn", value_text=word)] if word else []
+
+
+# "llama_context: n_batch               = 2048" / "n_ubatch              = 512"; older
+# "llama_new_context_with_model: n_ubatch   = 512". n_ubatch is min(-ub, -b): the log says which won
+_BATCH = re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): n_(u?)batch\s+= (\d{1,9})")
+
+
+@parser("n_batch ", "n_ubatch ")
+def parse_batch(text: str) -> list[Fact]:
+    m = _BATCH.search(text)
+    return [Fact("n_ubatch" if m[1] else "n_batch", float(m[2]), unit="tokens")] if m else []
+
+
+# A tensor kept off the default device by -ot / --n-cpu-moe (LLAMA_LOG_DEBUG: printed from -lv 5):
+# "tensor blk.1.ffn_up_exps.weight (1 MiB q4_K) buffer type overridden to CPU", "... overridden to CUDA_Host"
+_OVERRIDE = re.compile(r"tensor (\S+) \([^)]*\) buffer type overridden to (\S+)")
+
+
+@parser("buffer type overridden")
+def parse_tensor_override(text: str) -> list[Fact]:
+    """``tensor_override``: the tensor's name, its buffer type as the device."""
+    m = _OVERRIDE.search(text)
+    return [Fact("tensor_override", value_text=m[1], device=m[2])] if m else []
+
+
 # "llama_context: n_ctx                 = 12288"; older "llama_new_context_with_model: n_ctx      = 16896"
 _N_CTX = re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): n_ctx\s+= (\d+)")
 

@@ -1,0 +1,255 @@
+"""``[variants]`` of a campaign: named sets of server arguments and axes cardproof expands, typed and bounded.
+
+Each variant is the model's own load with some arguments changed, measured on
+the same prompt classes as the model itself. A campaign names variants two ways:
+
+* ``[variants.sets]``: named argument lists, ``kv8 = ["-ctk", "q8_0", "-ctv", "q8_0"]``;
+* axes: ``threads = [1, 2]``, ``flash_attn = [false, true]``, ``cache_type = ["f16", "q8_0"]``,
+  ``ubatch``, ``batch``, ``gpu_layers``, ``n_cpu_moe``, ``ctx_size``. Axes are crossed: two
+  axes of two values are four variants (``t1_kvf16``, ``t1_kvq8_0``, ...), since a setting's
+  effect can depend on another's (a quantised V cache needs flash attention).
+
+A variant's name becomes part of a model name (``smollm2-q4_1~kv8``) and of a
+rule name (``variant.kv8.decode.short``), so it is a rule-language identifier.
+What needs other tables (models, prompt classes, the backend) is checked by
+:func:`check_campaign`, called from ``campaign.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from .. import validate
+from ..campaign_check import MAX_NUM_CTX, MAX_REPETITIONS, NAME_CHARS, CampaignError
+from ..load.campaign import Steps
+from ..schema import Section
+from .args import BY_FLAG, KV_TYPES, LOG_FLAGS, OWN_FLAGS, indexed_pairs, ollama_options
+
+MAX_VARIANTS = 32  # per model: each is a load and a set of cells
+MAX_ARGS = 64
+MAX_LOAD_TIMEOUT_S = 3600.0
+SEPARATOR = "~"  # model~variant: the variant's own model name, its own series in the history
+_VARIANT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+
+#: axis -> (value -> name part, value -> server arguments), in the order names are built
+AXES: dict[str, tuple[Any, Any]] = {
+    "threads": (lambda v: f"t{v}", lambda v: ["--threads", str(v)]),
+    "flash_attn": (lambda v: "faon" if v else "faoff", lambda v: ["--flash-attn", "on" if v else "off"]),
+    "cache_type": (lambda v: f"kv{v}", lambda v: ["--cache-type-k", v, "--cache-type-v", v]),
+    "ubatch": (lambda v: f"ub{v}", lambda v: ["--ubatch-size", str(v)]),
+    "batch": (lambda v: f"b{v}", lambda v: ["--batch-size", str(v)]),
+    "gpu_layers": (lambda v: f"ngl{v}", lambda v: ["--n-gpu-layers", str(v)]),
+    "n_cpu_moe": (lambda v: f"cmoe{v}", lambda v: ["--n-cpu-moe", str(v)]),
+    "ctx_size": (lambda v: f"c{v}", lambda v: ["--ctx-size", str(v)]),
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant: its name, the arguments it changes, and where it came from."""
+
+    name: str
+    args: tuple[str, ...]
+    settings: tuple[tuple[str, Any], ...] = ()  # axis -> value, for a variant expanded from axes
+    source: str = "set"  # set | axes
+
+
+def derived_name(model: str, variant: str) -> str:
+    """The variant's own model name: what the server is asked for, and its series in the history."""
+    return f"{model}{SEPARATOR}{variant}"
+
+
+def _variant_name(value: Any) -> str:
+    if not isinstance(value, str) or not _VARIANT_NAME.fullmatch(value):
+        raise validate.Invalid(f"a variant name is a letter or _ then up to 39 letters, digits or _ (it is read "
+                               f"in rules as variant.<name>), got {validate.describe(value)}")
+    return value
+
+
+def check_args(value: Any) -> tuple[str, ...]:
+    """A variant's argument list: flags with their values, none cardproof sets itself or that moves the log."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise validate.Invalid(f"expected a non-empty list of server arguments, got {validate.describe(value)}")
+    if len(value) > MAX_ARGS:
+        raise validate.Invalid(f"expected at most {MAX_ARGS} arguments, got {len(value):,}")
+    args = []
+    for i, item in enumerate(value):
+        try:
+            args.append(validate.text(item, what="a non-empty string", max_chars=4096))
+        except validate.Invalid as exc:
+            raise validate.Invalid(str(exc), at=(i,)) from None
+    for index, flag, arg_value in indexed_pairs(args):
+        at = (index,)
+        if not flag:
+            raise validate.Invalid(f"{validate.quoted(arg_value)} follows no flag", at=at)
+        if flag in OWN_FLAGS:
+            raise validate.Invalid(f"{validate.quoted(flag)} is set by cardproof for every variant (model file, "
+                                   f"address, name)", at=at)
+        if flag in LOG_FLAGS:
+            raise validate.Invalid(f"{validate.quoted(flag)} would change the server's log, which is the "
+                                   f"variant's evidence", at=at)
+        setting = BY_FLAG.get(flag)
+        if setting is None:
+            continue
+        if arg_value is None:
+            raise validate.Invalid(f"{validate.quoted(flag)} needs a value", at=at)
+        if setting.kind == "int" and not re.fullmatch(r"-?\d{1,9}", arg_value):
+            raise validate.Invalid(f"{validate.quoted(flag)} takes a whole number, got {validate.quoted(arg_value)}",
+                                   at=at)
+        if setting.kind == "fa" and arg_value not in ("on", "off", "auto"):
+            raise validate.Invalid(f"{validate.quoted(flag)} takes on, off or auto, got {validate.quoted(arg_value)}",
+                                   at=at)
+        if setting.name in ("cache_type_k", "cache_type_v") and arg_value not in KV_TYPES:
+            raise validate.Invalid(f"{validate.quoted(flag)} takes one of {', '.join(KV_TYPES)}, got "
+                                   f"{validate.quoted(arg_value)}", at=at)
+    return tuple(args)
+
+
+def _sets(value: Any) -> dict[str, tuple[str, ...]]:
+    table = validate.table("variants", MAX_VARIANTS)(value)
+    out = {}
+    for name, args in table.items():
+        try:
+            _variant_name(name)
+            out[name] = check_args(args)
+        except validate.Invalid as exc:
+            raise validate.Invalid(str(exc), at=(name, *exc.at)) from None
+    return out
+
+
+def _flags(value: Any) -> tuple[bool, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, bool) for v in value) \
+            or len(set(value)) != len(value):
+        raise validate.Invalid(f"expected a list of true and false, each once, got {validate.describe(value)}")
+    return tuple(value)
+
+
+def _cache_types(value: Any) -> tuple[str, ...]:
+    names = validate.distinct("cache type")(value)
+    for i, n in enumerate(names):
+        if n not in KV_TYPES:
+            raise validate.Invalid(f"expected one of {', '.join(KV_TYPES)}, got {validate.quoted(n)}", at=(i,))
+    return names
+
+
+def _names(what: str):
+    def check(value: Any) -> tuple[str, ...]:
+        names = validate.distinct(what)(value)
+        for i, n in enumerate(names):
+            try:
+                validate.name(n, max_chars=NAME_CHARS)
+            except validate.Invalid as exc:
+                raise validate.Invalid(str(exc), at=(i,)) from None
+        return names
+    return check
+
+
+class VariantSettings(Section):
+    """``[variants]``: server settings each model is loaded with besides its own, on the same cells."""
+
+    models: Annotated[tuple[str, ...], BeforeValidator(_names("model"))] | None = None  # unset: every model
+    prompt_classes: Annotated[tuple[str, ...], BeforeValidator(_names("prompt class"))] | None = None
+    repetitions: validate.Int(1, MAX_REPETITIONS) | None = None  # unset: the campaign's
+    load_timeout_s: validate.Number(0, MAX_LOAD_TIMEOUT_S, above=True) = 600.0
+    threads: Steps(1, 4096) | None = None
+    flash_attn: validate.checked(_flags, tuple) | None = None
+    cache_type: Annotated[tuple[str, ...], BeforeValidator(_cache_types)] | None = None
+    ubatch: Steps(1, 1 << 20) | None = None
+    batch: Steps(1, 1 << 20) | None = None
+    gpu_layers: Steps(0, 100_000) | None = None
+    n_cpu_moe: Steps(0, 100_000) | None = None
+    ctx_size: Steps(1, MAX_NUM_CTX) | None = None
+    sets: validate.checked(_sets, dict) = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _some_variant(self):
+        variants = self.variants()
+        if not variants:
+            raise validate.Invalid("expected an axis (threads, flash_attn, cache_type, ubatch, batch, gpu_layers, "
+                                   "n_cpu_moe, ctx_size) or a [variants.sets] table", at=("sets",))
+        if len(variants) > MAX_VARIANTS:
+            raise validate.Invalid(f"the axes and sets come to {len(variants):,} variants per model; at most "
+                                   f"{MAX_VARIANTS}", at=("sets",))
+        seen: set[str] = set()
+        for v in variants:
+            if v.name in seen:
+                raise validate.Invalid(f"the variant name {v.name!r} is both a set and an expanded axis",
+                                       at=("sets", v.name))
+            seen.add(v.name)
+        return self
+
+    def axes(self) -> list[tuple[str, tuple]]:
+        return [(axis, getattr(self, axis)) for axis in AXES if getattr(self, axis) is not None]
+
+    def variants(self) -> list[Variant]:
+        """The named sets in file order, then the axes' grid."""
+        out = [Variant(name, args) for name, args in self.sets.items()]
+        axes = self.axes()
+        if axes:
+            for combo in itertools.product(*(values for _, values in axes)):
+                named = [AXES[axis][0](v) for (axis, _), v in zip(axes, combo)]
+                args = [a for (axis, _), v in zip(axes, combo) for a in AXES[axis][1](v)]
+                out.append(Variant("_".join(named), tuple(args), tuple((a, v) for (a, _), v in zip(axes, combo)),
+                                   "axes"))
+        return out
+
+    def plan(self, campaign_models: tuple[str, ...]) -> list[tuple[str, Variant]]:
+        """(model, variant) in the campaign's model order, each model's variants in :meth:`variants` order."""
+        chosen = set(self.models or campaign_models)
+        return [(m, v) for m in campaign_models if m in chosen for v in self.variants()]
+
+
+#: why a backend cannot run variants at all
+REFUSED_BACKENDS = {
+    "openai": "an OpenAI-compatible server is reached through its API only: cardproof can neither start it "
+              "with other arguments nor pass them per request",
+}
+
+
+def check_campaign(settings: VariantSettings | None, *, path: str, backend: str, models: list[str],
+                   classes: tuple[str, ...], prompt_tokens: dict[str, int], max_tokens: int,
+                   reasoning_reps: list[int]) -> int:
+    """``[variants]`` against the rest of the campaign; returns the samples the variants add to the plan."""
+    if settings is None:
+        return 0
+    if backend in REFUSED_BACKENDS:
+        raise CampaignError(path, "variants", f"backend {backend} cannot run variants: {REFUSED_BACKENDS[backend]}")
+    for i, name in enumerate(settings.models or ()):
+        if name not in models:
+            raise CampaignError(path, f"variants.models[{i}]", f"unknown model {validate.quoted(name)} "
+                                f"(models: {', '.join(models)})")
+    for i, cls in enumerate(settings.prompt_classes or ()):
+        if cls not in classes:
+            raise CampaignError(path, f"variants.prompt_classes[{i}]", f"prompt class {validate.quoted(cls)} is not "
+                                f"measured on the models themselves (campaign.prompt_classes: {', '.join(classes)}): "
+                                "a variant is compared with its model on the same cells")
+    variants = settings.variants()
+    for name in settings.models or models:
+        for v in variants:
+            if derived_name(name, v.name) in models:
+                raise CampaignError(path, "variants", f"the variant {v.name!r} of {name!r} would be named "
+                                    f"{derived_name(name, v.name)!r}, which is already a model of the campaign")
+    used = settings.prompt_classes or classes
+    need = max(prompt_tokens[c] for c in used) + max_tokens
+    for i, ctx in enumerate(settings.ctx_size or ()):
+        if ctx < need:
+            raise CampaignError(path, f"variants.ctx_size[{i}]", f"a context of {ctx:,} tokens cannot hold the "
+                                f"largest prompt class with its answer ({need:,} tokens)")
+    if backend == "ollama":  # Ollama takes a few settings per request; the rest it cannot vary per model
+        for axis, values in settings.axes():
+            _, refused = ollama_options(AXES[axis][1](values[0]))
+            if refused:
+                raise CampaignError(path, f"variants.{axis}", f"Ollama cannot set this per model: {refused[0]}")
+        for name, args in settings.sets.items():
+            _, refused = ollama_options(args)
+            if refused:
+                raise CampaignError(path, f"variants.sets.{name}", f"Ollama cannot set variant {name!r}: "
+                                    f"{refused[0]}")
+    n_models = len(settings.models or models)
+    reps = [settings.repetitions or r for r in reasoning_reps]
+    return n_models * len(variants) * len(used) * sum(reps)

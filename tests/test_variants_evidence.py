@@ -1,0 +1,168 @@
+"""A variant's evidence: the settings its load states (parsers on real lines), and each argument against them.
+
+"Recorded line from this build" means a line of tests/fixtures/logs/variant-settings.log,
+written by this project's real llama-server (see that folder's README); published lines
+are quoted from tests/fixtures/logs/real/, whose README names their sources.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cardproof.daemon.logs.lines import clean
+from cardproof.daemon.logs.parsers import parse_line
+from cardproof.daemon.variants.args import help_groups, merged, ollama_options, pairs, preset_lines
+from cardproof.daemon.variants.evidence import check_variant
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+RECORDED = (LOGS / "variant-settings.log").read_text().splitlines()
+
+
+def facts(raw: str) -> dict:
+    out = {}
+    for f in parse_line(clean(raw)[2]):
+        out[f"{f.name}/{f.device}" if f.device else f.name] = f.value_num if f.value_num is not None else f.value_text
+    return out
+
+
+def line(fragment: str, lines=RECORDED) -> str:
+    return next(x for x in lines if fragment in x)
+
+
+def published(name: str, fragment: str) -> str:
+    return line(fragment, (LOGS / "real" / name).read_text().splitlines())
+
+
+# -- parsers ---------------------------------------------------------------------------------------
+
+def test_threads_from_system_info_recorded_and_published():
+    assert facts(line("system_info")) == {"n_threads": 1.0, "n_threads_batch": 1.0}
+    assert facts(published("poseidon-rocm-then-cpu.log", "system_info: n_threads = 8")) == {
+        "n_threads": 8.0, "n_threads_batch": 8.0}
+    assert facts(published("local-llama-failed-load.log", "system info: n_threads")) == {
+        "n_threads": 4.0, "n_threads_batch": 4.0}
+    # 2024 builds and ik_llama.cpp: fields of the message; n_threads_batch=-1 means "as n_threads"
+    assert facts(published("ik-llama-pr237-15x3090.log", "system info |")) == {"n_threads": 64.0}
+    # the thread pool's own line repeats the figure; the load's fact is system_info's
+    assert facts("0.00.023.299 I cmn          init: llama threadpool init, n_threads = 2") == {}
+
+
+def test_flash_attention_as_set_and_as_resolved():
+    assert facts(line("flash_attn            = enabled")) == {"flash_attn": "on"}
+    assert facts(line("flash_attn            = disabled")) == {"flash_attn": "off"}
+    assert facts(line("resolve_fused_ops: Flash Attention")) == {"flash_attn": "on"}
+    assert facts(published("yuy4o-llm-b7342-docker-a100.log", "Flash Attention was auto")) == {"flash_attn": "on"}
+    assert facts(published("ik-llama-issue503-zsh-segfault.log", "flash_attn = ")) == {"flash_attn": "on"}
+    assert facts(published("ik-llama-issue60-gdb-sigill.log", "flash_attn = ")) == {"flash_attn": "off"}
+    # a fused-op line that is not about flash attention states nothing
+    assert facts("0.00.022.999 I resolve_fused_ops: fused DeepSeek V4 HC pre enabled") == {}
+
+
+def test_batch_and_physical_batch():
+    assert facts(line("n_batch               = 2048")) == {"n_batch": 2048.0}
+    assert facts(line("n_ubatch              = 128")) == {"n_ubatch": 128.0}
+    assert facts(published("ik-llama-pr237-15x3090.log", "n_ubatch")) == {"n_ubatch": 1024.0}
+
+
+def test_an_overridden_tensor_names_its_buffer_type():
+    assert facts(line("overridden")) == {"tensor_override/CPU": "blk.0.ffn_up.weight"}
+
+
+# -- arguments -------------------------------------------------------------------------------------
+
+def test_pairs_merge_and_preset_keys():
+    assert pairs(["-t", "1", "--no-mmap", "-ngl", "-1", "--ctx-size=4096"]) == [
+        ("-t", "1"), ("--no-mmap", None), ("-ngl", "-1"), ("--ctx-size", "4096")]
+    # the variant's -t replaces the base's --threads (one option, two spellings), nothing else moves
+    assert merged(["-m", "x.gguf", "--threads", "2", "-c", "2048"], ["-t", "1"]) == [
+        "-m", "x.gguf", "-c", "2048", "-t", "1"]
+    groups = help_groups("-ngl,  --gpu-layers, --n-gpu-layers N   max. number of layers\n"
+                         "--spec-draft-type-k, -ctkd, --cache-type-k-draft TYPE\n")
+    assert groups["--gpu-layers"] == frozenset({"-ngl", "--gpu-layers", "--n-gpu-layers"})
+    assert merged(["--cache-type-k-draft", "f16"], ["-ctkd", "q8_0"], groups) == ["-ctkd", "q8_0"]
+    assert preset_lines(["-ctk", "q8_0", "--no-mmap"]) == [("ctk", "q8_0"), ("no-mmap", "true")]
+
+
+def test_ollama_takes_what_it_has_a_request_option_for():
+    assert ollama_options(["--threads", "4", "-b", "256", "-ngl", "10", "-c", "8192"]) == (
+        {"num_thread": 4, "num_batch": 256, "num_gpu": 10, "num_ctx": 8192}, [])
+    options, refused = ollama_options(["-fa", "on", "-ctk", "q8_0"])
+    assert options == {} and "OLLAMA_FLASH_ATTENTION" in refused[0] and "OLLAMA_KV_CACHE_TYPE" in refused[1]
+
+
+# -- each argument against the log ----------------------------------------------------------------
+
+def numbered(lines):
+    return list(enumerate(lines, start=1))
+
+
+def test_every_argument_the_recorded_load_states_took():
+    first = numbered(RECORDED[:5])  # -t 1 -ctk q8_0 -ctv q8_0 -fa on -ub 128
+    status, checks = check_variant(["-t", "1", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-ub", "128"], first)
+    assert status == "took", checks
+    by = {c.flag: c for c in checks}
+    assert by["-t"].line_id == 1 and by["-ub"].line_id == 3 and by["-ctk"].line_id == 5
+
+
+def test_a_contradicted_argument_is_caught_with_what_the_log_says():
+    first = numbered(RECORDED[:5])
+    status, checks = check_variant(["-fa", "off", "-ctv", "f16"], first)
+    assert status == "contradicted"
+    assert [(c.status, c.observed) for c in checks] == [("contradicted", "on"), ("contradicted", "q8_0")]
+    # -ub above -b: the build caps it, and the check says which argument to add
+    capped = numbered(RECORDED[5:8])
+    status, checks = check_variant(["-ub", "512"], capped)
+    assert status == "contradicted" and checks[0].observed == "256" and "-b" in checks[0].note
+
+
+def test_auto_resolved_later_in_the_log_is_what_counts():
+    lines = numbered(["0.00.021.921 I llama_context: flash_attn            = auto", RECORDED[8]])
+    assert check_variant(["-fa", "on"], lines)[0] == "took"
+    assert check_variant(["-fa", "off"], lines)[0] == "contradicted"
+
+
+def test_not_shown_and_not_checked_make_a_partial_verdict():
+    lines = numbered(RECORDED[:5])
+    status, checks = check_variant(["-ngl", "99", "--no-mmap"], lines)
+    assert status == "partly"
+    assert [c.status for c in checks] == ["not shown", "not checked"]
+    assert "CPU-only" in checks[0].note
+    assert check_variant(["-t", "1"], [])[0] == "no_log"
+
+
+def test_tensor_overrides_by_pattern_and_expert_layers():
+    lines = numbered([RECORDED[9]])
+    assert check_variant(["-ot", r"blk\.0\.ffn_up.*=CPU"], lines)[0] == "took"
+    assert check_variant(["-ot", r"blk\.1\.ffn_up.*=CPU"], lines)[0] == "contradicted"
+    moe = numbered([
+        "tensor blk.0.ffn_up_exps.weight (1 MiB q4_K) buffer type overridden to CPU",
+        "tensor blk.1.ffn_down_exps.weight (1 MiB q4_K) buffer type overridden to CUDA_Host",
+    ])
+    assert check_variant(["--n-cpu-moe", "2"], moe)[0] == "took"
+    assert check_variant(["--n-cpu-moe", "1"], moe)[0] == "contradicted"
+    status, checks = check_variant(["--n-cpu-moe", "2"], lines)  # a dense model: no experts named
+    assert status == "partly" and checks[0].status == "not shown"
+
+
+def test_published_logs_give_a_verdict_not_an_error():
+    """Whole published logs of other builds: each setting they state is read, none raises."""
+    lines = numbered((LOGS / "real" / "ik-llama-pr237-15x3090.log").read_text().splitlines())
+    status, checks = check_variant(["-fa", "off", "-ub", "1024", "-t", "64"], lines)
+    assert status == "took", checks
+    lines = numbered((LOGS / "real" / "yuy4o-llm-b7342-docker-a100.log").read_text().splitlines())
+    assert check_variant(["-fa", "on"], lines)[0] == "took"  # "Flash Attention was auto, set to enabled"
+
+
+def test_a_draft_models_own_context_is_not_the_variants():
+    """ik_llama.cpp PR 645: the target's context (-ub 4096, flash attention on), then the draft model's
+    (512, off). Only the target's settings are the variant's."""
+    lines = numbered((LOGS / "real" / "ik-llama-pr645-draft-model-assert.log").read_text().splitlines())
+    status, checks = check_variant(["-fa", "on", "-ub", "4096"], lines)
+    assert status == "took", checks
+
+
+def test_every_note_of_a_check_has_german():
+    from cardproof.daemon.variants.evidence import NOTES
+    from cardproof.report.i18n import CATALOGUE
+
+    assert NOTES and all(n in CATALOGUE for n in NOTES)
