@@ -201,6 +201,19 @@ def test_a_ladder_of_one_base_model_states_each_step_with_its_memory(tmp_path):
     assert "requantized from smol-q4_1" in en and "not what it costs in quality" in en
 
 
+def test_a_step_left_out_as_unstable_is_named_and_the_weights_source_still_said(tmp_path):
+    """The demo's shape on a busy machine: the shipped Q4_1 unstable, the two made from it stable."""
+    models = _ladder()
+    models[2].values = [0.4, 17.8, 14.4, 60.0, 70.0]
+    for m in models[:2]:
+        m.shape["requantized_from"] = "smol-q4_1"
+    (f,) = _of(_found(tmp_path, models), "ladder")
+    assert f.key == "ladder:smol-f16|smol-q8_0" and len(f.figures) == 2
+    en = plain(f, Lang("en"))
+    assert "smol-q4_1 (Q4_1): no step of the ladder, its cell is unstable (0.4 to 70.0 tok/s)" in en
+    assert "requantized from smol-q4_1" in en
+
+
 def test_a_ladder_step_within_the_scatter_is_no_measurable_difference(tmp_path):
     found = _of(_found(tmp_path, _ladder((50.0, 50.5, 51.0), noise=0.05)), "ladder")
     en = plain(found[0], Lang("en"))

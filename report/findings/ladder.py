@@ -11,7 +11,7 @@ Q8_0 of another" measures two models.
 from __future__ import annotations
 
 from .base import Fig, Finding, FindingRule, Line, Term
-from .pick import bits_per_weight, card_rows, first_class, number, shape, stable_cell
+from .pick import bits_per_weight, card_rows, cell_of, first_class, number, shape, stable_cell
 from .stable import cells_measurable
 
 TITLE = "Quantisation ladder"
@@ -25,6 +25,7 @@ CARD = "the memory on the card"
 FILE = "the file"
 STEP = "{hi} ({hi_q}) → {lo} ({lo_q}): decode {hi_tps} → {lo_tps} tok/s, {ratio}; {memory} {hi_mem} → {lo_mem}"
 NOT_MEASURABLE = "no measurable difference in decode"
+LEFT_OUT = "{model} ({quant}): no step of the ladder, its cell is unstable ({low} to {high} tok/s)"
 CONDITION = ("The GGUF headers give every step the same architecture, parameter count and tokenizer; a step's decode "
              "is given as a ratio only where it differs beyond the samples' scatter, from stable cells.")
 CAVEAT = ("Speed and memory only: what each step costs in the quality of the answers is not measured here, and a "
@@ -83,6 +84,7 @@ def check(view: dict) -> list[Finding]:
 def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
     """One base model's steps, most bits first; a model whose cell is unstable is no step of it."""
     steps = [r | {"cell": stable_cell(r["model"], cls)} for r in members]
+    unstable = [r for r in steps if not r["cell"] and (cell_of(r["model"], cls) or {}).get("decode")]
     steps = [r for r in steps if r["cell"]]
     if len({r["shape"]["quantisation"] for r in steps}) < 2:
         return None
@@ -106,6 +108,11 @@ def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
                                 "hi_tps": hi["tps"], "lo_tps": lo["tps"], "ratio": ratio(hi, lo), "memory": memory,
                                 "hi_mem": hi["mem"], "lo_mem": lo["mem"]})
                     for hi, lo in zip(steps, steps[1:]))
+    for r in unstable:  # said, so that a ladder shorter than the campaign's is not read as the whole
+        c = cell_of(r["model"], cls)
+        figures += (Line(LEFT_OUT, {"model": r["model"]["name"], "quant": r["shape"]["quantisation"],
+                                    "low": Fig(c["decode"].low, link=f"cell-{c['id']}"),
+                                    "high": Fig(c["decode"].high)}),)
     top, bottom = steps[0], steps[-1]
     names = [r["model"]["name"] for r in steps]
     params = {"models": names, "params": Fig(top["shape"]["params"], "params"), "n": len(steps),
@@ -115,7 +122,7 @@ def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
     if measured:
         params["ratio"] = ratio(top, bottom)
     made = view.get("requantized") or {}
-    sources = {made[n] for n in names if n in made and made[n] in names}
+    sources = {made[n] for n in names if n in made}  # the source may itself be left out as unstable
     if sources:
         caveat = Line(CAVEAT_REQUANTIZED, {"models": [n for n in names if n in made], "base": sorted(sources)})
     else:
@@ -158,6 +165,7 @@ RULE = FindingRule("ladder", check, order=20, german={
     FILE: "die Datei",
     STEP: "{hi} ({hi_q}) → {lo} ({lo_q}): Decode {hi_tps} → {lo_tps} Tok./s, {ratio}; {memory} {hi_mem} → {lo_mem}",
     NOT_MEASURABLE: "kein messbarer Unterschied im Decode",
+    LEFT_OUT: "{model} ({quant}): keine Stufe der Leiter, seine Zelle ist instabil ({low} bis {high} Tok./s)",
     CONDITION: ("Die GGUF-Header nennen für jede Stufe dieselbe Architektur, dieselbe Parameterzahl und denselben "
                 "Tokenizer; das Decode einer Stufe wird nur dort als Verhältnis angegeben, wo es sich über die "
                 "Streuung der Messungen hinaus unterscheidet, aus stabilen Zellen."),
