@@ -148,6 +148,18 @@ def run_charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
         if img_dir is not None:
             charts.write_svg(img_dir / name, charts.memory_chart(rows, L))
         out["memory"] = {"file": f"img/{name}", "rows": rows}
+    out["variants"] = []
+    for metric, title in (("decode", L.gettext("Decode tok/s of each model and its variants, median with min–max")),
+                          ("prefill", L.gettext("Prefill tok/s of each model and its variants, median with min–max"))):
+        rows = variant_chart_rows(view, metric, L)
+        if not rows:
+            continue
+        name = f"run-{rid}-variants-{metric}-{L.code}.svg"
+        if img_dir is not None:
+            axis = L.gettext("decode tok/s (median, min–max)") if metric == "decode" \
+                else L.gettext("prefill tok/s (median, min–max)")
+            charts.write_svg(img_dir / name, charts.decode_chart(rows, L, axis_title=axis))
+        out["variants"].append({"metric": metric, "title": title, "file": f"img/{name}", "rows": rows})
     out["reasoning_left_out"] = reasoning_pairs(view)[1]
     rows = charts.reasoning_rows(view, L)
     if rows:
@@ -168,4 +180,23 @@ def author_notes(project: Path | None, run_id: int, lang: str) -> dict:
         if p.exists():
             # the author's own Markdown: as trusted as the templates
             out[part] = MD(p.read_text(encoding="utf-8").strip())
+    return out
+
+
+def variant_chart_rows(view: dict, metric: str, L) -> list[dict]:
+    """Rows of the Variants chart for ``metric``: each base and its variants per class, median with min–max."""
+    out = []
+    for group in view.get("variants") or []:
+        for pc in group["classes"]:
+            if pc["reasoning"]:
+                continue
+            pairs = [(group["base"], pc["base_cell"])] + [(e["variant"]["model"], e["cell"]) for e in pc["entries"]]
+            for name, c in pairs:
+                s = c.get(metric) if c else None  # the cell's decode or prefill spread
+                if s is None:
+                    continue
+                out.append({"model": charts._label(name), "class": charts._label(L.gettext(pc["cls"])),
+                            "median": s.median, "low": s.low, "high": s.high, "n": s.n, "cell": c["id"],
+                            "unstable": bool(c.get("unstable")),
+                            "stability": L.gettext("unstable") if c.get("unstable") else L.gettext("stable")})
     return out

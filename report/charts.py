@@ -257,8 +257,9 @@ def log_ticks(domain: list[float]) -> tuple[list[float], list[float]]:
     return [start, end], [v for v in steps if start <= v <= end]
 
 
-def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None):
-    """The decode chart as an Altair chart (see decode_chart)."""
+def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None,
+                axis_title: str | None = None):
+    """The decode chart as an Altair chart (see decode_chart); ``axis_title``: another figure drawn alike."""
     base = alt.Chart(alt.Data(values=rows))
     y = alt.Y("model:N", title=None, sort=None)
     # the class legend shows the whisker's coloured stroke; stable vs unstable has a legend of its own
@@ -273,7 +274,8 @@ def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: lis
     # the same domain for reasoning off and on: the two charts can be read side by side
     scale = alt.Scale(type="log" if log else "linear", domain=domain, nice=not log, zero=False) if domain \
         else alt.Scale()
-    axis_title = L.gettext("decode tok/s (median, min–max)") + (" · " + L.gettext("log scale") if log else "")
+    axis_title = (axis_title or L.gettext("decode tok/s (median, min–max)")) + (
+        " · " + L.gettext("log scale") if log else "")
     whisker = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("low:Q", title=axis_title, scale=scale, axis=axis), x2="high:Q", y=y,
         yOffset=alt.YOffset("class:N", sort=None), color=color)
@@ -295,13 +297,14 @@ def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: lis
                                                                  symbolStrokeColor="#555")
 
 
-def decode_chart(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None) -> str:
+def decode_chart(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None,
+                 axis_title: str | None = None) -> str:
     """Decode tok/s per model and prompt class: median as a dot, min–max as a whisker.
 
     ``domain`` is the x range shared with the run's other decode chart; past one
     order of magnitude the axis is logarithmic (and says so).
     """
-    return _svg(decode_spec(rows, L, title, domain), L)
+    return _svg(decode_spec(rows, L, title, domain, axis_title), L)
 
 
 def reasoning_rows(view: dict, L: Lang) -> list[dict]:

@@ -8,6 +8,7 @@ are picked by fact (:func:`journal_excerpt`), never by a time window.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -109,7 +110,8 @@ def run_evidence(db, run_id: int, *, max_lines_per_load: int = 2000) -> dict:
         ld["fact_rows"] = _fact_rows(ld)
         ld["excerpt"] = journal_excerpt(db, ld["id"], SPEC_FACTS)
         # every line a fact or an excerpt links to is printed, whatever the cap
-        fact_ids = {r["line_id"] for r in ld["fact_rows"]} | {x["id"] for x in ld["excerpt"]}
+        fact_ids = {r["line_id"] for r in ld["fact_rows"]} | {x["id"] for x in ld["excerpt"]} \
+            | _variant_lines(conn, ld["id"])
         first = conn.execute("select id, raw from log_lines where load_id = ? order by id limit ?",
                              [ld["id"], max_lines_per_load]).fetchall()
         have = {lid for lid, _ in first}
@@ -137,6 +139,22 @@ def run_evidence(db, run_id: int, *, max_lines_per_load: int = 2000) -> dict:
         "total_lines": conn.execute("select count(*) from log_lines where run_id = ?", [run_id]).fetchone()[0],
         "steps": step_samples(db, run_id),
     }
+
+
+def _variant_lines(conn, load_id: int) -> set[int]:
+    """The lines a variant's argument checks cite (the Variants section links each verdict to one)."""
+    try:
+        rows = conn.execute("select checks_json from variants where load_id = ?", [load_id]).fetchall()
+    except sqlite3.OperationalError:  # a database from before the variants
+        return set()
+    out = set()
+    for (text,) in rows:
+        try:
+            checks = json.loads(text) if text else []
+        except (ValueError, RecursionError):
+            continue
+        out |= {c["line_id"] for c in checks if isinstance(c, dict) and isinstance(c.get("line_id"), int)}
+    return out
 
 
 def fact_anchor(evidence: dict, load_id: int, name: str, device: str | None = None) -> str | None:

@@ -14,6 +14,7 @@ from cardproof.daemon.registration import registration_for
 from . import findings
 from .gates import excluded_samples
 from .stats import spread
+from .variants import variant_rows, variants_view
 
 
 def runs(db: sqlite_utils.Database) -> list[dict]:
@@ -131,6 +132,12 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         # canary reloads, canary and probe requests never enter a measured figure
         m["load"] = spread(ld["load_seconds"] for ld in m["loads"] if ld["measured"] and ld["load_seconds"])
 
+    # a variant is measured as a model of its own (base~name): its figures go to the Variants section,
+    # not into the headline and the main table, which compare the campaign's models
+    variant_of = variant_rows(db, run_id)
+    variant_names = {v["model"] for v in variant_of}
+    variant_models = {n: m for n, m in models.items() if n in variant_names}
+    models = {n: m for n, m in models.items() if n not in variant_names}
     classes = list(dict.fromkeys(c["prompt_class"] for c in cells))
     reasoning_modes = sorted({bool(c["reasoning"]) for c in cells})
     class_tokens = {}
@@ -158,6 +165,7 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         "unstable_ratio": limit,
         "unstable_interval_pct": limits["unstable_interval_pct"],
         "unstable_cells": [c for c in cells if c["unstable"]],
+        "variants": variants_view(db, run_id, list(models.values()), variant_models, variant_of, classes),
     }
 
 
