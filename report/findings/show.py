@@ -63,7 +63,8 @@ class _Say:
             return self.line(v)
         if isinstance(v, (list, tuple)):
             parts = [self.value(x) for x in v]
-            return MD(", ").join(parts) if self.markdown else ", ".join(map(str, parts))
+            sep = "; " if any(isinstance(x, Line) for x in v) else ", "  # clauses have commas of their own
+            return MD(sep).join(parts) if self.markdown else sep.join(map(str, parts))
         if isinstance(v, bool):
             return str(v)
         if isinstance(v, (int, float)):
