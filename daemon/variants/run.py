@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shlex
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -26,6 +30,7 @@ import httpx
 from .. import llamacpp
 from ..backends import BackendError
 from ..backends.llamaserver import LlamaServerBackend
+from ..backends.llamaswap import LlamaSwapBackend
 from ..logs import LogSourceError, capture_file
 from ..logs.linking import attribute_run
 from ..logs.attribution import scope_facts
@@ -43,6 +48,8 @@ from .ollama import OllamaVariantBackend
 from .servers import (BaseArgs, groups_for, log_path, preset_section, router_base, router_command, single_base,
                       single_command, write_preset)
 from .settings import Variant, VariantSettings, derived_name
+from .swap import (SWAP_BINARY_ENV, SwapConfigError, find_binary as swap_binary, generated_config, read_config,
+                   variant_entry, write_config)
 
 if TYPE_CHECKING:
     from ..runner import RunContext
@@ -82,6 +89,9 @@ def run_variants(ctx: "RunContext", measure: Measure) -> None:
             _single(ctx, rows, settings, measure)
     elif kind == "ollama":
         _ollama(ctx, rows, pinned, measure)
+    elif kind == "llama-swap":
+        _free(ctx, [m for m in dict.fromkeys(m for m, _ in plan) if m not in pinned])
+        _swap(ctx, rows, settings, measure)
     else:  # the campaign check refuses these; a backend registered later gets the reason here
         for row in rows:
             _not_loaded(ctx, row, "refused", f"backend {kind} cannot load a variant", measure)
@@ -358,6 +368,108 @@ def _ollama(ctx: "RunContext", rows: list[_Row], pinned: set[str], measure: Meas
             _update(ctx, row, ended_at=utcnow())
         finally:
             backend.close()
+
+
+# -- llama-swap: a config generated for the run, served by a llama-swap of cardproof's own ---------
+
+def _swap(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, measure: Measure) -> None:
+    from ..run_loads import load_for_cell
+
+    try:
+        config = read_config(settings.llama_swap_config or "")
+    except SwapConfigError as exc:
+        for row in rows:
+            _not_loaded(ctx, row, "refused", str(exc), measure)
+        return
+    entries = {}
+    for row in rows:
+        try:
+            entry = variant_entry(config, row.model, row.variant.args)
+        except SwapConfigError as exc:
+            _not_loaded(ctx, row, "refused", str(exc), measure)
+            continue
+        entries[row.name] = entry
+        _update(ctx, row, server_kind="llama-swap", base_args_source="llama-swap config",
+                base_args_json=json.dumps(shlex.split(config["models"][row.model]["cmd"])),
+                server_args_json=json.dumps(shlex.split(entry["cmd"])))
+    rows = [r for r in rows if r.name in entries]
+    if not rows:
+        return
+    binary = swap_binary()
+    if binary is None:
+        for row in rows:
+            _not_loaded(ctx, row, "refused", "no llama-swap binary on this machine to serve the variants' config "
+                        f"(set {SWAP_BINARY_ENV} or put llama-swap on the PATH)", measure)
+        return
+    folder = _folder(ctx.store)
+    path = write_config(folder / f"run{ctx.run_id}-variants-llama-swap.yaml", generated_config(config, entries))
+    log = log_path(folder, ctx.run_id, "variants-llama-swap")
+    port = llamacpp.free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log.open("ab") as out:
+        proc = subprocess.Popen([str(binary), "--config", str(path), "--listen", f"127.0.0.1:{port}"], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if not _answers(url, proc, settings.load_timeout_s):
+            for row in rows:
+                _not_loaded(ctx, row, "failed", f"the variants' llama-swap did not start: {_last_error(log) or ''}",
+                            measure)
+            return
+        ctx.echo(f"variants: llama-swap of cardproof's own at {url}, config {path}, log {log}")
+        backend = LlamaSwapBackend(url, timeout_s=ctx.campaign.request_timeout_s)
+        vctx = dataclasses.replace(ctx, backend=backend)
+        pin = next((m.name for m in ctx.campaign.models if m.pinned), None)
+        try:
+            for row in rows:
+                refused: dict[str, str] = {}
+                load_id = load_for_cell(vctx, row.name, pin, refused)
+                status = ctx.store.db.execute("select status, error_text from loads where id = ?",
+                                              [load_id]).fetchone() if load_id else None
+                if row.name in refused or (status and status[0] == "failed"):
+                    why = refused.get(row.name) or f"the load failed: {status[1]}"
+                    _not_loaded(vctx, row, "refused" if row.name in refused else "failed", why, measure, load_id,
+                                pin_guard_said=row.name in refused)
+                    continue
+                _update(ctx, row, load_id=load_id, status="measuring")
+                try:
+                    measure(vctx, row.name, load_id, None)
+                finally:
+                    _end_load(ctx, load_id)
+                    _unload(backend, row.name)
+                _update(ctx, row, ended_at=utcnow())
+        finally:
+            backend.close()
+    finally:
+        _stop(proc)
+        _capture(ctx, log)
+
+
+def _answers(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Whether the proxy answers ``/running`` before it exits or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(url + "/running", timeout=2.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """The proxy and the upstreams it started (one process group), asked first, then killed."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=5)
 
 
 # -- after the run's logs are in: did each argument take? ------------------------------------------

@@ -165,6 +165,8 @@ class VariantSettings(Section):
     n_cpu_moe: Steps(0, 100_000) | None = None
     ctx_size: Steps(1, MAX_NUM_CTX) | None = None
     sets: validate.checked(_sets, dict) = Field(default_factory=dict)
+    # llama-swap: the user's config, whose base entries the run's generated config starts from (read only)
+    llama_swap_config: validate.FilePath | None = None
 
     @model_validator(mode="after")
     def _some_variant(self):
@@ -219,6 +221,13 @@ def check_campaign(settings: VariantSettings | None, *, path: str, backend: str,
         return 0
     if backend in REFUSED_BACKENDS:
         raise CampaignError(path, "variants", f"backend {backend} cannot run variants: {REFUSED_BACKENDS[backend]}")
+    if backend == "llama-swap" and settings.llama_swap_config is None:
+        raise CampaignError(path, "variants.llama_swap_config", "llama-swap starts each model by the cmd of its "
+                            "config entry and takes no other arguments: name your llama-swap config file, whose "
+                            "entries the run's generated config starts from")
+    if backend != "llama-swap" and settings.llama_swap_config is not None:
+        raise CampaignError(path, "variants.llama_swap_config", f"only the llama-swap backend reads it (backend is "
+                            f"{backend})")
     for i, name in enumerate(settings.models or ()):
         if name not in models:
             raise CampaignError(path, f"variants.models[{i}]", f"unknown model {validate.quoted(name)} "
