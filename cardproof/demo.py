@@ -70,6 +70,19 @@ tokens = [0, 3072]
 repetitions = 2
 max_tokens = 16
 
+# A small variant sweep on the Q4_1 alone, on the long class: the model loaded
+# again by a router of cardproof's own, with one argument changed from its own
+# (2 threads, an f16 KV cache). Each variant's log must show that the argument
+# took (system_info's n_threads; the KV cache line's types).
+[variants]
+models = ["smollm2-q4_1"]
+prompt_classes = ["long"]
+repetitions = 2
+
+[variants.sets]
+t1 = ["--threads", "1"]
+kv8 = ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]
+
 # The pass rule, frozen before the run: a smaller file must keep the incumbent's
 # coding result and decode short answers at least 10 % faster.
 [rules]
