@@ -17,6 +17,7 @@ POINTERS = {
     "sample_id": "samples", "load_id": "loads", "line_id": "log_lines", "source_id": "log_sources",
     "start_line_id": "log_lines", "ready_line_id": "log_lines", "end_line_id": "log_lines",
     "merged_into": "loads", "import_id": "llama_bench_imports",
+    "base_model_id": "models",  # a variant's base (migrations.py m024)
 }
 #: JSON columns holding lists of ids
 ID_LISTS = {"line_ids_json": "log_lines"}

@@ -8,7 +8,6 @@ are picked by fact (:func:`journal_excerpt`), never by a time window.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 
@@ -143,18 +142,15 @@ def run_evidence(db, run_id: int, *, max_lines_per_load: int = 2000) -> dict:
 
 def _variant_lines(conn, load_id: int) -> set[int]:
     """The lines a variant's argument checks cite (the Variants section links each verdict to one)."""
+    from .variants import rederived  # the same check the section makes, over the same stored lines
+
     try:
-        rows = conn.execute("select checks_json from variants where load_id = ?", [load_id]).fetchall()
+        cur = conn.execute("select * from variants where load_id = ?", [load_id])
     except sqlite3.OperationalError:  # a database from before the variants
         return set()
-    out = set()
-    for (text,) in rows:
-        try:
-            checks = json.loads(text) if text else []
-        except (ValueError, RecursionError):
-            continue
-        out |= {c["line_id"] for c in checks if isinstance(c, dict) and isinstance(c.get("line_id"), int)}
-    return out
+    names = [d[0] for d in cur.description]
+    return {c["line_id"] for row in cur.fetchall() for c in rederived(conn, dict(zip(names, row)))[1]
+            if isinstance(c.get("line_id"), int)}
 
 
 def fact_anchor(evidence: dict, load_id: int, name: str, device: str | None = None) -> str | None:

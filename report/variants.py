@@ -19,6 +19,7 @@ import math
 import shlex
 
 from cardproof.daemon.memory.reconcile import reconcile_load
+from cardproof.daemon.variants.evidence import check_variant
 
 #: a variant's status (daemon/variants/evidence.py) -> the words the page shows (catalogue message ids)
 STATUS_WORDS = {"took": "every argument took", "partly": "partly shown in the log",
@@ -46,6 +47,22 @@ def variant_rows(db, run_id: int) -> list[dict]:
             "join models b on b.id = v.base_model_id where v.run_id = ? order by v.position, v.id", [run_id]))
     except Exception:  # noqa: BLE001 -- an older store has no variants table: no section
         return []
+
+
+def rederived(db, row: dict) -> tuple[str | None, list[dict]]:
+    """(status, checks) of a variant, read again from its load's stored lines.
+
+    The run stored its verdict when it ended; the page states what the lines in the store say now (a
+    line attributed later, a store merged from another host with its ids renumbered), by the same
+    check. A variant never loaded keeps its stored status and has no checks.
+    """
+    conn = db.conn if hasattr(db, "conn") else db
+    if row.get("load_id") is None or row.get("status") in ("refused", "failed"):
+        return row.get("status"), []
+    lines = conn.execute("select id, raw from log_lines where load_id = ? order by id", [row["load_id"]]).fetchall()
+    args = [a for a in _json(row.get("args_json"), list) if isinstance(a, str)]
+    status, checks = check_variant(args, [(i, raw or "") for i, raw in lines])
+    return status, [c.to_json() for c in checks]
 
 
 def _values(cell: dict, column: str) -> list[float]:
@@ -117,7 +134,7 @@ def variants_view(db, run_id: int, models: list[dict], variant_models: dict[str,
     """Per base model with variants: its variants (arguments, evidence, memory) and per class the comparisons."""
     by_base: dict[str, list[dict]] = {}
     for r in rows:
-        checks = _json(r.get("checks_json"), list)
+        status, checks = rederived(db, r)
         entry = {
             "id": r["id"], "name": r["name"], "model": r["model"], "source": r.get("source"),
             "args": [a for a in _json(r.get("args_json"), list) if isinstance(a, str)],
@@ -125,10 +142,10 @@ def variants_view(db, run_id: int, models: list[dict], variant_models: dict[str,
             "args_text": shlex.join(a for a in _json(r.get("args_json"), list) if isinstance(a, str)),
             "server_args": [a for a in _json(r.get("server_args_json"), list) if isinstance(a, str)],
             "base_args_source": r.get("base_args_source"), "server_kind": r.get("server_kind"),
-            "status": r.get("status"), "status_words": STATUS_WORDS.get(r.get("status")),
+            "status": status, "status_words": STATUS_WORDS.get(status),
             "note": r.get("note"), "load_id": r.get("load_id"),
             "checks": [c | {"words": CHECK_WORDS.get(c.get("status"))} for c in checks if isinstance(c, dict)],
-            "states": r.get("status") in STATES_A_FINDING,
+            "states": status in STATES_A_FINDING,
             "memory": _memory(db, r.get("load_id")),
             "cells": (variant_models.get(r["model"]) or {}).get("cells", {}),
         }

@@ -206,3 +206,29 @@ def test_single_server_variants_start_with_the_servers_own_command_line(single_r
         assert n_lines > 50 and n_facts > 5, r["name"]
     seconds = conn.execute("select load_seconds from loads where id = ?", [v["t1"]["load_id"]]).fetchone()[0]
     assert seconds is not None and seconds > 0
+
+
+def test_a_merged_store_keeps_each_variant_tied_to_its_base_and_its_own_lines(router_run, tmp_path):
+    """Another host's runs merged in: ids are renumbered; the variant still names its base, and the
+    verdicts the article states are read again from the variant's own lines there."""
+    db, _, _ = router_run
+    target = tmp_path / "merged.db"
+    open_store(target).close()
+    # something of this host's first, so that every id of the merged run moves
+    open_store(target).upsert_model({"name": "local-model"})
+    result = CliRunner().invoke(cli, ["merge", str(db), "--db", str(target)])
+    assert result.exit_code == 0, result.output
+    import sqlite_utils
+
+    conn = sqlite3.connect(target)
+    pairs = conn.execute("select m.name, b.name from variants v join models m on m.id = v.model_id "
+                         "join models b on b.id = v.base_model_id").fetchall()
+    assert sorted(pairs) == sorted((f"tiny-a~{n}", "tiny-a") for n in ("t1", "kv8", "fa", "ub", "ot"))
+    run_id = conn.execute("select id from runs").fetchone()[0]
+    (group,) = run_view(sqlite_utils.Database(target), run_id)["variants"]
+    for v in group["variants"]:
+        for c in v["checks"]:
+            if c["line_id"] is not None:
+                assert conn.execute("select load_id from log_lines where id = ?",
+                                    [c["line_id"]]).fetchone()[0] == v["load_id"]
+    assert {v["name"]: v["status"] for v in group["variants"]}["ub"] == "contradicted"
