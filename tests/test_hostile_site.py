@@ -38,6 +38,13 @@ max_tokens = 4
 
 [rules]
 fast = 'decode.short >= 1'
+
+# a variant per model: its arguments, verdicts and notes are text columns the fill makes hostile
+[variants]
+models = ["tiny-b"]
+
+[variants.sets]
+t1 = ["-t", "1"]
 """
 
 TITLE = '</title><script>window.__pwned="title"</script><img src=x data-pwn onerror="window.__pwned=1"> "x\ny: z'
