@@ -21,7 +21,7 @@ from .prompts import new_nonce
 from .store import utcnow
 
 if TYPE_CHECKING:
-    from .runner import PlannedCell, RunContext
+    from .run_context import PlannedCell, RunContext
 
 
 def register_models(ctx: RunContext) -> dict[str, int]:

@@ -29,8 +29,9 @@ from .prompts import build_prompt
 from .redact import public_url
 from .rules.outcome import evaluate_rules
 from .run_loads import load_for_cell, note_crash, refused_samples, register_models, router_child_pid
+from .run_context import PlannedCell, RunContext
 from .run_record import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, RunOutcome, RunState,
-                         capture_logs_once, finish_run, measuring_commits, register_campaign, start_run,
+                         capture_logs_once, measuring_commits, register_campaign, start_run,
                          sync_point)
 from .sampling import SampleRequest, take_sample
 from .store import Store, StoreError, dumps, utcnow
@@ -38,35 +39,6 @@ from .variants.run import judge_variants, planned_samples as variant_samples, ru
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PARTIAL", "PlannedCell", "RunContext", "RunOutcome",
            "plan_cells", "register_campaign", "router_child_pid", "run_campaign"]
-
-
-@dataclass
-class PlannedCell:
-    model: str
-    prompt_class: str
-    reasoning: bool
-    repetitions: int
-    pinned: bool
-
-
-@dataclass
-class RunContext:
-    """One run in progress: what every step of it reads, and the counts it keeps."""
-
-    store: Store
-    campaign: Campaign
-    backend: Backend
-    echo: Callable[[str], None]  # progress lines
-    run_id: int
-    state: RunState
-    memory_source: object = None  # replaces the NVML reader (tests: recorded readings)
-    lock: liveness.RunLock | None = None
-    mem: MemoryCapture | None = None  # started once the models are registered
-    model_ids: dict[str, int] = field(default_factory=dict)
-
-    def finish(self, status: str, code: int, error: str | None = None) -> RunOutcome:
-        return finish_run(self.store, self.campaign, self.run_id, self.state, self.echo, status, code, error,
-                          lock=self.lock)
 
 
 def plan_cells(campaign: Campaign) -> list[PlannedCell]:

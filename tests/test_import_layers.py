@@ -159,7 +159,7 @@ def _outside_package_inits(cycle: list[str], modules: dict[str, Path]) -> bool:
     return not (len(inits) == 1 and all(m.startswith(inits[0] + ".") or m == inits[0] for m in cycle))
 
 
-@pytest.mark.parametrize("folder,package", [("report", "cardproof.report")])
+@pytest.mark.parametrize("folder,package", [("report", "cardproof.report"), ("daemon", "cardproof.daemon")])
 def test_no_import_cycle_outside_package_inits(folder, package):
     modules = _modules(ROOT / folder, package)
     cycles = [c for c in _cycles(modules, package) if _outside_package_inits(c, modules)]

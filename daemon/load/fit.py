@@ -39,7 +39,7 @@ from .fit_server import LaunchFailed, Launched, own_args, start_server, trained_
 from .fit_settings import FitSettings
 
 if TYPE_CHECKING:
-    from ..runner import RunContext
+    from ..run_context import RunContext
 
 VERDICT_WORDS = {"fits": "fits", "does_not_fit": "does not fit", "not_on_card": "not on a card",
                  "refused": "refused", "unknown": "no verdict"}

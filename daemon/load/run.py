@@ -12,7 +12,7 @@ from .steps import server_shape
 from .sweep import run_stream_step
 
 if TYPE_CHECKING:
-    from ..runner import RunContext
+    from ..run_context import RunContext
 
 
 def run_axes(ctx: "RunContext", model: str, load_id: int | None) -> None:

@@ -52,7 +52,7 @@ from .swap import (SWAP_BINARY_ENV, SwapConfigError, find_binary as swap_binary,
                    variant_entry, write_config)
 
 if TYPE_CHECKING:
-    from ..runner import RunContext
+    from ..run_context import RunContext
 
 #: measure(ctx of the variant's server, variant model name, its load id, (error kind, reason) of samples
 #: that cannot be taken or None); the runner's, so a variant's cells are measured as any model's

@@ -1,0 +1,47 @@
+"""One run in progress (:class:`RunContext`) and a planned cell: what every step of a run reads.
+
+Kept apart from the runner so that the steps it calls (loads, axes, the fit
+test, variants) can name the context's type without importing the runner
+that imports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import liveness
+from .backends import Backend
+from .campaign import Campaign
+from .memory.capture import MemoryCapture
+from .run_record import RunOutcome, RunState, finish_run
+from .store import Store
+
+
+@dataclass
+class PlannedCell:
+    model: str
+    prompt_class: str
+    reasoning: bool
+    repetitions: int
+    pinned: bool
+
+
+@dataclass
+class RunContext:
+    """One run in progress: what every step of it reads, and the counts it keeps."""
+
+    store: Store
+    campaign: Campaign
+    backend: Backend
+    echo: Callable[[str], None]  # progress lines
+    run_id: int
+    state: RunState
+    memory_source: object = None  # replaces the NVML reader (tests: recorded readings)
+    lock: liveness.RunLock | None = None
+    mem: MemoryCapture | None = None  # started once the models are registered
+    model_ids: dict[str, int] = field(default_factory=dict)
+
+    def finish(self, status: str, code: int, error: str | None = None) -> RunOutcome:
+        return finish_run(self.store, self.campaign, self.run_id, self.state, self.echo, status, code, error,
+                          lock=self.lock)
