@@ -160,16 +160,22 @@ def inspect_file(path: Path, migrations) -> FileState:
     deletes -wal and -shm, and every commit after that goes into the
     deleted -wal, seen by no one and lost when the process ends.
     """
-    st = path.stat()
-    if st.st_size == 0:
+    if path.stat().st_size == 0:
         return FileState("empty")
-    immutable = _wal_without_wal_file(path, st)
-    conn = sqlite3.connect(path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro"),
-                           uri=True, timeout=BUSY_TIMEOUT_S)
+    conn = connect_leaving_nothing(path)
     try:
         return inspect(conn, path, migrations)
     finally:
         conn.close()
+
+
+def connect_leaving_nothing(path: Path, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+    """A read-only connection that creates no -wal or -shm beside the file (see :func:`inspect_file`):
+    for readers that may run before anyone has said the file is ours (the build gate)."""
+    path = Path(path)
+    immutable = _wal_without_wal_file(path, path.stat())
+    return sqlite3.connect(path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro"),
+                           uri=True, timeout=timeout)
 
 
 # Held while this module opens a connection and while inspect_file has a descriptor of its own

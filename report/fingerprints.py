@@ -453,13 +453,15 @@ def store_state(db_path: Path) -> list:
 
 def _store_record(db_path: Path) -> tuple[list, bool]:
     """``store_state`` and whether any run is stored as ``running``, from one read-only connection."""
-    from cardproof.daemon.storefile import connect_readonly
+    from cardproof.daemon.storefile import connect_leaving_nothing
 
     db_path = Path(db_path)
     where = str(db_path.resolve())
     try:
-        conn = connect_readonly(db_path, timeout=5.0)
-    except sqlite3.Error:
+        # the gate reads before the store is opened and judged ours: a file that is not ours must be
+        # left exactly as it was, with no -wal or -shm beside it
+        conn = connect_leaving_nothing(db_path, timeout=5.0)
+    except (sqlite3.Error, OSError):
         return [where, "unreadable", time.time_ns()], False
     try:
         counted = counted_tables(conn)
