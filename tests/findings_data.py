@@ -30,7 +30,7 @@ class M:
     decode: float = 50.0  # tok/s of the first class; other classes a little slower
     prefill: float = 2000.0
     noise: float = 0.02  # ± fraction, uniform
-    values: list[float] | None = None  # the first class's decode samples, as given
+    values: list[float] | None = None  # the decode samples as given (the first class's; others a little slower)
     load_s: list[float] = field(default_factory=lambda: [3.0])  # measured loads (a second and later: inside a request)
     wall_s: float = 2.0  # each answered request's wall time
     pinned: bool = False
@@ -128,7 +128,7 @@ def make_run(path: Path, models: list[M], *, reps: int = 5, status: str = "compl
                                            "pinned": int(m.pinned), "kind": "measure"}).last_pk
                 position += 1
                 level = m.decode * (1 - 0.1 * n)
-                values = m.values if (n == 0 and m.values) else \
+                values = [v * (1 - 0.1 * n) for v in m.values] if m.values else \
                     [level * rng.uniform(1 - m.noise, 1 + m.noise) for _ in range(reps)]
                 for rep, v in enumerate(values, 1):
                     t += timedelta(seconds=m.wall_s)

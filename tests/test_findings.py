@@ -197,7 +197,7 @@ def test_a_ladder_of_one_base_model_states_each_step_with_its_memory(tmp_path):
     f = found[0]
     assert len(f.figures) == 2  # F16 -> Q8_0 -> Q4_1
     en = plain(f, Lang("en"))
-    assert "From F16 to Q4_1" in en and "the file goes from" in en and "×2.6" in en
+    assert "In the prompt class short, from F16 to Q4_1" in en and "the file goes from" in en and "×2.6" in en
     assert "requantized from smol-q4_1" in en and "not what it costs in quality" in en
 
 
@@ -212,6 +212,17 @@ def test_a_step_left_out_as_unstable_is_named_and_the_weights_source_still_said(
     en = plain(f, Lang("en"))
     assert "smol-q4_1 (Q4_1): no step of the ladder, its cell is unstable (0.4 to 70.0 tok/s)" in en
     assert "requantized from smol-q4_1" in en
+
+
+def test_a_ladder_is_stated_in_the_class_where_most_of_its_steps_are_stable(tmp_path):
+    """The demo on a busy machine: Q4_1 unstable in short only; the whole ladder holds in long."""
+    models = _ladder()
+    path = tmp_path / "l.db"
+    view = view_of(path, make_run(path, models))
+    q4 = next(m for m in view["models"] if m["name"] == "smol-q4_1")
+    q4["cells"][("short", False)]["unstable"] = True
+    (f,) = _of(findings_for(view), "ladder")
+    assert f.key == "ladder:smol-f16|smol-q4_1|smol-q8_0" and "In the prompt class long," in plain(f, Lang("en"))
 
 
 def test_a_ladder_step_within_the_scatter_is_no_measurable_difference(tmp_path):
@@ -260,7 +271,7 @@ def test_context_cost_per_1000_tokens_and_the_largest_context_that_fits(tmp_path
     assert len(found) == 1
     en = plain(found[0], Lang("en"))
     # 80 against 100 tok/s over 4,096 tokens: -20 % / 4.096 = -4.9 % per 1,000 tokens
-    assert "−4.9 % per 1,000 tokens" in en.replace("\u00a0", " ")
+    assert "tok/s with 40 tokens: −4.9 % per 1,000 tokens" in en.replace("\u00a0", " ")
     assert "32,768 tokens; 65,536 tokens did not fit" in en
     assert {x.link.split("-")[0] for x in _figs(found[0]) if x.link} == {"step", "fit"}
     assert "je 1.000 Token" in plain(found[0], Lang("de"))

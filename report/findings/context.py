@@ -17,22 +17,24 @@ from .stable import measurable
 
 TITLE = "Context costs: {model}"
 TEXT = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s with "
-        "{tokens_base}: {per_1000} per 1,000 tokens of context.")
+        "{tokens_base} tokens: {per_1000} per 1,000 tokens of context.")
 TEXT_FIT = "{model}: the largest context that fits on the cards is {fits} tokens."
 TEXT_FIT_NOT = "{model}: the largest context that fits on the cards is {fits} tokens; {next} tokens did not fit."
 TEXT_BOTH = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s with "
-             "{tokens_base}: {per_1000} per 1,000 tokens of context. The largest context that fits on the cards is "
-             "{fits} tokens.")
+             "{tokens_base} tokens: {per_1000} per 1,000 tokens of context. The largest context that fits on the cards "
+             "is {fits} tokens.")
 TEXT_BOTH_NOT = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s "
-                 "with {tokens_base}: {per_1000} per 1,000 tokens of context. The largest context that fits on the "
-                 "cards is {fits} tokens; {next} tokens did not fit.")
+                 "with {tokens_base} tokens: {per_1000} per 1,000 tokens of context. The largest context that fits on "
+                 "the cards is {fits} tokens; {next} tokens did not fit.")
 STEP = "depth {depth}: {tokens} prompt tokens, decode {tps} tok/s (n={n})"
 STEP_NOT = "depth {depth}: {tokens} prompt tokens, decode {tps} tok/s (n={n}), no measurable difference from the first"
 FITS = "context {context}: fits"
 FITS_NOT = "context {context}: does not fit"
 CONDITION = ("Decode is compared only where a depth differs from the shallowest beyond the samples' scatter (ranges "
-             "apart and Welch's t-test at 5 %) and neither step is unstable; the fit from the fit test's own "
-             "verdicts.")
+             "apart and Welch's t-test at 5 %) and neither step is unstable.")
+CONDITION_BOTH = ("Decode is compared only where a depth differs from the shallowest beyond the samples' scatter "
+                  "(ranges apart and Welch's t-test at 5 %) and neither step is unstable; the fit from the fit test's "
+                  "own verdicts.")
 CONDITION_FIT = "From the fit test's own verdicts: every layer on the cards, no KV cache on the CPU, the request answered."
 CAVEAT = ("One request at a time, the context filled with cardproof's filler text: a straight line through two depths, "
           "and decode need not fall evenly between them. More slots, another KV cache type or flash attention change "
@@ -112,24 +114,24 @@ def check(view: dict) -> list[Finding]:
             text = TEXT
         else:
             text = TEXT_FIT_NOT if "next" in params else TEXT_FIT
-        caveat = CAVEAT if speed else CAVEAT_FIT
-        out.append(Finding("context", f"context:{model}", TITLE, text, params, tuple(lines),
-                           Line(CONDITION if speed else CONDITION_FIT), Line(caveat)))
+        condition = (CONDITION_BOTH if fit else CONDITION) if speed else CONDITION_FIT
+        out.append(Finding("context", f"context:{model}", TITLE, text, params, tuple(lines), Line(condition),
+                           Line(CAVEAT if speed else CAVEAT_FIT)))
     return out
 
 
 RULE = FindingRule("context", check, order=40, german={
     TITLE: "Was der Kontext kostet: {model}",
     TEXT: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} Tok./s mit "
-           "{tokens_base}: {per_1000} je 1.000 Token Kontext."),
+           "{tokens_base} Token: {per_1000} je 1.000 Token Kontext."),
     TEXT_FIT: "{model}: Der größte Kontext, der auf die Karten passt, hat {fits} Token.",
     TEXT_FIT_NOT: ("{model}: Der größte Kontext, der auf die Karten passt, hat {fits} Token; {next} Token passten "
                    "nicht."),
     TEXT_BOTH: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} Tok./s "
-                "mit {tokens_base}: {per_1000} je 1.000 Token Kontext. Der größte Kontext, der auf die Karten passt, "
-                "hat {fits} Token."),
+                "mit {tokens_base} Token: {per_1000} je 1.000 Token Kontext. Der größte Kontext, der auf die Karten "
+                "passt, hat {fits} Token."),
     TEXT_BOTH_NOT: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} "
-                    "Tok./s mit {tokens_base}: {per_1000} je 1.000 Token Kontext. Der größte Kontext, der auf die "
+                    "Tok./s mit {tokens_base} Token: {per_1000} je 1.000 Token Kontext. Der größte Kontext, der auf die "
                     "Karten passt, hat {fits} Token; {next} Token passten nicht."),
     STEP: "Tiefe {depth}: {tokens} Prompt-Token, Decode {tps} Tok./s (n={n})",
     STEP_NOT: ("Tiefe {depth}: {tokens} Prompt-Token, Decode {tps} Tok./s (n={n}), kein messbarer Unterschied zur "
@@ -138,7 +140,10 @@ RULE = FindingRule("context", check, order=40, german={
     FITS_NOT: "Kontext {context}: passt nicht",
     CONDITION: ("Das Decode wird nur verglichen, wo sich eine Tiefe über die Streuung der Messungen hinaus von der "
                 "flachsten unterscheidet (Spannen getrennt und Welch-t-Test bei 5 %) und keine der beiden Stufen "
-                "instabil ist; das Passen aus den eigenen Urteilen des Passtests."),
+                "instabil ist."),
+    CONDITION_BOTH: ("Das Decode wird nur verglichen, wo sich eine Tiefe über die Streuung der Messungen hinaus von "
+                     "der flachsten unterscheidet (Spannen getrennt und Welch-t-Test bei 5 %) und keine der beiden "
+                     "Stufen instabil ist; das Passen aus den eigenen Urteilen des Passtests."),
     CONDITION_FIT: ("Aus den eigenen Urteilen des Passtests: jede Schicht auf den Karten, kein KV-Cache auf der CPU, "
                     "die Anfrage beantwortet."),
     CAVEAT: ("Eine Anfrage zur Zeit, der Kontext mit dem Fülltext von cardproof gefüllt: eine Gerade durch zwei Tiefen, "

@@ -11,16 +11,16 @@ Q8_0 of another" measures two models.
 from __future__ import annotations
 
 from .base import Fig, Finding, FindingRule, Line, Term
-from .pick import bits_per_weight, card_rows, cell_of, first_class, number, shape, stable_cell
+from .pick import bits_per_weight, card_rows, cell_of, number, shape, stable_cell
 from .stable import cells_measurable
 
 TITLE = "Quantisation ladder"
-TEXT = ("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. From {top} to "
-        "{bottom}, {memory} goes from {mem_top} to {mem_bottom} and decode from {tps_top} to {tps_bottom} tok/s "
-        "({ratio}).")
-TEXT_FLAT = ("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. From {top} to "
-             "{bottom}, {memory} goes from {mem_top} to {mem_bottom}; decode shows no measurable difference "
-             "({tps_top} and {tps_bottom} tok/s).")
+TEXT = ("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. In the prompt "
+        "class {cls}, from {top} to {bottom}, {memory} goes from {mem_top} to {mem_bottom} and decode from "
+        "{tps_top} to {tps_bottom} tok/s ({ratio}).")
+TEXT_FLAT = ("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. In the "
+             "prompt class {cls}, from {top} to {bottom}, {memory} goes from {mem_top} to {mem_bottom}; decode "
+             "shows no measurable difference ({tps_top} and {tps_bottom} tok/s).")
 CARD = "the memory on the card"
 FILE = "the file"
 STEP = "{hi} ({hi_q}) → {lo} ({lo_q}): decode {hi_tps} → {lo_tps} tok/s, {ratio}; {memory} {hi_mem} → {lo_mem}"
@@ -56,8 +56,7 @@ def _base(s: dict):
 
 
 def check(view: dict) -> list[Finding]:
-    cls = first_class(view)
-    if cls is None:
+    if not view.get("classes"):
         return []
     families: dict = {}
     for m in view["models"]:
@@ -75,10 +74,17 @@ def check(view: dict) -> list[Finding]:
             out.append(_mixed(members, bases))
         for steps in bases.values():
             if len({r["shape"]["quantisation"] for r in steps}) > 1:
-                found = _ladder(view, cls, steps)
+                found = _ladder(view, _class(view, steps), steps)
                 if found:
                     out.append(found)
     return out
+
+
+def _class(view: dict, members: list[dict]) -> str:
+    """The prompt class where most steps of the ladder are stable, the first of those: a step unstable in one
+    class (a busy machine's moment) need not shorten the ladder where the others hold it."""
+    return max(view["classes"], key=lambda c: (sum(1 for r in members if stable_cell(r["model"], c)),
+                                               -view["classes"].index(c)))
 
 
 def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
@@ -115,7 +121,7 @@ def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
                                     "high": Fig(c["decode"].high)}),)
     top, bottom = steps[0], steps[-1]
     names = [r["model"]["name"] for r in steps]
-    params = {"models": names, "params": Fig(top["shape"]["params"], "params"), "n": len(steps),
+    params = {"models": names, "params": Fig(top["shape"]["params"], "params"), "n": len(steps), "cls": Term(cls),
               "top": top["shape"]["quantisation"], "bottom": bottom["shape"]["quantisation"], "memory": memory,
               "mem_top": top["mem"], "mem_bottom": bottom["mem"], "tps_top": top["tps"], "tps_bottom": bottom["tps"]}
     measured = cells_measurable(top["cell"], bottom["cell"])
@@ -155,12 +161,12 @@ def _mixed(members: list[dict], bases: dict) -> Finding:
 
 RULE = FindingRule("ladder", check, order=20, german={
     TITLE: "Quantisierungsleiter",
-    TEXT: ("{models} sind ein Basismodell ({params} Parameter, ein Tokenizer) in {n} Quantisierungen. Von {top} bis "
-           "{bottom} geht {memory} von {mem_top} auf {mem_bottom} und das Decode von {tps_top} auf {tps_bottom} "
-           "Tok./s ({ratio})."),
-    TEXT_FLAT: ("{models} sind ein Basismodell ({params} Parameter, ein Tokenizer) in {n} Quantisierungen. Von {top} "
-                "bis {bottom} geht {memory} von {mem_top} auf {mem_bottom}; im Decode zeigt sich kein messbarer "
-                "Unterschied ({tps_top} und {tps_bottom} Tok./s)."),
+    TEXT: ("{models} sind ein Basismodell ({params} Parameter, ein Tokenizer) in {n} Quantisierungen. In der "
+           "Prompt-Klasse {cls} geht von {top} bis {bottom} {memory} von {mem_top} auf {mem_bottom} und das "
+           "Decode von {tps_top} auf {tps_bottom} Tok./s ({ratio})."),
+    TEXT_FLAT: ("{models} sind ein Basismodell ({params} Parameter, ein Tokenizer) in {n} Quantisierungen. In der "
+                "Prompt-Klasse {cls} geht von {top} bis {bottom} {memory} von {mem_top} auf {mem_bottom}; im Decode "
+                "zeigt sich kein messbarer Unterschied ({tps_top} und {tps_bottom} Tok./s)."),
     CARD: "der Speicher auf der Karte",
     FILE: "die Datei",
     STEP: "{hi} ({hi_q}) → {lo} ({lo_q}): Decode {hi_tps} → {lo_tps} Tok./s, {ratio}; {memory} {hi_mem} → {lo_mem}",
