@@ -225,6 +225,14 @@ def test_a_ladder_is_stated_in_the_class_where_most_of_its_steps_are_stable(tmp_
     assert f.key == "ladder:smol-f16|smol-q4_1|smol-q8_0" and "In the prompt class long," in plain(f, Lang("en"))
 
 
+def test_a_second_file_of_one_quantisation_is_no_step(tmp_path):
+    models = _ladder()
+    twin = _ladder()[2]
+    twin.name = "smol-q4_1-copy"
+    (f,) = _of(_found(tmp_path, [*models, twin]), "ladder")
+    assert f.key == "ladder:smol-f16|smol-q4_1|smol-q8_0" and len(f.figures) == 2
+
+
 def test_a_ladder_step_within_the_scatter_is_no_measurable_difference(tmp_path):
     found = _of(_found(tmp_path, _ladder((50.0, 50.5, 51.0), noise=0.05)), "ladder")
     en = plain(found[0], Lang("en"))

@@ -92,7 +92,13 @@ def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
     steps = [r | {"cell": stable_cell(r["model"], cls)} for r in members]
     unstable = [r for r in steps if not r["cell"] and (cell_of(r["model"], cls) or {}).get("decode")]
     steps = [r for r in steps if r["cell"]]
-    if len({r["shape"]["quantisation"] for r in steps}) < 2:
+    # one step per quantisation: a second file of one format (the same file under two names, a server
+    # variant measured as a model of its own) is no step down the ladder
+    first: dict = {}
+    for r in steps:
+        first.setdefault(r["shape"]["quantisation"], r)
+    steps = list(first.values())
+    if len(steps) < 2:
         return None
     steps.sort(key=lambda r: (-(bits_per_weight(r["shape"]) or 0), r["model"]["name"]))
     cards = card_rows(view)
