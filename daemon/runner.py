@@ -56,8 +56,9 @@ def plan_cells(campaign: Campaign) -> list[PlannedCell]:
     return cells
 
 
-class _Interrupted(Exception):
-    pass
+class _Interrupted(BaseException):
+    """SIGTERM, raised where the run happens to be. Not an Exception, like KeyboardInterrupt: a
+    request it cuts short must end the run, never be stored as one more exception sample."""
 
 
 def run_campaign(
@@ -133,8 +134,9 @@ def _run(ctx: RunContext, cells: list[PlannedCell]) -> RunOutcome:
         finally:
             ctx.mem.stop()
     except (KeyboardInterrupt, _Interrupted) as exc:
-        echo(f"run {ctx.run_id} interrupted ({exc or 'keyboard'}); {state.measured}/{state.planned} samples stored")
-        return ctx.finish("interrupted", EXIT_INTERRUPTED, f"interrupted: {exc or 'keyboard interrupt'}")
+        why = str(exc) or "keyboard interrupt"  # a KeyboardInterrupt says nothing of itself
+        echo(f"run {ctx.run_id} interrupted ({why}); {state.measured}/{state.planned} samples stored")
+        return ctx.finish("interrupted", EXIT_INTERRUPTED, f"interrupted: {why}")
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
