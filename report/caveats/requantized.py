@@ -10,27 +10,13 @@ the frozen text is read here, so the caveat holds for the run as registered.
 
 from __future__ import annotations
 
-import tomllib
-
+from ..findings.inputs import requantized as _requantized
 from .base import Caveat, CaveatRule
 
 TITLE = 'Requantized from one file: speed and memory differ, the weights do not'
 TEXT = ('{model} was made from {base} with llama-quantize --allow-requantize, so it carries the weights '
         'of {base}: the two can differ in speed and memory, not in what the model learned. Their answers '
         'can still differ a little, because each format computes with other rounding.')
-
-
-def _requantized(campaign_text: str | None) -> dict[str, str]:
-    """model -> the model it was made from, as the frozen campaign states it (nothing when unreadable)."""
-    try:
-        models = tomllib.loads(campaign_text or "").get("models")
-    except tomllib.TOMLDecodeError:
-        return {}
-    out = {}
-    for m in models if isinstance(models, list) else ():
-        if isinstance(m, dict) and isinstance(m.get("name"), str) and isinstance(m.get("requantized_from"), str):
-            out[m["name"]] = m["requantized_from"]
-    return out
 
 
 def check(view: dict) -> list[Caveat]:
