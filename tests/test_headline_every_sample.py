@@ -15,7 +15,9 @@ from test_article_findings import _build, _rates, _set_rates, canary_run_db  # n
 
 
 def _headline(en: str) -> str:
-    return en[en.index("## Headline"):en.index("## The numbers")]
+    """The Headline section alone: up to the next section (Findings, where a run gives any, or The numbers)."""
+    start = en.index("## Headline")
+    return en[start:en.index("\n## ", start + 1)]
 
 
 def test_every_cell_unstable_still_states_the_order_every_sample_shows(canary_run_db, tmp_path):  # noqa: F811
