@@ -1,4 +1,5 @@
-"""One run in progress (:class:`RunContext`) and a planned cell: what every step of a run reads.
+"""One run in progress (:class:`RunContext`), a planned cell and the walk through the cells: what every
+step of a run reads.
 
 Kept apart from the runner so that the steps it calls (loads, axes, the fit
 test, variants) can name the context's type without importing the runner
@@ -25,6 +26,23 @@ class PlannedCell:
     reasoning: bool
     repetitions: int
     pinned: bool
+
+
+@dataclass
+class Walk:
+    """Where the walk through the cells stands: the model on the server, its load, what was refused."""
+
+    pin: str | None
+    canaries_done: bool
+    model: str | None = None
+    load_id: int | None = None
+    done: int = 0  # samples taken or given up so far
+    refused: dict[str, str] = field(default_factory=dict)  # model -> why it was not loaded beside the pin
+
+    @property
+    def loaded(self) -> bool:
+        """A model was loaded for the cells so far (not refused), so probes and canaries can use it."""
+        return self.model is not None and self.model not in self.refused
 
 
 @dataclass

@@ -21,7 +21,7 @@ from .prompts import new_nonce
 from .store import utcnow
 
 if TYPE_CHECKING:
-    from .run_context import PlannedCell, RunContext
+    from .run_context import RunContext
 
 
 def register_models(ctx: RunContext) -> dict[str, int]:
@@ -70,15 +70,16 @@ def load_for_cell(ctx: RunContext, name: str, pin: str | None, refused: dict[str
                                       "requested_at": utcnow(), "status": "refused", "error_text": reason})
 
 
-def refused_samples(store, run_id: int, cell_id: int, cell: PlannedCell, load_id: int | None,
-                    reason: str) -> int:
-    """The cell's samples as exceptions that were never sent: any request would load the model after all."""
-    for rep in range(1, cell.repetitions + 1):
+def samples_not_sent(store, run_id: int, cell_id: int, reps: int, load_id: int | None, kind: str,
+                     reason: str) -> int:
+    """A cell whose model was refused or never loaded: its samples stored as exceptions never sent, with
+    the reason (any request would have loaded the model after all). Returns how many."""
+    for rep in range(1, reps + 1):
         store.insert("samples", {
             "run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": new_nonce(),
-            "started_at": utcnow(), "kind": "measure", "load_id": load_id, "error_kind": "refused",
-            "error_text": reason, "counter_source": "none"})
-    return cell.repetitions
+            "started_at": utcnow(), "kind": "measure", "load_id": load_id, "error_kind": kind,
+            "error_text": reason[:2000], "counter_source": "none"})
+    return reps
 
 
 def explicit_load(ctx: RunContext, name: str, *, checked: bool = False) -> int | None:

@@ -179,3 +179,38 @@ def test_the_layer_check_sees_late_and_type_checking_imports(tmp_path):
     assert _imports("high", mods["high"], mods, "p") == {"low"}
     assert _imports("sub", mods["sub"], mods, "p") == {"low"}
     assert _cycles(mods, "p") == [["high", "low"]]
+
+
+#: the run side, bottom first: a run's record and context; the steps participants call; the participants;
+#: the runner, whose phases call the participants; the service that starts runs. Every other daemon
+#: module is a library below all of them (store, backends, logs, gates ...) and imports none of them.
+RUNNER_LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("run record and context", ("run_context", "run_record", "run_loads")),
+    ("participants' steps", ("load.run", "load.fit", "probes.run", "canaries", "variants.run")),
+    ("participants", ("participants",)),
+    ("runner", ("runner",)),
+    ("service", ("service", "service.*")),
+]
+
+DAEMON = _modules(ROOT / "daemon", "cardproof.daemon")
+
+
+@pytest.mark.parametrize("name", sorted(DAEMON))
+def test_daemon_module_imports_nothing_above_its_place_in_the_run(name):
+    """A library imports no run module; a step no participant; a participant not the runner; the runner
+    no service. So the runner's cell loop can only reach a step through the participants' phases."""
+    mine = _placed(name, RUNNER_LAYERS)
+    upward = []
+    for dep in sorted(_imports(name, DAEMON[name], DAEMON, "cardproof.daemon")):
+        theirs = _placed(dep, RUNNER_LAYERS)
+        if theirs is not None and (mine is None or theirs > mine):
+            upward.append(f"{dep} ({RUNNER_LAYERS[theirs][0]})")
+    where = RUNNER_LAYERS[mine][0] if mine is not None else "library"
+    assert not upward, f"{name} ({where}) imports from above its place: {upward}"
+
+
+def test_the_runner_reaches_its_steps_only_through_the_participants():
+    """The runner imports no step (axes, probes, canaries, fit, variants): the phases call them."""
+    steps = set(RUNNER_LAYERS[1][1])
+    assert not _imports("runner", DAEMON["runner"], DAEMON, "cardproof.daemon") & steps
+    assert steps <= _imports("participants", DAEMON["participants"], DAEMON, "cardproof.daemon")

@@ -40,7 +40,6 @@ from ..load.fit import store_lines
 from ..load.fit_evidence import _phase
 from ..load.fit_server import LaunchFailed, start_server
 from ..memory.budget import pin_guard
-from ..prompts import new_nonce
 from ..store import Store, StoreError, dumps, utcnow
 from .args import ollama_options
 from .evidence import check_variant
@@ -495,12 +494,3 @@ def judge_variants(store: Store, run_id: int, echo: Callable[[str], None] = prin
         echo(f"variant {v['model']}: {status} ({said})")
         out.append({"id": v["id"], "status": status, "checks": checks})
     return out
-
-
-def samples_not_taken(store: Store, run_id: int, cell_id: int, reps: int, load_id: int | None, kind: str,
-                      reason: str) -> None:
-    """A cell of a variant that was never loaded: its samples stored as not sent, with the reason."""
-    for rep in range(1, reps + 1):
-        store.insert("samples", {"run_id": run_id, "cell_id": cell_id, "repetition": rep, "nonce": new_nonce(),
-                                 "started_at": utcnow(), "kind": "measure", "load_id": load_id, "error_kind": kind,
-                                 "error_text": reason[:2000], "counter_source": "none"})
