@@ -117,3 +117,45 @@ def unload_all(url: str) -> None:
         if state == "loaded":
             httpx.post(url + "/models/unload", json={"model": name}, timeout=30)
     wait_states(url, lambda st: not {"loaded", "loading", "unloading"} & set(st.values()))
+
+
+#: the runner's console lines of the canary run (``canary_run_db``)
+CANARY_CONSOLE: list[str] = []
+
+
+def canary_campaign_text(url: str, report: str = "") -> str:
+    """Two tiny models (tiny-a pinned, in production), two classes, reasoning off and on, canaries on."""
+    return (campaign_text(url, models=("tiny-b", "tiny-a"), classes=("short", "medium"), reasoning=(False, True),
+                          reps=3, reps_r=2, max_tokens=8, pinned="tiny-a")
+            .replace('name = "test"', 'name = "test"\ncanaries = true')
+            + "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n" + report)
+
+
+@pytest.fixture(scope="session")
+def canary_run_db(tiny_models, tmp_path_factory) -> Path:
+    """A real run with canaries (the load_time canary evicts a model and reloads it inside its request),
+    the server's log captured, and a campaign that sets ``[report] unstable_ratio = 2.0``.
+
+    One run for the session, read by the article tests of several modules (each copies the database
+    before changing it). It runs on a router of its own, so the log it captures holds this run's
+    lines only, not those of every earlier test on the session's router.
+    """
+    from cardproof.daemon.campaign import parse_campaign
+    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.store import open_store
+
+    server = start_router(tiny_models, tmp_path_factory.mktemp("canary-server"))
+    try:
+        db = tmp_path_factory.mktemp("findings") / "r.db"
+        store = open_store(db)
+        text = canary_campaign_text(
+            server.url, "\n[report]\nunstable_ratio = 2.0\n[rules]\ncandidate_fast = \"decode.short >= 1\"\n"
+            "medium_fast = \"decode.medium >= 1\"\n[expectations]\nbelow_a_million = \"decode.short < 1000000\"\n"
+            "above_a_million = \"decode.short > 1000000\"\n").replace(
+            "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{server.log_path}"')
+        outcome = run_campaign(store, parse_campaign(text, "findings.toml"), echo=CANARY_CONSOLE.append)
+        assert outcome.exit_code == 0
+        store.close()
+    finally:
+        server.stop()
+    return db

@@ -18,39 +18,15 @@ from click.testing import CliRunner
 from cardproof.cli import cli
 from cardproof.daemon.campaign import parse_campaign
 from cardproof.daemon.campaign_check import CampaignError
-from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report import queries
 from cardproof.report.i18n import Lang
-from conftest import campaign_text, unload_all
+from conftest import CANARY_CONSOLE, canary_campaign_text
 from test_memory_reconcile import seed_run  # noqa: F401  (recorded NVML readings of a seed run)
 
 
-CONSOLE: list[str] = []  # the runner's console lines of the module's run
-
-
-def _text(url: str, report: str = "") -> str:
-    return (campaign_text(url, models=("tiny-b", "tiny-a"), classes=("short", "medium"), reasoning=(False, True),
-                          reps=3, reps_r=2, max_tokens=8, pinned="tiny-a")
-            .replace('name = "test"', 'name = "test"\ncanaries = true')
-            + "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n" + report)
-
-
-@pytest.fixture(scope="module")
-def canary_run_db(llama_server, tmp_path_factory) -> Path:
-    """A real run with canaries (the load_time canary evicts a model and reloads it inside its request),
-    the server's log captured, and a campaign that sets ``[report] unstable_ratio = 2.0``."""
-    unload_all(llama_server.url)  # every model's first load is measured, not found already loaded
-    db = tmp_path_factory.mktemp("findings") / "r.db"
-    store = open_store(db)
-    text = _text(llama_server.url, "\n[report]\nunstable_ratio = 2.0\n[rules]\ncandidate_fast = \"decode.short >= 1\"\n"
-                 "medium_fast = \"decode.medium >= 1\"\n[expectations]\nbelow_a_million = \"decode.short < 1000000\"\n"
-                 "above_a_million = \"decode.short > 1000000\"\n").replace(
-        "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
-    outcome = run_campaign(store, parse_campaign(text, "findings.toml"), echo=CONSOLE.append)
-    assert outcome.exit_code == 0
-    store.close()
-    return db
+CONSOLE = CANARY_CONSOLE  # the runner's console lines of the canary run (tests/conftest.py)
+_text = canary_campaign_text
 
 
 def _build(db: Path, project: Path) -> tuple[str, str, int]:

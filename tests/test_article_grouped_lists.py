@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from test_article_findings import _build, canary_run_db  # noqa: F401
+from test_article_findings import _build  # noqa: F401
 
 
 def test_one_line_per_reason_each_model_once(canary_run_db, tmp_path):  # noqa: F811

@@ -14,7 +14,7 @@ import statistics
 from cardproof.daemon.store import open_store
 from cardproof.report.gates import excluded_samples
 from cardproof.report.i18n import Lang
-from test_article_findings import _build, _rates, _set_rates, canary_run_db  # noqa: F401
+from test_article_findings import _build, _rates, _set_rates  # noqa: F401
 
 
 def _counted(db_path, model: str) -> list[float]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from cardproof.daemon.store import open_store
 from cardproof.report import queries
-from test_article_findings import _build, _rates, _set_rates, canary_run_db  # noqa: F401
+from test_article_findings import _build, _rates, _set_rates  # noqa: F401
 
 
 def _headline(en: str) -> str:

@@ -15,7 +15,7 @@ import shutil
 
 from cardproof.daemon.store import open_store
 from cardproof.report.memory import memory_view
-from test_article_findings import _build, canary_run_db  # noqa: F401
+from test_article_findings import _build  # noqa: F401
 
 
 def _canary_loads(db, run_id):

@@ -14,7 +14,7 @@ import shutil
 
 from cardproof.daemon.store import open_store
 from cardproof.report.i18n import Lang
-from test_article_findings import _build, canary_run_db  # noqa: F401
+from test_article_findings import _build  # noqa: F401
 
 
 def _with_selfreport(src, dst, gpu_mib: float):

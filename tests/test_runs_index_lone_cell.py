@@ -7,7 +7,7 @@ campaign's 2.0), so tiny-a is medium's only stable cell; short compares both.
 
 from __future__ import annotations
 
-from test_article_findings import _build, _rates, _set_rates, canary_run_db  # noqa: F401
+from test_article_findings import _build, _rates, _set_rates  # noqa: F401
 
 
 def test_lone_stable_cell_is_named_as_such_in_the_index_and_home(canary_run_db, tmp_path):  # noqa: F811

@@ -6,7 +6,7 @@ copy of its database (as tests/test_runs_index_lone_cell.py does).
 
 from __future__ import annotations
 
-from test_article_findings import _build, _rates, _set_rates, canary_run_db  # noqa: F401
+from test_article_findings import _build, _rates, _set_rates  # noqa: F401
 
 
 def test_every_cell_unstable_is_said_in_the_index_and_home(canary_run_db, tmp_path):  # noqa: F811

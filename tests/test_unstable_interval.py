@@ -19,7 +19,7 @@ from cardproof.daemon.campaign_check import CampaignError
 from cardproof.daemon.store import open_store
 from cardproof.report import findings, queries
 from cardproof.report.stats import spread
-from test_article_findings import _build, _rates, _row, _set_rates, _text, canary_run_db  # noqa: F401
+from test_article_findings import _build, _rates, _row, _set_rates, _text  # noqa: F401
 
 
 def _cell(values):
