@@ -62,6 +62,15 @@ def llama_server(_router):
     return _router
 
 
+@pytest.fixture(scope="module")
+def own_router(tiny_models, tmp_path_factory):
+    """A router-mode server of the module's own, for a module that captures the server's log and
+    publishes it: its log holds this module's lines only, not every earlier test's on the session router."""
+    server = start_router(tiny_models, tmp_path_factory.mktemp("own-router"))
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def fresh_server(tiny_models, tmp_path):
     """A router-mode server of the test's own, for tests that kill it."""

@@ -29,14 +29,14 @@ pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
-def served(llama_server, tmp_path_factory):
+def served(own_router, tmp_path_factory):
     root = tmp_path_factory.mktemp("evsite")
     db = root / "e.db"
     store = open_store(db)
-    text = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short", "medium"),
+    text = campaign_text(own_router.url, models=("tiny-b", "tiny-a"), classes=("short", "medium"),
                          reasoning=(False,), reps=3, max_tokens=8, pinned="tiny-a")
     text = text.replace('name = "test"', 'name = "test"\ncanaries = true').replace(
-        "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
+        "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{own_router.log_path}"')
     text += "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n"
     run_id = run_campaign(store, parse_campaign(text, "e.toml"), echo=lambda s: None).run_id
     cells = {cid: (model, cls) for cid, model, cls in store.db.execute(

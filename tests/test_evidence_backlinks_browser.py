@@ -34,14 +34,14 @@ _ROW_TEXT = "els => els.map(e => [e.id, (e.closest('tr') || e.closest('details')
 
 
 @pytest.fixture(scope="module")
-def site(llama_server, tmp_path_factory):
+def site(own_router, tmp_path_factory):
     root = tmp_path_factory.mktemp("backlinks")
     db = root / "b.db"
     store = open_store(db)
-    text = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), classes=("short", "medium"),
+    text = campaign_text(own_router.url, models=("tiny-b", "tiny-a"), classes=("short", "medium"),
                          reasoning=(False,), reps=3, max_tokens=8, pinned="tiny-a")
     text = text.replace('name = "test"', 'name = "test"\ncanaries = true').replace(
-        "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
+        "request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{own_router.log_path}"')
     text += ("\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n"
              "[probes]\nmax_tokens = 8\nrepeat = 1\ncode_timeout_s = 5\n")
     run_id = run_campaign(store, parse_campaign(text, "b.toml"), echo=lambda s: None).run_id

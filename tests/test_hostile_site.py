@@ -113,12 +113,12 @@ def _access_log(db, run_id: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def hostile_site(llama_server, tmp_path_factory):
+def hostile_site(own_router, tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     db = root / "h.db"
     store = open_store(db)
-    base = campaign_text(llama_server.url, models=("tiny-b", "tiny-a"), reps=2, max_tokens=4, pinned="tiny-a")
-    base = base.replace("request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{llama_server.log_path}"')
+    base = campaign_text(own_router.url, models=("tiny-b", "tiny-a"), reps=2, max_tokens=4, pinned="tiny-a")
+    base = base.replace("request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{own_router.log_path}"')
     # four tokens always hit the length limit, and there is no card: keep the samples in the medians (charts)
     base += "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n"
     first = run_campaign(store, parse_campaign(base + EXTRA, "h.toml"), echo=lambda s: None).run_id
