@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import ast
-import importlib
 import pkgutil
-import subprocess
-import sys
 from pathlib import Path
 
 import click
 
-import cardproof
 from cardproof import commands
 from cardproof.cli import COMMAND_MODULES, cli
 
@@ -63,34 +59,4 @@ def test_every_command_module_is_registered_and_none_imports_the_cli():
             assert not any(n == "cardproof.cli" or n.startswith("cardproof.cli.") for n in names), path.name
 
 
-def _all_modules() -> list[str]:
-    names = []
-    for package in ("cardproof", "cardproof.daemon", "cardproof.report"):
-        module = importlib.import_module(package)
-        names.append(package)
-        names += [m.name for m in pkgutil.walk_packages(module.__path__, package + ".")
-                  if not m.name.startswith(("cardproof.daemon", "cardproof.report")) or package != "cardproof"]
-    return sorted(set(names))
-
-
-def test_every_module_imports_first_in_a_fresh_interpreter():
-    """Each module is imported as the first of ours (the others unloaded), so no order hides a cycle."""
-    modules = _all_modules()
-    assert len(modules) > 100 and "cardproof.daemon.migrations" in modules and "cardproof.cli" in modules
-    script = (
-        "import importlib, sys, traceback\n"
-        "bad = []\n"
-        "for name in sys.argv[1:]:\n"
-        "    for loaded in [m for m in sys.modules if m == 'cardproof' or m.startswith('cardproof.')]:\n"
-        "        del sys.modules[loaded]\n"
-        "    try:\n"
-        "        importlib.import_module(name)\n"
-        "    except Exception:\n"
-        "        bad.append(name + ': ' + traceback.format_exc(limit=3).splitlines()[-1])\n"
-        "print('\\n'.join(bad))\n"
-        "sys.exit(1 if bad else 0)\n"
-    )
-    for order in (modules, modules[::-1]):
-        done = subprocess.run([sys.executable, "-c", script, *order], capture_output=True, text=True, timeout=600,
-                              cwd=Path(cardproof.__file__).parents[1])
-        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+# Each module imported first in a fresh interpreter, and in random orders: tests/test_import_order.py
