@@ -97,16 +97,21 @@ def _local(url: str) -> bool:
     return parsed.scheme in ("file", "data", "blob") or parsed.hostname in ("127.0.0.1", "localhost")
 
 
-def _open(browser, url: str) -> tuple[object, dict]:
+def _open(browser, url: str, wait_until: str = "networkidle") -> tuple[object, dict]:
     page = browser.new_page()
     seen = {"errors": [], "requests": [], "failed": []}
     page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda exc: seen["errors"].append(str(exc)))
     page.on("request", lambda r: seen["requests"].append(r.url))
     page.on("requestfailed", lambda r: seen["failed"].append(r.url))
-    resp = page.goto(url, wait_until="networkidle")
+    resp = page.goto(url, wait_until=wait_until)
     seen["status"] = resp.status if resp is not None else None
     return page, seen
+
+
+#: pages opened at once by the crawl: each waits for half a second without a request (network idle),
+#: and those waits run side by side in the browser
+CRAWL_BATCH = 6
 
 
 def _crawl(browser, out: Path, base: str) -> dict[str, dict]:
@@ -114,29 +119,38 @@ def _crawl(browser, out: Path, base: str) -> dict[str, dict]:
     pages: dict[str, dict] = {}
     queue = [base + "index.html", base + "de/index.html"]
     while queue:
-        url = queue.pop()
-        if url in pages:
-            continue
-        page, info = _open(browser, url)
-        info["final_url"] = page.url
-        info["text"] = page.inner_text("body")
-        info["links"] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-        info["ids"] = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
-        info["svgs"] = page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => [e.src, e.naturalWidth])")
-        other = "en" if url.startswith(base + "de/") else "de"
-        switch = page.query_selector(f"a.md-select__link[hreflang={other}]")
-        info["switch_to"] = None
-        if switch is not None:
-            with page.expect_navigation(wait_until="load"):
-                switch.evaluate("a => a.click()")  # the menu opens on hover; the click is the reader's
-            info["switch_to"] = page.url
-        page.close()
-        pages[url] = info
-        for href in info["links"]:
-            target = urldefrag(href)[0]
-            if target.startswith(base) and target.endswith(PAGE_SUFFIXES):
-                queue.append(target)
+        batch: list[str] = []
+        while queue and len(batch) < CRAWL_BATCH:
+            url = queue.pop()
+            if url not in pages and url not in batch:
+                batch.append(url)
+        opened = [_open(browser, url, wait_until="commit") for url in batch]  # all loading at once
+        for url, (page, info) in zip(batch, opened):
+            _visit(page, info, url, base, pages, queue)
     return pages
+
+
+def _visit(page, info: dict, url: str, base: str, pages: dict, queue: list) -> None:
+    """One opened page, once the network is idle: what it shows and links, and its language switch."""
+    page.wait_for_load_state("networkidle")
+    info["final_url"] = page.url
+    info["text"] = page.inner_text("body")
+    info["links"] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+    info["ids"] = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
+    info["svgs"] = page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => [e.src, e.naturalWidth])")
+    other = "en" if url.startswith(base + "de/") else "de"
+    switch = page.query_selector(f"a.md-select__link[hreflang={other}]")
+    info["switch_to"] = None
+    if switch is not None:
+        with page.expect_navigation(wait_until="load"):
+            switch.evaluate("a => a.click()")  # the menu opens on hover; the click is the reader's
+        info["switch_to"] = page.url
+    page.close()
+    pages[url] = info
+    for href in info["links"]:
+        target = urldefrag(href)[0]
+        if target.startswith(base) and target.endswith(PAGE_SUFFIXES):
+            queue.append(target)
 
 
 @pytest.fixture(scope="module")
