@@ -62,42 +62,50 @@ evidence = ["sample-{sid}"]
     server.shutdown()
 
 
+#: pages opened at once by the crawl: each waits for half a second without a request (network idle),
+#: and those waits run side by side in the browser
+CRAWL_BATCH = 6
+
+
 def _crawl(browser, base: str) -> dict[str, dict]:
     """Visit every internal page reachable from both language roots (downloads are files, not pages:
     tests/test_exports.py checks them)."""
-    page = browser.new_page()
     seen: dict[str, dict] = {}
     queue = [base + "/index.html", base + "/de/index.html"]
     while queue:
-        url = queue.pop()
-        if url in seen:
-            continue
-        errors, requests = [], []
-        page.on("console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda exc, e=errors: e.append(str(exc)))
-        page.on("request", lambda r, q=requests: q.append(r.url))
-        resp = page.goto(url, wait_until="networkidle")
-        page.remove_listener("console", page.listeners("console")[0]) if hasattr(page, "listeners") else None
-        info = {
-            "status": resp.status if resp else None,
-            "errors": list(errors),
-            "requests": list(requests),
-            "ids": set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)")),
-            "links": page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"),
-            "svgs": page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => [e.src, e.naturalWidth])"),
-            "alternates": page.eval_on_selector_all("a[hreflang]", "els => els.map(e => [e.hreflang, e.href])"),
-            "text": page.inner_text("body"),
-            "scripts_with_alert": page.eval_on_selector_all("script", "els => els.filter(s => s.textContent.includes('alert(1)')).length"),
-        }
-        seen[url] = info
-        page.close()
-        page = browser.new_page()
-        for href in info["links"]:
-            target, _ = urldefrag(href)
-            if target.startswith(base) and not target.endswith((".svg", ".xml", ".gz", ".json", ".js", ".css", ".csv", ".db")) \
-                    and "/search/" not in target:
-                queue.append(target)
-    page.close()
+        batch: list[str] = []
+        while queue and len(batch) < CRAWL_BATCH:
+            url = queue.pop()
+            if url not in seen and url not in batch:
+                batch.append(url)
+        opened = []
+        for url in batch:  # all loading at once
+            page = browser.new_page()
+            errors, requests = [], []
+            page.on("console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda exc, e=errors: e.append(str(exc)))
+            page.on("request", lambda r, q=requests: q.append(r.url))
+            opened.append((url, page, page.goto(url, wait_until="commit"), errors, requests))
+        for url, page, resp, errors, requests in opened:
+            page.wait_for_load_state("networkidle")
+            info = {
+                "status": resp.status if resp else None,
+                "errors": list(errors),
+                "requests": list(requests),
+                "ids": set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)")),
+                "links": page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"),
+                "svgs": page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => [e.src, e.naturalWidth])"),
+                "alternates": page.eval_on_selector_all("a[hreflang]", "els => els.map(e => [e.hreflang, e.href])"),
+                "text": page.inner_text("body"),
+                "scripts_with_alert": page.eval_on_selector_all("script", "els => els.filter(s => s.textContent.includes('alert(1)')).length"),
+            }
+            seen[url] = info
+            page.close()
+            for href in info["links"]:
+                target, _ = urldefrag(href)
+                if target.startswith(base) and not target.endswith((".svg", ".xml", ".gz", ".json", ".js", ".css", ".csv", ".db")) \
+                        and "/search/" not in target:
+                    queue.append(target)
     return seen
 
 
