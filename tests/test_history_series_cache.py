@@ -10,7 +10,9 @@ campaign none of whose runs changed must not be read at all.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -36,11 +38,30 @@ def _site(project: Path) -> dict[str, bytes]:
             if f.is_file() and not f.name.startswith(".")}
 
 
+#: what a build from nothing writes, by the store's rows: a pure function of them (and of the code), so
+#: the tests that reach the same store (the six kinds of damaged cache files) build it once
+_FRESH: dict[str, dict[str, bytes]] = {}
+
+
+def _fresh_site(db: Path, tmp_path: Path, tag: str) -> dict[str, bytes]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        # every row but the migrations' times of application, which differ from store to store and
+        # reach no trend page or run article (what ``_site`` compares)
+        key = hashlib.sha256("\n".join(ln for ln in conn.iterdump() if '"_sqlite_migrations"' not in ln)
+                             .encode()).hexdigest()
+    finally:
+        conn.close()
+    if key not in _FRESH:
+        fresh = tmp_path / f"fresh-{tag}"
+        write_articles(db, fresh)
+        _FRESH[key] = _site(fresh)
+    return _FRESH[key]
+
+
 def _same_as_fresh(db: Path, project: Path, tmp_path: Path, tag: str) -> None:
     write_articles(db, project)
-    fresh = tmp_path / f"fresh-{tag}"
-    write_articles(db, fresh)
-    mine, theirs = _site(project), _site(fresh)
+    mine, theirs = _site(project), _fresh_site(db, tmp_path, tag)
     assert sorted(mine) == sorted(theirs)
     assert [k for k in mine if mine[k] != theirs[k]] == []
     assert any(k.startswith("trends/trend-") and k.endswith(".md") for k in mine)
