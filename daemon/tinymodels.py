@@ -59,7 +59,11 @@ def build_vocab(kind: str) -> tuple[list[str], list[float], list[int]]:
     scores = [0.0] * len(tokens)
     for b in range(256):
         tokens.append(f"<0x{b:02X}>")
-        types.append(_BYTE)
+        # The bytes above ASCII are control tokens: prompts are ASCII and never need them, and a
+        # random-weight model that ends an answer on a lone UTF-8 lead byte (0xC0 ...) made llama-server
+        # fail the request ("invalid UTF-8 byte", HTTP 500 in the stream). A control token is never
+        # printed, so an answer is ASCII text and every such failure is a real one.
+        types.append(_BYTE if b < 0x80 else _CONTROL)
         scores.append(0.0)
     words = sorted(set(FILLER_WORDS) | set(INSTRUCTION.rstrip(".").split()) | {"Request"})
     pieces: list[str] = ["\u2581"]
