@@ -53,7 +53,7 @@ _GGUF_FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 1
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 #: the header keys a shape needs (``{arch}.`` ones are read for the file's own architecture)
 _WANTED = ("general.architecture", "general.file_type", "general.basename", "tokenizer.ggml.model",
-           "tokenizer.ggml.pre")
+           "tokenizer.ggml.pre", "split.count")
 _TOKENIZER_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.merges")
 
 
@@ -113,17 +113,82 @@ def gguf_header(path: Path) -> dict:
     The gguf package's reader makes a Python object per token (2.5 s for a 49k vocabulary, more for
     150k); this walks the header once and hashes the token arrays as the bytes they are.
     """
-    import hashlib
+    scanned = _scan(path)
+    if scanned is None:
+        return {}
+    kv, params, experts, tokenizer = scanned
+    parts = split_parts(path, kv)
+    for part in parts[1:]:  # gguf-split: the first part holds the metadata, every part its tensors
+        more = _scan(part)
+        if more is None:  # a part missing or cut off: its size is not known, never a guess
+            params = experts = 0
+            break
+        params += more[1]
+        experts += more[2]
+
+    out: dict = {}
+    arch = kv.get("general.architecture")
+    if isinstance(arch, bytes):
+        out["architecture"] = arch.decode("utf-8", "replace")
+    ft = kv.get("general.file_type")
+    if isinstance(ft, int):
+        out["quantisation"] = FILE_TYPES.get(ft, f"ftype {ft}")
+    if isinstance(kv.get("general.basename"), bytes):
+        out["basename"] = kv["general.basename"].decode("utf-8", "replace")
+    if params:
+        out["params"] = params
+        count = next((v for k, v in kv.items() if k.endswith(".expert_count")), None)
+        used = next((v for k, v in kv.items() if k.endswith(".expert_used_count")), None)
+        out["expert_count"] = count if isinstance(count, int) else 0
+        out["expert_used_count"] = used if isinstance(used, int) else 0
+        moe = out["expert_count"] > 0 and 0 < out["expert_used_count"] <= out["expert_count"]
+        out["active_params"] = (params - experts + round(experts * out["expert_used_count"] / out["expert_count"])
+                                if moe else params)
+    if tokenizer is not None:
+        for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre"):
+            if isinstance(kv.get(key), bytes):
+                tokenizer.update(key.encode() + kv[key])
+        out["tokenizer_sha256"] = tokenizer.hexdigest()
+    if len(parts) > 1:
+        out["split_parts"] = len(parts)
+    return out
+
+
+#: a gguf-split part's name: ``<stem>-00001-of-00003.gguf``
+_SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def split_parts(path: Path, kv: dict | None = None) -> list[Path]:
+    """Every file of a model that gguf-split cut into parts, first part first; ``[path]`` for a whole file.
+
+    llama.cpp loads such a model from its first part and finds the others by the name pattern
+    ``-NNNNN-of-MMMMM.gguf`` (``split.count`` in the first part's header says how many). A part that is
+    missing is still listed, so a reader of it fails rather than counting a model short.
+    """
+    path = Path(path)
+    m = _SPLIT_NAME.match(path.name)
+    count = (kv or {}).get("split.count")
+    if not m or int(m["no"]) != 1:
+        return [path]
+    n = count if isinstance(count, int) and count > 0 else int(m["count"])
+    if n <= 1:
+        return [path]
+    return [path.with_name(f"{m['stem']}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
+
+
+def _scan(path: Path):
+    """(wanted header values, tensor elements, routed-expert elements, tokenizer hash or None) of one
+    GGUF file, or None for a file that is no GGUF or that this reader cannot follow."""
     import mmap
 
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             if bytes(buf[:4]) != b"GGUF":
-                return {}
+                return None
             h = _Header(buf)
             h.at = 4
             if h.take("I") not in (2, 3):
-                return {}
+                return None
             n_tensors, n_kv = h.take("Q"), h.take("Q")
             kv: dict[str, object] = {}
             tokenizer = hashlib.sha256()
@@ -154,32 +219,8 @@ def gguf_header(path: Path) -> dict:
                 if b"_exps." in name:
                     experts += n
     except (OSError, ValueError, OverflowError, IndexError, struct.error):  # cut off, or not what it says
-        return {}
-
-    out: dict = {}
-    arch = kv.get("general.architecture")
-    if isinstance(arch, bytes):
-        out["architecture"] = arch.decode("utf-8", "replace")
-    ft = kv.get("general.file_type")
-    if isinstance(ft, int):
-        out["quantisation"] = FILE_TYPES.get(ft, f"ftype {ft}")
-    if isinstance(kv.get("general.basename"), bytes):
-        out["basename"] = kv["general.basename"].decode("utf-8", "replace")
-    if params:
-        out["params"] = params
-        count = next((v for k, v in kv.items() if k.endswith(".expert_count")), None)
-        used = next((v for k, v in kv.items() if k.endswith(".expert_used_count")), None)
-        out["expert_count"] = count if isinstance(count, int) else 0
-        out["expert_used_count"] = used if isinstance(used, int) else 0
-        moe = out["expert_count"] > 0 and 0 < out["expert_used_count"] <= out["expert_count"]
-        out["active_params"] = (params - experts + round(experts * out["expert_used_count"] / out["expert_count"])
-                                if moe else params)
-    if hashed:
-        for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre"):
-            if isinstance(kv.get(key), bytes):
-                tokenizer.update(key.encode() + kv[key])
-        out["tokenizer_sha256"] = tokenizer.hexdigest()
-    return out
+        return None
+    return kv, params, experts, (tokenizer if hashed else None)
 
 
 def gguf_meta(path: Path) -> dict:
@@ -193,7 +234,11 @@ def describe(name: str, path: str | None) -> dict:
     if path:
         p = Path(path)
         if p.is_file():
-            row["file_bytes"] = p.stat().st_size
+            meta = gguf_meta(p)
+            parts = split_parts(p) if meta.get("split_parts") else [p]
+            if all(q.is_file() for q in parts):  # a part missing: the model's size is not known
+                row["file_bytes"] = sum(q.stat().st_size for q in parts)
             row["digest"], row["digest_kind"] = digest(p)
-            row.update(gguf_meta(p))
+            meta.pop("split_parts", None)
+            row.update(meta)
     return row

@@ -92,3 +92,40 @@ def test_a_model_registered_before_m023_gains_its_shape_when_registered_again(tm
     store.upsert_model(row)  # a column already set is left as stored
     assert store.db.execute("select basename from models where id = ?", [mid]).fetchone()[0] == "kept"
     store.close()
+
+
+def _gguf_split(src, stem, tmp_path):
+    """Cut ``src`` with llama.cpp's own ``llama-gguf-split`` (one tensor a part), as big models ship."""
+    import subprocess
+
+    from cardproof.daemon import llamacpp
+
+    tool = llamacpp.find_binary("llama-gguf-split")
+    out = subprocess.run([str(tool), "--split", "--split-max-tensors", "1", str(src), str(tmp_path / stem)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return sorted(tmp_path.glob(f"{stem}-*-of-*.gguf"))
+
+
+def test_a_model_cut_into_parts_by_gguf_split_counts_every_part(tmp_path):
+    """Real part: llama.cpp's ``llama-gguf-split`` (built with the server). llama-server loads a split model
+    from its first part; its size and parameters are those of all parts, its shape that of the whole."""
+    whole = _write(tmp_path / "whole.gguf", experts=8, used=2)
+    parts = _gguf_split(whole, "moe", tmp_path)
+    assert len(parts) == 5 and parts[0].name == "moe-00001-of-00005.gguf"
+    want = modelfile.gguf_header(whole)
+    got = modelfile.gguf_header(parts[0])
+    assert got.pop("split_parts") == 5
+    for key in ("params", "active_params", "expert_count", "expert_used_count", "architecture",
+                "quantisation", "tokenizer_sha256"):
+        assert got[key] == want[key], key
+    row = modelfile.describe("moe", str(parts[0]))
+    assert row["file_bytes"] == sum(p.stat().st_size for p in parts) > parts[0].stat().st_size
+    assert row["params"] == want["params"] and "split_parts" not in row
+
+    parts[3].unlink()  # a part missing: the size of the model is not known, and not guessed
+    short = modelfile.gguf_header(parts[0])
+    assert "params" not in short and "active_params" not in short
+    assert short["architecture"] == want["architecture"]
+    row = modelfile.describe("moe", str(parts[0]))
+    assert "file_bytes" not in row and "params" not in row and row["digest"]
