@@ -91,8 +91,9 @@ class RecordedOllama(RecordedServer):
     """``/api/*`` of Ollama; ``loaded`` is the set of models ``/api/ps`` lists."""
 
     def __init__(self, *, thinking_models=(), chunk_delay_s: float = 0.0, vram_share: float | None = None,
-                 log_path: Path | None = None, load_lines=(), chat_lines=()):
+                 log_path: Path | None = None, load_lines=(), chat_lines=(), shows: dict | None = None):
         super().__init__()
+        self.shows = dict(shows or {})  # model -> its /api/show answer, in place of the recorded one
         # a stand-in for Ollama's journal: each load appends these lines (recorded formats)
         self.log_path = log_path
         self.load_lines = list(load_lines)
@@ -125,6 +126,8 @@ class RecordedOllama(RecordedServer):
             return h._send(200, recorded("ollama", "tags.json"))
         if path == "/api/ps":
             return h._send(200, self._ps())
+        if path == "/api/show" and body.get("model") in self.shows:
+            return h._send(200, self.shows[body["model"]])
         if path == "/api/show":
             name = "show_thinking.json" if body.get("model") in self.thinking_models else "show.json"
             return h._send(200, recorded("ollama", name))

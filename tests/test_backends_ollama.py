@@ -8,6 +8,7 @@ docs/openapi.yaml, docs/capabilities/thinking.mdx in ollama/ollama).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +259,72 @@ def test_recorded_ollama_log_loads_are_linked_to_the_runs_loads_by_the_blob(tmp_
     evidence = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}-evidence.md").read_text()
     assert f'<span id="line-{first_plan_line}"></span>' in evidence
     assert "Plan der Laufzeit (GiB)" in de and "3,40" in de
+
+
+#: /api/show's model_info of a dense model as docs/api.md prints it ("Show Model Information", llama3.2
+#: example; tokenizer arrays come back empty without ``verbose``)
+DOCS_MODEL_INFO = {
+    "general.architecture": "llama", "general.file_type": 2, "general.parameter_count": 8030261248,
+    "general.quantization_version": 2, "llama.block_count": 32, "llama.context_length": 8192,
+    "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": [],
+}
+
+
+def _show(model_info: dict, modelfile: str = "") -> dict:
+    base = json.loads((Path(__file__).parent / "fixtures" / "ollama" / "show.json").read_text())
+    return base | {"model_info": model_info, "modelfile": modelfile}
+
+
+def test_a_models_shape_from_show_model_info_when_the_blob_is_not_on_this_machine():
+    """Recorded: docs/api.md's model_info (dense), and the same keys Ollama's converter writes for a mixture
+    of experts (``<arch>.expert_count`` / ``expert_used_count``). The findings group models by this shape; a
+    mixture of experts' active parameters are not in model_info and are not guessed, nor is a tokenizer hash."""
+    moe = {"general.architecture": "qwen3moe", "general.parameter_count": 30532122624,
+           "general.basename": "Qwen3", "qwen3moe.expert_count": 128, "qwen3moe.expert_used_count": 8}
+    blob = "FROM /nowhere/.ollama/models/blobs/sha256-" + "ab" * 32 + "\n"
+    with RecordedOllama(shows={"dense": _show(DOCS_MODEL_INFO, blob), "moe": _show(moe, blob)}) as srv:
+        b = OllamaBackend(srv.url, timeout_s=10)
+        dense, mixed = b.describe_model("dense"), b.describe_model("moe")
+        b.close()
+    assert dense["params"] == dense["active_params"] == 8030261248
+    assert dense["expert_count"] == dense["expert_used_count"] == 0
+    assert mixed["params"] == 30532122624 and mixed["basename"] == "Qwen3"
+    assert (mixed["expert_count"], mixed["expert_used_count"]) == (128, 8)
+    assert "active_params" not in mixed
+    assert "tokenizer_sha256" not in dense and "tokenizer_sha256" not in mixed
+
+
+def test_a_models_shape_from_its_blob_when_ollama_runs_on_this_machine(tmp_path):
+    """The blob the modelfile names (``sha256:`` as older docs spell it, ``sha256-`` on disk) is a real GGUF
+    written by the gguf package: its header gives the whole shape, as for a llama-server model."""
+    import hashlib
+
+    import numpy as np
+    import gguf
+
+    from cardproof.daemon import modelfile
+
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    hexd = hashlib.sha256(b"moe").hexdigest()
+    w = gguf.GGUFWriter(str(blobs / f"sha256-{hexd}"), "qwen3moe")
+    w.add_basename("Qwen3")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(["a", "b"])
+    w.add_expert_count(4)
+    w.add_expert_used_count(1)
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((8, 8), dtype=np.float32))
+    w.add_tensor("blk.0.ffn_up_exps.weight", np.zeros((4, 16, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    info = {"general.architecture": "qwen3moe", "general.parameter_count": 999}
+    with RecordedOllama(shows={"moe": _show(info, f"FROM {blobs}/sha256:{hexd}\n")}) as srv:
+        b = OllamaBackend(srv.url, timeout_s=10)
+        row = b.describe_model("moe")
+        b.close()
+    header = modelfile.gguf_header(blobs / f"sha256-{hexd}")
+    assert row["params"] == header["params"] == 64 + 4 * 128
+    assert row["active_params"] == 64 + 128 and row["tokenizer_sha256"] == header["tokenizer_sha256"]
+    assert row["basename"] == "Qwen3" and row["expert_count"] == 4

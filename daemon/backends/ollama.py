@@ -17,10 +17,11 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from pathlib import Path
 
 import httpx
 
-from ..modelfile import blob_digest
+from ..modelfile import blob_digest, gguf_header
 from ..store import json_text, utcnow
 from .base import BackendError, LoadResult, SampleResult
 from .http import answer_errors, chat_raw, check_stream_status, client_address, json_lines, not_supported, request_json
@@ -146,10 +147,45 @@ class OllamaBackend(Backend):
         info = show.get("model_info") if isinstance(show.get("model_info"), dict) else {}
         details = show.get("details") if isinstance(show.get("details"), dict) else {}
         row["architecture"] = _text(info.get("general.architecture")) or _text(details.get("family"))
+        row.update(self._shape(name, info))
         row["capabilities_json"] = json_text(  # the server's own values: no NaN in the store
             {"capabilities": show.get("capabilities") or [], "thinking": show.get("thinking"),
              "projector_info": show.get("projector_info"), "source": "ollama /api/show"}, sort_keys=True)
         return {k: v for k, v in row.items() if v is not None}
+
+    def _shape(self, name: str, info: dict) -> dict:
+        """The model's shape as ``daemon/modelfile.gguf_header`` states it (the findings group by it).
+
+        Where the blob is a file on this machine (Ollama on the same host, its models folder readable),
+        its own GGUF header: parameters, experts, active parameters, base name and tokenizer hash, as for a
+        llama-server model. Otherwise what ``/api/show``'s ``model_info`` says: the parameter count Ollama
+        took from the tensors, the expert counts and the base name; a dense model's active parameters are
+        all of them, a mixture of experts' stay unknown (no tensor list without ``verbose``), and there is no
+        tokenizer hash, so no quantisation ladder is stated from such models: never a guess.
+        """
+        blob = self.model_blob(name)
+        if blob:
+            path = Path(blob)
+            path = path.with_name(path.name.replace("sha256:", "sha256-"))
+            try:
+                header = gguf_header(path) if path.is_file() else {}
+            except OSError:
+                header = {}
+            if header.get("params"):
+                return {k: v for k, v in header.items() if k != "split_parts"}
+        out: dict = {}
+        arch = _text(info.get("general.architecture"))
+        params = _whole(info.get("general.parameter_count"))
+        if _text(info.get("general.basename")):
+            out["basename"] = info["general.basename"]
+        if params:
+            out["params"] = params
+            count = _whole(info.get(f"{arch}.expert_count")) if arch else None
+            used = _whole(info.get(f"{arch}.expert_used_count")) if arch else None
+            out["expert_count"], out["expert_used_count"] = count or 0, used or 0
+            if not count:
+                out["active_params"] = params
+        return out
 
     def is_router(self) -> bool:
         # Ollama loads and evicts models on demand, as llama-server's router does
