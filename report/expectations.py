@@ -10,8 +10,7 @@ nothing (report.findings).
 from __future__ import annotations
 
 from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.rules.facts import model_values
-from cardproof.daemon.rules.outcome import judge_rule, variant_values
+from cardproof.daemon.rules.outcome import judge_rule, rule_values
 from cardproof.daemon.variants.settings import derived_name
 
 VERDICT = {"pass": "confirmed", "fail": "refuted"}
@@ -29,8 +28,10 @@ def expectations_view(db, view: dict) -> list[dict]:
     ids = dict(db.execute("select models.name, models.id from cells join models on models.id = cells.model_id "
                           "where cells.run_id = ? group by models.id", [run_id]).fetchall())
     unstable = {(c["model"], c["prompt_class"]) for c in view.get("unstable_cells", [])}
-    values = {m["name"]: model_values(db, run_id, ids[m["name"]], camp.gates)
-              | variant_values(db, run_id, ids[m["name"]], camp.gates) for m in view["models"] if m["name"] in ids}
+    names = [m["name"] for m in view["models"] if m["name"] in ids]
+    pinned = next((m["name"] for m in view["models"] if m.get("pinned") and m["name"] in ids), None)
+    by_id = rule_values(db, run_id, [ids[n] for n in names], ids.get(pinned), camp.gates)
+    values = {n: by_id[ids[n]] for n in names}
     out = []
     for name, text in camp.expectations.items():
         rows = []
@@ -38,11 +39,19 @@ def expectations_view(db, view: dict) -> list[dict]:
             res = judge_rule(text, vals)
             read = {k: v for arm in res["arms"] for k, v in (arm.get("values") or {}).items()}
             verdict = VERDICT.get(res["outcome"], "undecided")
-            # a variant's figure (variant.<name>.decode.<class>) decides nothing from its unstable cell either
-            if any(f"decode.{cls}" in read for m, cls in unstable if m == model) or any(
-                    k.startswith("variant.") and k.endswith(f".decode.{cls}")
-                    and m == derived_name(model, k.split(".")[1]) for k in read for m, cls in unstable):
+            # a figure of an unstable cell decides nothing: the model's own, a variant's
+            # (variant.<name>.decode.<class>) or the incumbent's (incumbent.decode.<class>)
+            if any(_whose(k, model, pinned) == m and k.endswith(f"decode.{cls}") for k in read for m, cls in unstable):
                 verdict = "unstable"
             rows.append({"model": model, "verdict": verdict, "read": read, "error": res["error"]})
         out.append({"name": name, "text": text, "models": rows})
     return out
+
+
+def _whose(key: str, model: str, pinned: str | None) -> str | None:
+    """The model whose cell a value a rule read comes from."""
+    if key.startswith("incumbent."):
+        return pinned
+    if key.startswith("variant."):
+        return derived_name(model, key.split(".")[1])
+    return model

@@ -393,6 +393,41 @@ def test_expectations_are_confirmed_or_refuted_with_the_deciding_figure(canary_r
     assert en.count("- tiny-b: **unstable** — decode.short = 100.00") == 2  # decides neither expectation
 
 
+def test_an_expectation_reads_the_incumbent_as_a_rule_does(canary_run_db, tmp_path):
+    """An expectation written against the pinned model (``incumbent.decode.short``) is decided by the
+    incumbent's figure, as the same text under [rules] is (it once read every incumbent value as missing
+    and left each model undecided); an unstable incumbent cell decides nothing."""
+    import hashlib
+
+    def with_expectation(db_path):
+        store = open_store(db_path)
+        text, cid = store.db.execute("select toml_text, campaigns.id from campaigns join runs on "
+                                     "runs.campaign_id = campaigns.id order by runs.id desc").fetchone()
+        text = text.replace("[expectations]\n", '[expectations]\nbeats_incumbent = '
+                            '"pinned or decode.short > incumbent.decode.short"\n')
+        with store.db.conn:
+            store.db.execute("update campaigns set toml_text = ?, sha256 = ? where id = ?",
+                             [text, hashlib.sha256(text.encode()).hexdigest(), cid])
+        store.close()
+
+    def section(en):
+        part = en[en.index("**beats\\_incumbent**"):]
+        return part[:part.index("\n\n\n")]
+
+    db_path = tmp_path / "fixed.db"
+    _set_rates(canary_run_db, db_path, _rates())
+    with_expectation(db_path)
+    got = section(_build(db_path, tmp_path / "p")[0])
+    assert "- tiny-b: **confirmed** — " in got and "incumbent.decode.short = 52.50" in got, got
+    assert "- tiny-a: **confirmed** — pinned = true" in got, got
+    assert "missing" not in got
+    noisy = tmp_path / "noisy.db"
+    _set_rates(canary_run_db, noisy, _rates(**{"tiny-a__short__off": [50.0, 50.0, 150.0]}))
+    with_expectation(noisy)
+    got = section(_build(noisy, tmp_path / "p2")[0])
+    assert "- tiny-b: **unstable** — " in got, got
+
+
 def test_expectations_are_validated_like_rules():
     with pytest.raises(CampaignError) as exc:
         parse_campaign(_text("http://127.0.0.1:1", "\n[expectations]\nx = \"decode.nonsense >\"\n"), "bad.toml")

@@ -74,6 +74,15 @@ def variant_values(db, run_id: int, base_id: int, gates) -> dict:
     return out
 
 
+def rule_values(db, run_id: int, model_ids: list[int], pinned: int | None, gates) -> dict[int, dict]:
+    """What a rule or an expectation reads for each model of a run: its own values, its variants'
+    (``variant.<name>.*``) and the pinned model's as ``incumbent.*``. One place, so that an expectation
+    reads what a rule reads (an expectation once saw every ``incumbent.`` value as missing)."""
+    values = {mid: model_values(db, run_id, mid, gates) | variant_values(db, run_id, mid, gates) for mid in model_ids}
+    incumbent = {f"incumbent.{k}": v for k, v in values.get(pinned, {}).items()}
+    return {mid: v | incumbent for mid, v in values.items()}
+
+
 def evaluate_rules(store: Store, run_id: int, echo: Callable[[str], None] = print) -> list[dict]:
     """Evaluate the frozen rules of ``run_id`` for every model in it; store and return the rows."""
     from ..campaign import parse_campaign  # the campaign module imports this package
@@ -88,15 +97,12 @@ def evaluate_rules(store: Store, run_id: int, echo: Callable[[str], None] = prin
         [run_id]))
     variants = {model_id for model_id, _, _ in _variants(db, run_id)}
     models = [m for m in models if m["id"] not in variants]  # judged through their base: variant.<name>.*
-    values = {m["id"]: model_values(db, run_id, m["id"], frozen.gates) | variant_values(db, run_id, m["id"],
-                                                                                        frozen.gates)
-              for m in models}
     pinned = next((m["id"] for m in models if m["pinned"]), None)
-    incumbent = {f"incumbent.{k}": v for k, v in values.get(pinned, {}).items()}
+    values = rule_values(db, run_id, [m["id"] for m in models], pinned, frozen.gates)
     rows = []
     for rule_name, text in frozen.rules.items():
         for m in models:
-            res = judge_rule(text, values[m["id"]] | incumbent)
+            res = judge_rule(text, values[m["id"]])
             rows.append({
                 "run_id": run_id, "model_id": m["id"], "rule_name": rule_name, "rule_text": text,
                 "rule_sha256": rule_sha256(text), "campaign_sha256": camp["sha256"],
