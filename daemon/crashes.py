@@ -57,8 +57,17 @@ SIGNALS = _table(
     CrashSignal("OOM", 9, "killed by the kernel's out-of-memory killer: the machine ran out of memory"),
 )
 _BY_NUMBER = {s.number: s for s in SIGNALS.values() if s.key != "OOM"}
-#: Windows reports a crash as an NTSTATUS exit code (Ollama: ``exit status 0xc000001d``)
-_NTSTATUS = {0xC000001D: SIGNALS["SIGILL"], 0xC0000005: SIGNALS["SIGSEGV"]}
+#: Windows reports a crash as an NTSTATUS exit code (Ollama: ``exit status 0xc000001d``, Go's runtime
+#: ``Exception 0xc000001d ...``): the exceptions that a signal stands for on Linux. ``0xc0000409`` is what
+#: ``abort()`` ends a process with (the C runtime's ``__fastfail``: GGML_ASSERT, ``std::terminate``)
+_NTSTATUS = {
+    0xC000001D: SIGNALS["SIGILL"],  # STATUS_ILLEGAL_INSTRUCTION
+    0xC0000005: SIGNALS["SIGSEGV"],  # STATUS_ACCESS_VIOLATION
+    0xC00000FD: SIGNALS["SIGSEGV"],  # STATUS_STACK_OVERFLOW (a SIGSEGV on Linux)
+    0xC0000006: SIGNALS["SIGBUS"],  # STATUS_IN_PAGE_ERROR: a mapped file could not be read
+    0xC0000094: SIGNALS["SIGFPE"],  # STATUS_INTEGER_DIVIDE_BY_ZERO
+    0xC0000409: SIGNALS["SIGABRT"],  # STATUS_STACK_BUFFER_OVERRUN, raised by abort()
+}
 #: the words of strsignal(3) (bash, sh), zsh and Go's ``signal:`` for each signal, lower case
 _WORDS = {
     "illegal instruction": "SIGILL", "illegal hardware instruction": "SIGILL",
@@ -67,6 +76,12 @@ _WORDS = {
     "floating point exception": "SIGFPE",
     "killed": "SIGKILL",
     "segmentation fault": "SIGSEGV",
+    # Go's runtime (``SIGSEGV: segmentation violation``, ``SIGFPE: floating-point exception``)
+    "segmentation violation": "SIGSEGV", "floating-point exception": "SIGFPE",
+    # glibc's strsignal(3) in the two languages most published logs come in besides English
+    "ungültiger maschinenbefehl": "SIGILL", "speicherzugriffsfehler": "SIGSEGV", "abgebrochen": "SIGABRT",
+    "bus-zugriffsfehler": "SIGBUS", "gleitkomma-ausnahme": "SIGFPE",
+    "非法指令": "SIGILL", "段错误": "SIGSEGV", "已放弃": "SIGABRT", "总线错误": "SIGBUS", "浮点数例外": "SIGFPE",
 }
 
 
@@ -97,8 +112,8 @@ def from_exit_code(code: int | None) -> CrashSignal | None:
     """An exit code as a shell or docker reports it: ``128 + n`` for signal n, or a Windows NTSTATUS."""
     if code is None:
         return None
-    if code in _NTSTATUS:
-        return _NTSTATUS[code]
+    if (code & 0xFFFFFFFF) in _NTSTATUS:  # also as a signed 32-bit number (-1073741795) or unsigned (3221225501)
+        return _NTSTATUS[code & 0xFFFFFFFF]
     return by_number(code - 128) if 128 < code < 160 else None
 
 

@@ -115,6 +115,56 @@ PUBLISHED = [
     ("llama-cpp  | Illegal instruction (core dumped)", "SIGILL"),
     ("May 15 08:57:36 red kernel: llama-server[80906]: segfault at 204803fe0 ip 00007f00399189d7 sp "
      "00007ffc4a6104f0 error 4 in libggml-cuda.so[7f0039800000+2e00000]", "SIGSEGV"),
+    # Go's runtime when the signal arrives in C code (Ollama's runner): ollama/ollama issues 9500, 9176
+    # (SIGILL) and 9509 (SIGABRT, behind Docker Desktop's timestamp); in Go code: golang's "[signal ...]" form
+    ("SIGILL: illegal instruction", "SIGILL"),
+    ("2025-03-05 08:58:42 SIGABRT: abort", "SIGABRT"),
+    # ... and on Windows: ollama/ollama issue 2573 and intel/ipex-llm issue 12914 (0xc000001d), ollama/ollama
+    # issues 15170 and 11255 (0xc0000005)
+    ("Exception 0xc000001d 0x0 0x0 0x7ff8729a99dd", "SIGILL"),
+    ("Exception 0xc0000005 0x0 0x50 0x7ffc89efc5c7", "SIGSEGV"),
+    # journalctl's pager cut the line short: ollama/ollama issue 630
+    ("Oct 06 15:01:20 CX600 ollama[1992]: 2023/10/06 15:01:20 llama.go:323: llama runner exited with error: "
+     "signal: illegal ins>", "SIGILL"),
+    # abort() on Windows ends a process with 0xc0000409: ollama/ollama issues 4442, 7031 (titles), 11418
+    # (where Ollama quotes the runner's GGML_ASSERT right after)
+    ("Error: llama runner process has terminated: exit status 0xc0000409", "SIGABRT"),
+    # Rust's ExitStatus, Windows' 0xc000001d as a number: janhq/jan issue 6065 (Jan runs llama-server)
+    ("Failed to load llama-server: llamacpp error: Process exited with code ExitStatus(ExitStatus(3221225501))",
+     "SIGILL"),
+    # bash, padded before the command: lmstudio-ai/lmstudio-bug-tracker issue 1885
+    ("Illegal instruction        (core dumped) .lmstudio/bin/lms", "SIGILL"),
+    ('bash: line 603: 20480 Illegal instruction        (core dumped) "$_lms_installed_path" bootstrap -y > '
+     '/dev/null 2>&1', "SIGILL"),
+    # glibc's Chinese words: su77ungr/CASALIOY issue 59
+    ("非法指令 (核心已转储)", "SIGILL"),
+    # llama-swap's own words on its upstream: mostlygeek/llama-swap pull request 155
+    ("[DEBUG] <qwen-coder-14B-FIM> cmd.Wait() returned error: signal: aborted (core dumped)", "SIGABRT"),
+    # the C++ runtime on an uncaught exception: ggml-org/llama.cpp issue 12939 (llama-server -hf), then bash's
+    # "Aborted (core dumped)"; libc++ and cosmopolitan (llamafile): mozilla-ai/llamafile issues 785 and 721
+    ("terminate called after throwing an instance of 'std::runtime_error'", "SIGABRT"),
+    ("Aug 07 06:19:14 xv14379 llama[5185]: libc++abi: terminating due to uncaught exception of type "
+     "std::length_error: vector", "SIGABRT"),
+    ("error: Uncaught SIGABRT (SI_0) on unknown pid 26726 tid 262152", "SIGABRT"),
+    # GGML_ABORT's "file:line: message" (ik_llama.cpp issue 733, title "mmq.cuh:4254: fatal error") and ggml's
+    # terminate handler in gdb's backtrace (ggml-org/llama.cpp issue 20129)
+    ("/opt/ik_llama.cpp/ik_llama.cpp/ggml/src/ggml-cuda/mmq.cuh:4254: fatal error", "SIGABRT"),
+    ("#2  0x00007077fd4c5fff in ggml_uncaught_exception() () from /home/xxxxx/llama.cpp/build-cuda/bin/"
+     "libggml-base.so.0", "SIGABRT"),
+    # systemd's own words for a unit's process the OOM killer took: ollama/ollama issue 11231,
+    # ggml-org/llama.cpp issue 20509 (llama-server run as a service)
+    ("Jun 28 08:05:50 nixos systemd[1]: ollama.service: Failed with result 'oom-kill'.", "OOM"),
+    ("A process of this unit has been killed by the OOM killer.", "OOM"),
+    # the kernel's OOM line as dmesg prints it: jncraton/languagemodels issue 31
+    ("[300974.215769] Out of memory: Killed process 336943 (python) total-vm:20061840kB, anon-rss:13408616kB, "
+     "file-rss:128kB, shmem-rss:0kB, UID:1000 pgtables:27924kB oom_score_adj:0", "OOM"),
+    # systemd on a dumped core: ollama/ollama issue 1148
+    ("Nov 15 21:48:43 ai-desktop systemd[1]: ollama.service: Main process exited, code=dumped, status=11/SEGV",
+     "SIGSEGV"),
+    # cargo's words for a test binary (riptidecrawler CI log): the signal's number and name
+    ("process didn't exit successfully: `/home/runner/work/riptidecrawler/riptidecrawler/target/debug/deps/"
+     "riptide_browser-a4425af831d438f9 --test-threads=1 --nocapture` (signal: 4, SIGILL: illegal instruction)",
+     "SIGILL"),
 ]
 
 
@@ -140,6 +190,20 @@ def test_constructed_shapes_of_systemd_and_the_kernels_oom_killer():
     "Killed process 4242 (llama-server) total-vm:1kB",  # the kernel's second OOM line: counted once
     "srv  cancel_tasks: request aborted by the client",
     "0.00.010.000 I srv  load_model: Killed requests: 0",
+    # prose that begins with the words, or names them (issue titles: ggml-org/llama.cpp 8734 and 12401,
+    # kennethleungty/Llama-2-Open-Source-LLM-CPU-Inference 13)
+    "Illegal instruction error when running llama-server",
+    "Eval bug: gfx1030 HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION when using rocm 6.3.3 while processing first 2k of context",
+    'Any ideas what "Illegal Instruction" indicates?',
+    # Go's other lines of the same panic (ollama/ollama issue 9500), and Windows' exit codes that are no signal:
+    # a DLL not found or without the entry point (ollama/ollama issues 5643, anything-llm 1795)
+    "PC=0x7f7fdc968f27 m=4 sigcode=2", "signal arrived during cgo execution",
+    "Error: llama runner process has terminated: exit status 0xc0000139",
+    "Ollama call failed with status code 500: llama runner process has terminated: exit status 0xc0000135",
+    # the exception's message, after "terminate called ..." (ggml-org/llama.cpp issue 12939); gdb's other frames
+    '  what():  error from HF API, response code: 500, data: {"error":"Internal Error - We\'re working hard to '
+    'fix this as soon as possible!"}',
+    "#1  0x00007077fd4b292b in ggml_print_backtrace () from /home/xxxxx/llama.cpp/build-cuda/bin/libggml-base.so.0",
 ])
 def test_lines_that_are_no_crash(raw):
     assert crash(raw) is None
@@ -157,6 +221,10 @@ CORPUS = {
     "ik-llama-pr645-draft-model-assert.log": [(536, "SIGABRT", "DeepSeek-R1-0528-UD-Q3_K_XL-00001-of-00007.gguf"),
                                               (543, "SIGABRT", "DeepSeek-R1-0528-UD-Q3_K_XL-00001-of-00007.gguf")],
     "ik-llama-issue425-journald-cuda.log": [(8, "SIGSEGV", None)],  # the kernel's segfault line
+    # Go's runtime dying in the runner's C code, on Linux and on Windows; journalctl's pager cutting the line
+    "ollama-issue9500-go-sigill-panic.log": [(8, "SIGILL", None)],
+    "ollama-issue2573-windows-exception-sigill.log": [(5, "SIGILL", None)],
+    "ollama-issue630-journal-pager-sigill.log": [(8, "SIGILL", None)],
 }
 
 

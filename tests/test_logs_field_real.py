@@ -142,6 +142,10 @@ CORPUS = {
     "ik-llama-issue60-gdb-sigill.log": {"lines": 52, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "llama-cpp-issue537-docker-tools-sh.log": {"lines": 16, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "ollama-issue1603-journal-sigill.log": {"lines": 5, "requests": 0, "observed_unplaced": [], "loads": NONE},
+    "ollama-issue9500-go-sigill-panic.log": {"lines": 17, "requests": 1, "observed_unplaced": [], "loads": NONE},
+    "ollama-issue2573-windows-exception-sigill.log": {"lines": 14, "requests": 0, "observed_unplaced": [],
+                                                      "loads": NONE},
+    "ollama-issue630-journal-pager-sigill.log": {"lines": 11, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "ik-llama-issue503-zsh-segfault.log": {
         "lines": 124, "requests": 0, "observed_unplaced": [],
         "loads": [
