@@ -258,6 +258,45 @@ def test_real_crash_log_reads_right(name, tmp_path):
             assert ld["facts"]["crash_signal"] == "SIGSEGV"
 
 
+def _journal_of(name: str, pid: int, kernel: list[str]) -> str:
+    """A real single-server log (one llama.cpp b7342 process) as ``journalctl`` prints it for the server's
+    unit, the kernel's lines after it (the shapes of tests above: mm/oom_kill.c, the segfault report)."""
+    body = "".join(f"Dec 05 10:00:00 gpu1 llama-server[{pid}]: {line}\n"
+                   for line in (REAL / name).read_text().splitlines())
+    return body + "".join(f"Dec 05 10:05:00 gpu1 kernel: {line}\n" for line in kernel)
+
+
+@pytest.mark.parametrize("kernel, sig", [
+    ("Out of memory: Killed process {pid} (llama-server) total-vm:48712144kB, anon-rss:31874404kB, file-rss:0kB, "
+     "shmem-rss:0kB, UID:0 pgtables:63412kB oom_score_adj:0", "OOM"),
+    ("llama-server[{pid}]: segfault at 204803fe0 ip 00007f00399189d7 sp 00007ffc4a6104f0 error 4 in "
+     "libcuda.so.575.51.03[7f00395c5000+e97000] likely on CPU 11 (core 11, socket 0)", "SIGSEGV"),
+])
+def test_a_kernel_line_naming_the_servers_pid_ends_its_load(kernel, sig, tmp_path):
+    """The kernel writes on its own stream, so its line about the server is no line of the server's; the
+    PID it names ties it to the server's load, which then ended by that signal. A kernel line naming
+    another process leaves the load as it was and stays outside every load."""
+    name = "yuy4o-llm-b7342-docker-a100.log"
+    for pid, ours in ((4242, True), (999, False)):
+        log = tmp_path / f"{pid}.log"
+        log.write_text(_journal_of(name, 4242, [kernel.format(pid=pid)]))
+        store = open_store(tmp_path / f"{pid}.db")
+        try:
+            import_path(store, log)
+            db = store.db
+            last = db.execute("select id, load_id, attribution from log_lines order by id desc limit 1").fetchone()
+            loads = load_summaries(db)
+        finally:
+            store.close()
+        assert len(loads) == 1, loads
+        ld = loads[0]
+        if ours:
+            assert (last[1], last[2]) == (ld["id"], "pid")
+            assert ld["end_reason"] == f"crashed: {sig}" and ld["facts"]["crash_signal"] == sig
+        else:
+            assert last[1] is None and not (ld["end_reason"] or "").startswith("crashed")
+
+
 # -- the real server, killed -------------------------------------------------------------
 
 def _start_script(tmp_path: Path) -> Path:

@@ -152,6 +152,17 @@ class Attributor:
             return self._router_line(key, line_id, text, ts)
         return self.streams.line(key, pid, line_id, text, ts)
 
+    def load_of_pid(self, pid: int | None) -> int | None:
+        """The load of the process with ``pid``, which a kernel line names: its stream's load, else the
+        latest load of this source that carries the PID (a router's child, an Ollama runner)."""
+        if pid is None:
+            return None
+        proc = self.streams.procs.get(str(pid))
+        if proc is not None and proc.get("load") is not None:
+            return proc["load"]
+        finder = getattr(self.hooks, "load_of_pid", None)
+        return finder(pid) if finder is not None else None
+
     def held(self) -> int:
         """Lines still waiting for a start or a model name (a later import may place them)."""
         return self.streams.held()

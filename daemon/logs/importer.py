@@ -30,6 +30,7 @@ from .context import state_context
 from .lines import clean_stamped
 from .observed import RequestCounters
 from .parsers import MARKERS, parse_line, trigger_search
+from .parsers.crash import crash_pid
 from .sources import FileReader, JournalReader, LogSourceError, detect_format, file_identity
 
 # per line; source_id and run_id are the same for a whole import and go into the statement
@@ -133,6 +134,12 @@ class _Writer:
             "ended_at = case when end_reason like 'crashed: %' then ended_at else coalesce(?, ended_at) end, "
             "exit_status = coalesce(exit_status, ?) where id = ?",
             [reason, line_id, ts, exit_status, load_id])
+
+    def load_of_pid(self, pid: int) -> int | None:
+        """The latest load of this source whose process had ``pid``."""
+        row = self.conn.execute("select id from loads where source_id = ? and pid = ? order by id desc limit 1",
+                                [self.source_id, pid]).fetchone()
+        return row[0] if row else None
 
     def bind(self, line_ids: list[int], load_id: int, attribution: str) -> None:
         """Lines held back until their process named its model now join that load."""
@@ -250,6 +257,11 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
             if extra:
                 found = (found or []) + extra
             if found:
+                if load is None and any(f.name == "crash_signal" for f in found):
+                    # the kernel's words on another stream: the PID it names is the process's
+                    named = attr.load_of_pid(crash_pid(text))
+                    if named is not None and attr.streams.claimed(lid):
+                        load, how = named, "pid"
                 if load is not None and (load in draft or load in swa):
                     found = scope_facts(found, load in draft, load in swa)
                 for f in found:

@@ -108,6 +108,7 @@ class Streams:
     def __init__(self, owner, state: dict | None):
         self.owner = owner
         self.procs: dict[str, dict] = {}
+        self.last_unplaced: tuple[int, str] | None = None  # (line id, reason) of the last line left out
         for k, v in (state or {}).items():
             # a source last read by an older cardproof stored only load, pending and ended
             p = {"load": None, "pending": [], "pre": [], "started": False, "ended": False} | dict(v)
@@ -151,6 +152,7 @@ class Streams:
                 proc["pre"].append(line_id)
             return None, "unattributed", None
         self._release_pre(proc)
+        self.last_unplaced = (line_id, "no_server")
         return self._unplaced("no_server")
 
     def _start(self, proc, key, pid) -> bool:
@@ -228,6 +230,15 @@ class Streams:
         for p in self.procs.values():
             if p.get("load") == load:
                 p["crashed"] = True  # a next start must not call it "next process started"
+
+    def claimed(self, line_id: int) -> bool:
+        """A line left out as no server's was claimed after all (a kernel line naming a process's PID);
+        False when it was not left out (a line held for a process still starting stays held)."""
+        if self.last_unplaced is None or self.last_unplaced[0] != line_id:
+            return False
+        self.owner.unplaced[self.last_unplaced[1]] -= 1
+        self.last_unplaced = None
+        return True
 
     def held(self) -> int:
         """Lines still waiting for their process to start or to name its model."""

@@ -17,7 +17,8 @@ tests/test_logs_crash.py):
 * docker -- ``exited with code 132`` (compose), ``Exited (139)``; systemd -- ``code=killed, status=4/ILL``,
   ``Failed with result 'oom-kill'``
 * the kernel -- ``traps: llama-server[13200] trap invalid opcode``, ``segfault at``,
-  ``Out of memory: Killed process 1234 (llama-server)``
+  ``Out of memory: Killed process 1234 (llama-server)``; it writes on a stream of its own, and the PID
+  it names (:func:`crash_pid`) ties the line to that process's load (daemon/logs/importer.py)
 * ggml and the C++ runtime -- ``GGML_ASSERT(...) failed``, ``file.cu:4254: fatal error``, ``ggml_abort``
   in a backtrace, ``terminate called after throwing an instance of ...``: it aborts right after
 
@@ -139,6 +140,17 @@ def crash_of(text: str) -> CrashSignal | None:
     if "terminat" in text and _TERMINATE.match(text):
         return SIGNALS["SIGABRT"]
     return None
+
+
+# the kernel names the process it killed or trapped: its PID ties the line to that process's load
+_NAMED_PID = re.compile(r"(?:[Kk]illed process (\d+) \(|\S\[(\d+)\]:? (?:trap |segfault at |general protection))")
+
+
+def crash_pid(text: str) -> int | None:
+    """The PID a kernel crash line names (``Out of memory: Killed process 4242 (llama-server)``,
+    ``traps: llama-server[13200] trap invalid opcode``, ``llama-server[13200]: segfault at 0``), or None."""
+    m = _NAMED_PID.search(text)
+    return int(m[1] or m[2]) if m else None
 
 
 @parser("Illegal instruction", "Segmentation fault", "Bus error", "Aborted", "Floating point exception", "Killed",
