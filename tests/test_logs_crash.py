@@ -259,10 +259,12 @@ def test_real_crash_log_reads_right(name, tmp_path):
 
 
 def _journal_of(name: str, pid: int, kernel: list[str]) -> str:
-    """A real single-server log (one llama.cpp b7342 process) as ``journalctl`` prints it for the server's
-    unit, the kernel's lines after it (the shapes of tests above: mm/oom_kill.c, the segfault report)."""
-    body = "".join(f"Dec 05 10:00:00 gpu1 llama-server[{pid}]: {line}\n"
-                   for line in (REAL / name).read_text().splitlines())
+    """A real single-server log (one llama.cpp b7342 process, up to "server is listening": still running)
+    as ``journalctl`` prints it for the server's unit, the kernel's lines after it (the shapes of tests
+    above: mm/oom_kill.c, the segfault report)."""
+    lines = (REAL / name).read_text().splitlines()
+    lines = lines[:next(i for i, line in enumerate(lines) if "server is listening" in line) + 1]
+    body = "".join(f"Dec 05 10:00:00 gpu1 llama-server[{pid}]: {line}\n" for line in lines)
     return body + "".join(f"Dec 05 10:05:00 gpu1 kernel: {line}\n" for line in kernel)
 
 
@@ -294,7 +296,29 @@ def test_a_kernel_line_naming_the_servers_pid_ends_its_load(kernel, sig, tmp_pat
             assert (last[1], last[2]) == (ld["id"], "pid")
             assert ld["end_reason"] == f"crashed: {sig}" and ld["facts"]["crash_signal"] == sig
         else:
-            assert last[1] is None and not (ld["end_reason"] or "").startswith("crashed")
+            assert last[1] is None and ld["end_reason"] is None and ld["open"]
+
+
+def test_systemds_main_process_exited_ends_the_one_running_server(tmp_path):
+    """systemd's words (ollama issue 1148's shape, service.c's format) come from PID 1 and name the unit,
+    not the PID: they are about the unit's main process, so they end the one server running in the log,
+    and no load where two servers run."""
+    name = "yuy4o-llm-b7342-docker-a100.log"
+    exited = "Dec 05 10:05:00 gpu1 systemd[1]: llama-server.service: Main process exited, code=dumped, status=4/ILL\n"
+    one = tmp_path / "one.log"
+    one.write_text(_journal_of(name, 4242, []) + exited)
+    two = tmp_path / "two.log"
+    two.write_text(_journal_of(name, 4242, []) + _journal_of(name, 4343, []) + exited)
+    got = {}
+    for log in (one, two):
+        store = open_store(tmp_path / f"{log.stem}.db")
+        try:
+            import_path(store, log)
+            got[log.stem] = [ld["end_reason"] for ld in load_summaries(store.db)]
+        finally:
+            store.close()
+    assert got["one"] == ["crashed: SIGILL"]
+    assert len(got["two"]) == 2 and not any((r or "").startswith("crashed") for r in got["two"]), got
 
 
 # -- the real server, killed -------------------------------------------------------------

@@ -163,6 +163,15 @@ class Attributor:
         finder = getattr(self.hooks, "load_of_pid", None)
         return finder(pid) if finder is not None else None
 
+    def only_open_load(self) -> int | None:
+        """The one server process still running in this source, or None where there are several (or a
+        router's or Ollama's children): systemd's "Main process exited" is about a unit's main process."""
+        if self.routers or self.ollama_keys:
+            return None
+        running = [p["load"] for p in self.streams.procs.values() if p.get("load") is not None
+                   and not p["ended"] and not p.get("crashed") and not p.get("mixed")]
+        return running[0] if len(running) == 1 else None
+
     def held(self) -> int:
         """Lines still waiting for a start or a model name (a later import may place them)."""
         return self.streams.held()

@@ -258,8 +258,10 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
                 found = (found or []) + extra
             if found:
                 if load is None and any(f.name == "crash_signal" for f in found):
-                    # the kernel's words on another stream: the PID it names is the process's
+                    # the kernel's or systemd's words on another stream: the PID the kernel names is the process's
                     named = attr.load_of_pid(crash_pid(text))
+                    if named is None and "Main process exited" in text:  # systemd, of a unit's main process
+                        named = attr.only_open_load()
                     if named is not None and attr.streams.claimed(lid):
                         load, how = named, "pid"
                 if load is not None and (load in draft or load in swa):
