@@ -97,3 +97,123 @@ def test_every_line_of_a_process_is_in_its_load(shape, tmp_path):
 ])
 def test_a_loads_context_is_stated_from_its_slots_only_where_they_prove_it(facts, ctx):
     assert context_from_slots(facts) == ctx
+
+
+# -- the next process's first words where the previous one said no last word ---------------------------
+
+VULKAN = (REAL / "ik-llama-issue503-zsh-segfault.log").read_text().splitlines()[1:]  # its lines 2-124
+VULKAN_MODEL = "Qwen3-32B-UD-Q4_K_XL.gguf"
+
+
+def _import_lines(tmp_path, lines):
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(lines) + "\n")
+    store = open_store(tmp_path / "t.db")
+    try:
+        stats = import_path(store, path)
+        loads = load_summaries(store.db)
+        got = [r[0] for r in store.db.execute("select load_id from log_lines order by id")]
+    finally:
+        store.close()
+    assert stats["lines"] == len(lines)
+    return loads, got
+
+
+def _wrong(lines, got, owners, loads):
+    ids = [ld["id"] for ld in loads]
+    return [(n + 1, lines[n][:90]) for n, (load, owner) in enumerate(zip(got, owners))
+            if load != (None if owner is None else ids[owner])]
+
+
+@pytest.mark.parametrize("prefix", ["", "llama-server  | "], ids=["plain", "docker compose logs"])
+def test_a_process_killed_without_a_word_ends_where_the_next_ones_device_discovery_begins(prefix, tmp_path):
+    """b7342 loaded and idle, then killed (kill -9, the OOM killer: no exit line) and started again.
+
+    Its CUDA discovery after ``model loaded`` can only be the next process's: a loaded server never
+    looks for devices again. The lines were glued onto the killed load (8 of them, build: started the
+    next), which was said to end there only because the next one started.
+    """
+    first = PROCESS[:-2]  # the same process without "cleaning up before exit" and the second interrupt
+    lines = [prefix + t for t in first + PROCESS]
+    owners = [0] * len(first) + [1] * len(PROCESS)
+    loads, got = _import_lines(tmp_path, lines)
+    assert [ld["model"] for ld in loads] == [MODEL, MODEL]
+    assert _wrong(lines, got, owners, loads) == []
+    assert [ld["end_reason"] for ld in loads] == ["next process started", "process exit"]
+
+
+def test_a_vulkan_process_restarted_after_its_crash_begins_at_its_device_list(tmp_path):
+    """ik_llama.cpp's Vulkan build (issue 503) segfaults, is started again into the same terminal log.
+
+    ``ggml_vulkan: Found 1 Vulkan devices:`` has llama.cpp's line shape and was taken as the crashed
+    process's own (as were ``Vulkan0: ...`` and ``Log start`` after it): the second process began at
+    ``main: build`` instead of at its first line.
+    """
+    lines = VULKAN + VULKAN
+    owners = [0] * len(VULKAN) + [1] * len(VULKAN)
+    loads, got = _import_lines(tmp_path, lines)
+    assert [ld["model"] for ld in loads] == [VULKAN_MODEL, VULKAN_MODEL]
+    assert _wrong(lines, got, owners, loads) == []
+    assert loads[0]["end_reason"] == "crashed: SIGSEGV"
+
+
+# Real lines other builds print before their logger starts, each quoted from its source:
+# * SYCL (2026), as the backend registers -- ggml-org/llama.cpp issue #21747, comment by Stoney49th
+#   (an rpc-server of the same build, whose ggml-sycl prints the same table before anything else);
+# * a debug build's backend registry (build 5505) -- github.com/bjodah/bug-reproducer-llamacpp-json-parse,
+#   README.md (the console under gdb, lines 'ggml_cuda_init ...' to 'load_backend ...').
+SYCL_TABLE = """\
+Build with Macros:
+  GGML_SYCL_FORCE_MMQ: no
+  GGML_SYCL_F16: yes
+  GGML_SYCL_GRAPH: yes
+  GGML_SYCL_DNNL: yes
+Running with Environment Variables:
+  GGML_SYCL_DEBUG: 0
+  GGML_SYCL_DISABLE_OPT: 0
+  GGML_SYCL_DISABLE_GRAPH: 1
+  GGML_SYCL_DISABLE_DNN: 0
+  GGML_SYCL_PRIORITIZE_DMMV: 0
+  GGML_SYCL_USE_ASYNC_MEM_OP: 1
+  GGML_SYCL_ENABLE_FLASH_ATTN: 1
+Found 1 SYCL devices:
+|  |                   |                                       |       |Max    |        |Max  |Global |                     |
+|  |                   |                                       |       |compute|Max work|sub  |mem    |                     |
+|ID|        Device Type|                                   Name|Version|units  |group   |group|size   |       Driver version|
+|--|-------------------|---------------------------------------|-------|-------|--------|-----|-------|---------------------|
+| 0| [level_zero:gpu:0]|             Intel Arc Pro B50 Graphics|   20.1|    128|    1024|   32| 17095M|         1.15.37833+4|
+SYCL Optimization Feature:
+|ID|        Device Type|Reorder|
+|--|-------------------|-------|
+| 0| [level_zero:gpu:0]|      Y|""".splitlines()
+DEBUG_REGISTRY = """\
+ggml_cuda_init: GGML_CUDA_FORCE_MMQ:    yes
+ggml_cuda_init: GGML_CUDA_FORCE_CUBLAS: no
+ggml_cuda_init: found 1 CUDA devices:
+  Device 0: NVIDIA GeForce RTX 3090, compute capability 8.6, VMM: yes
+register_backend: registered backend CUDA (1 devices)
+register_device: registered device CUDA0 (NVIDIA GeForce RTX 3090)
+register_backend: registered backend RPC (0 devices)
+register_backend: registered backend CPU (1 devices)
+register_device: registered device CPU (AMD Ryzen 9 7950X 16-Core Processor)
+load_backend: failed to find ggml_backend_init in /build/llama.cpp-debug/bin/libggml-cuda.so
+load_backend: failed to find ggml_backend_init in /build/llama.cpp-debug/bin/libggml-rpc.so
+load_backend: failed to find ggml_backend_init in /build/llama.cpp-debug/bin/libggml-cpu.so""".splitlines()
+BUILD_AT = next(i for i, t in enumerate(PROCESS) if t.startswith("build: "))
+
+
+@pytest.mark.parametrize("preamble", [SYCL_TABLE, DEBUG_REGISTRY], ids=["sycl table", "debug registry"])
+@pytest.mark.parametrize("restarted", [False, True], ids=["first", "after an exit"])
+def test_other_backends_words_before_build_are_their_process(preamble, restarted, tmp_path):
+    """A wrapper's banner stays out; the backend's own words, in whatever shape, are the process's."""
+    banner = ["=== Starting llama.cpp server ===", ""]
+    process = preamble + PROCESS[BUILD_AT:]
+    lines, owners = banner[:], [None, None]
+    if restarted:
+        lines += process
+        owners += [0] * len(process)
+    lines += process
+    owners += [len(set(o for o in owners if o is not None))] * len(process)
+    loads, got = _import_lines(tmp_path, lines)
+    assert [ld["model"] for ld in loads] == [MODEL] * (2 if restarted else 1)
+    assert _wrong(lines, got, owners, loads) == []

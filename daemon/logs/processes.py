@@ -15,13 +15,19 @@ that was restarted, ``docker logs`` of one container, a paste).
   ``load_backend``, ``register_backend``, ``warning:``, a download's
   ``common_download...`` / ``curl_perform_with_retry``, late 2025's ``main:
   setting n_parallel = 4 and kv_unified = true``, 2026's ``main: n_parallel
-  is set to auto``) belong to the process that starts right after them: a
-  process starts at its first line, not at ``build:``.
+  is set to auto``, a debug build's ``register_device``, SYCL's device table
+  with its headers, a timestamp before any of them) belong to the process
+  that starts right after them: a process starts at its first line, not at
+  ``build:``. A held line's continuation (a table row, an indented detail)
+  is held with it; any other line (a wrapper's banner) lets them go.
 * **Model** -- ``loading model '...'`` or, in builds and forks that print no
   such line, ``llama_model_loader: loaded meta data ... from PATH``. Lines of
   a process are held until it names its model, then join that load.
 * **End** -- ``cleaning up before exit`` / ``exiting due to``, or the next
-  start. The process's own last words (a memory breakdown, the exit reason)
+  start. A process killed without a word (kill -9, the OOM killer, a
+  container restarted) ends where the next one's device discovery begins: a
+  server whose model loaded never looks for devices or backends again, so
+  those lines open the next process, not the dead one's tail. The process's own last words (a memory breakdown, the exit reason)
   follow the end line; in a plain file they belong to it until a line that is
   not llama.cpp output (a wrapper script's banner) or the next start. Its
   words that have no llama.cpp shape (``Received second interrupt``, printed
@@ -52,13 +58,26 @@ _START = re.compile(
 # missing here is enough to cut the device lines off their process (llama.cpp b7342 in docker: the
 # n_parallel line between load_backend and build: left 8 lines in no load).
 _SETS_PARALLEL = r"(?:srv +)?main: (?:n_parallel is set|setting n_parallel)"
-_PREAMBLE = re.compile(r"(?:ggml_\w+: |load_backend: |register_backend: | {1,2}Device \d+: |warning: |warn: "
-                       r"|WARNING: |DEPRECATED: |common_download|curl_perform_with_retry: |no remote preset"
-                       r"|using config file: |Vulkan\d+: |Log start$|" + _SETS_PARALLEL + ")")
-# of those, the ones a process never prints after its exit line (ggml_metal_free, for one, it does)
-_NEXT_PREAMBLE = re.compile(r"(?:ggml_cuda_init: |ggml_metal_device_init: |ggml_metal_library_init: |load_backend: "
-                            r"|register_backend: | {1,2}Device \d+: |warning: |warn: |WARNING: |DEPRECATED: "
-                            r"|common_download|curl_perform_with_retry: |" + _SETS_PARALLEL + ")")
+# SYCL's device table, printed as the backend registers (before build: since 2025): its headers, in
+# either order by build, then rows that are indented or begin with "|" (_CONTINUATION)
+_SYCL_TABLE = r"Running with Environment Variables:|Build with Macros:|Found \d+ SYCL devices:|SYCL Optimization Feature:"
+_PREAMBLE = re.compile(_LLAMA_TS + r"(?:ggml_\w+: |load_backend: |register_backend: |register_device: | {1,2}Device \d+: "
+                       r"|warning: |warn: |WARNING: |DEPRECATED: |common_download|curl_perform_with_retry: "
+                       r"|no remote preset|using config file: |Vulkan\d+: |Log start$|" + _SETS_PARALLEL
+                       + "|" + _SYCL_TABLE + ")")
+# a line that continues the held line before it (a device table's rows, an indented detail)
+_CONTINUATION = re.compile(r"[ \t|]")
+# Words a process prints only before its model is loaded: device discovery, backend loading, a download,
+# the server's own --parallel choice. After its model loaded (or its exit) they are the next process's
+# first words -- in a docker log of a container killed without a last word (the OOM killer, kill -9)
+# and restarted, nothing else says where the first process ended.
+_FIRST_WORDS = (r"ggml_cuda_init: |ggml_vulkan: Found \d+ Vulkan devices|ggml_metal_device_init: "
+                r"|ggml_metal_library_init: |load_backend: |register_backend: |register_device: | {1,2}Device \d+: "
+                r"|common_download|curl_perform_with_retry: |Log start$|" + _SETS_PARALLEL + "|" + _SYCL_TABLE)
+_NEXT_FIRST = re.compile(_LLAMA_TS + "(?:" + _FIRST_WORDS + ")")
+# of those, and the warnings about arguments, the ones a process never prints after its exit line
+# (ggml_metal_free, for one, it does)
+_NEXT_PREAMBLE = re.compile(_LLAMA_TS + r"(?:warning: |warn: |WARNING: |DEPRECATED: |" + _FIRST_WORDS + ")")
 # a process's last words without llama.cpp's line shape: the signal handler on a second interrupt,
 # the C++ runtime aborting (an exception thrown while cleaning up)
 _OWN_LAST_WORDS = ("Received second interrupt", "terminate called after throwing", "  what():  ")
@@ -131,7 +150,12 @@ class Streams:
             proc = self.procs[key]
         elif not proc["started"]:
             return self._outside(proc, key, pid, line_id, text, ts, how)
-        elif (proc["ended"] or proc.get("crashed")) and (
+        elif pid is None and proc.get("ready") and not proc["ended"] and _NEXT_FIRST.match(text):
+            # device discovery after the model loaded: the next process's first words, this one died
+            # without a last word (killed, its container restarted); the next start ends its load
+            proc["tail_closed"] = True
+            return self._outside(proc, key, pid, line_id, text, ts, how)
+        elif (proc["ended"] or proc.get("crashed") or proc.get("tail_closed")) and (
                 proc.get("tail_closed") or _NEXT_PREAMBLE.match(text)
                 or (proc["ended"] and pid is None and _LLAMA_LIKE.match(text) is None
                     and not text.startswith(_OWN_LAST_WORDS))):
@@ -147,7 +171,7 @@ class Streams:
         if path is not None:  # a log that begins after the start lines: the model line opens the load
             self._start(proc, key, pid)
             return self._inside(self.procs[key], pid, line_id, text, ts, how)
-        if _PREAMBLE.match(text):
+        if _PREAMBLE.match(text) or (proc["pre"] and _CONTINUATION.match(text)):
             if len(proc["pre"]) < _MAX_PENDING:
                 proc["pre"].append(line_id)
             return None, "unattributed", None
