@@ -32,6 +32,14 @@ POSEIDON = Path(__file__).parent / "fixtures" / "logs" / "real" / "poseidon-rocm
     ("d:/users/dave/m.gguf", "d:/users/<user>/m.gguf"),
     (r'{"model":"C:\\Users\\eve\\m.gguf"}', r'{"model":"C:\\Users\\<user>\\m.gguf"}'),  # JSON text
     ("/var/home/frank/x.gguf and (/home/gina)", "/var/home/<user>/x.gguf and (/home/<user>)"),
+    # JSON text encoded twice (a tool call's arguments inside a stored answer), a doubled separator, XP's folder
+    (r'"{\\"model\\":\\"C:\\\\Users\\\\eve\\\\m.gguf\\"}"', r'"{\\"model\\":\\"C:\\\\Users\\\\<user>\\\\m.gguf\\"}"'),
+    ("/home//alice/m.gguf", "/home//<user>/m.gguf"), ("C://Users//bob/m.gguf", "C://Users//<user>/m.gguf"),
+    (r"C:\Documents and Settings\bob\m.gguf", r"C:\Documents and Settings\<user>\m.gguf"),
+    # %-encoded, as a URL's query or a file link carries a path
+    ("GET /open?path=%2Fhome%2Falice%2Fm.gguf&x=1", "GET /open?path=%2Fhome%2F<user>%2Fm.gguf&x=1"),
+    ("file:%2F%2F%2FUsers%2Fbob%2Fm.gguf", "file:%2F%2F%2FUsers%2F<user>%2Fm.gguf"),
+    ("C%3A%5CUsers%5Ccarol%5Cm.gguf", "C%3A%5CUsers%5C<user>%5Cm.gguf"),
     # no one's home: a URL's /users/, the root account, a masked path again
     ("GET /api/users/42", None), ("/root/models/x.gguf", None), ("/home/<user>/x", None), ("/models/x.gguf", None),
 ])
