@@ -109,3 +109,22 @@ def test_the_log_page_names_no_user_and_no_folder_of_the_author(tmp_path):
     text = "".join(p.read_text() for p in pages if p.suffix == ".md")
     assert "server.log" in text and "/home/&lt;user&gt;/Projects/Poseidon/models" in text.replace("\\<", "&lt;")
     assert "racek" not in text and "alice" not in text and str(tmp_path) not in text
+
+
+def test_a_trend_pages_file_name_names_no_user_and_no_address(tmp_path):
+    """Issue: the trend page of a model named by its file, ``/home/alice/models/m.gguf``, was
+    ``trend-nightly-home-alice-models-m-gguf`` (its CSV likewise): the page masked the name, its address did not."""
+    from cardproof.report.history.render import write_trends
+    from history_data import make_db
+
+    make_db(tmp_path / "h.db", [{"level": 100.0}, {"level": 101.0}], name="lab 192.168.77.13",
+            model="/home/alice/models/m.gguf")
+    store = open_store(tmp_path / "h.db", mode="ro")
+    try:
+        write_trends(store.db, tmp_path / "p")
+    finally:
+        store.close()
+    names = [f.name for f in (tmp_path / "p" / "site").rglob("*")]
+    assert [n for n in names if n.startswith("trend-")], names
+    assert [n for n in names if "alice" in n or "192-168-77-13" in n] == []
+    assert "trend-lab-192-168-77-x-home-user-models-m-gguf.md" in names
