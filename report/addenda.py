@@ -27,6 +27,7 @@ import sqlite_utils
 
 from . import queries
 from .i18n import LANGUAGES, Lang
+from ..daemon.store import json_text
 from ..daemon.storefile import connect_readonly
 
 _ADDENDA_MARK = '<span id="addenda"></span>'
@@ -233,8 +234,8 @@ def record_publication(db: sqlite_utils.Database, *, note: str | None = None, ve
     for run_id in runs:
         for key, f in figures(db, run_id).items():
             rows.append({"run_id": run_id, "key": key, "value": f["value"],
-                         "shown_json": json.dumps({k: f[k] for k in ("label", "shown", "samples", "form")
-                                                   if k in f}, ensure_ascii=False)})
+                         "shown_json": json_text({k: f[k] for k in ("label", "shown", "samples", "form")
+                                                  if k in f}, ensure_ascii=False)})
     with db.conn:
         pub = db["publications"].insert({"published_at": at, "note": (note or "").strip() or None,
                                          "cardproof_version": version}).last_pk

@@ -39,11 +39,17 @@ class FeedError(ValueError):
 _URL_BAD = re.compile(r"""[\s"'<>&`\\{}|^\x00-\x1f\x7f]""")
 
 
+def _unprintable(url: str) -> bool:
+    """A character no address needs written as it is: a control, format or private character, a surrogate,
+    an unassigned one (U+FFFF: no XML document, such as the feed, may hold it) or a separator."""
+    return not url.isprintable()
+
+
 def check_site_url(url: str) -> str:
     """``url`` as the site's base (ending in ``/``), or FeedError naming what is wrong."""
     parts = urlsplit(url.strip())
     if (parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment
-            or _URL_BAD.search(url.strip())):
+            or _URL_BAD.search(url.strip()) or _unprintable(url.strip())):
         raise FeedError(f"--site-url {url!r}: give the site's absolute address, e.g. https://user.github.io/results/ "
                         "(no query or fragment; spaces, quotes, &, < and > %-encoded)")
     return url.strip() if url.strip().endswith("/") else url.strip() + "/"

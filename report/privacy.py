@@ -7,8 +7,9 @@ paths masked unless the author opted out with ``--show-client-addresses``,
 credentials always removed (``daemon.redact``).
 
 What counts as a home-folder path: ``/home/NAME``, ``/Users/NAME`` (macOS;
-``/var/home/NAME`` too), ``C:\\Users\\NAME`` and ``C:/Users/NAME`` on any drive,
-also with the doubled backslashes of JSON text. NAME becomes ``<user>``:
+``/var/home/NAME`` too), ``C:\\Users\\NAME`` and ``C:/Users/NAME`` on any drive
+(``Documents and Settings`` too), also with the doubled backslashes of JSON text
+(however deep), a doubled separator, or %-encoded (``%2Fhome%2FNAME``). NAME becomes ``<user>``:
 the rest of the path (which model, which log) stays readable. A log source
 is published by its file name alone (:func:`source_name`): where on the
 author's machine it was read from says nothing a reader needs.
@@ -111,21 +112,30 @@ def mask_addresses(text: str | None) -> str | None:
 
 
 # the user's own folder: POSIX /home and macOS /Users (case as written: a URL's /users/42 is no home), and
-# Windows' \Users on a drive or with backslashes (any case), JSON's doubled backslashes included. A Windows
-# name may hold blanks ("C:\Users\Carol Smith\..."): up to the next separator where one follows
+# Windows' \Users (or XP's \Documents and Settings) on a drive or with backslashes (any case), JSON's doubled
+# backslashes included, however often a text was JSON-encoded (a tool call's arguments inside an answer
+# hold four), and a separator written twice (/home//alice). A Windows name may hold blanks
+# ("C:\Users\Carol Smith\..."): up to the next separator where one follows. The same folders %-encoded, as
+# a URL's query or a file:// link writes them (%2Fhome%2Falice, C%3A%5CUsers%5Cbob).
 _NAME = r"[^\\/\s\"'`<>|:*?,;()\[\]{}]+"
-_HOME = re.compile(r"(/home/|/Users/)(" + _NAME + r")"
-                   r"|((?:\b[A-Za-z]:)?\\{1,2}(?i:users)\\{1,2}|\b[A-Za-z]:/(?i:users)/)"
-                   r"([^\\/:*?\"<>|\r\n\t]{1,64}?(?=[\\/])|" + _NAME + ")")
+_WINDOWS_HOME = r"(?i:users|documents and settings)"
+_PCT_SEP = r"(?:%2[Ff]|%5[Cc])"
+_HOME = re.compile(r"(?P<posix>/home/+|/Users/+)(" + _NAME + r")"
+                   r"|(?P<windows>(?:\b[A-Za-z]:)?\\+" + _WINDOWS_HOME + r"\\+|\b[A-Za-z]:/+" + _WINDOWS_HOME + r"/+)"
+                   r"([^\\/:*?\"<>|\r\n\t]{1,64}?(?=[\\/])|" + _NAME + ")"
+                   r"|(?P<encoded>%2[Ff](?:home|Users)%2[Ff]"
+                   r"|(?:\b[A-Za-z](?::|%3[Aa]))?" + _PCT_SEP + _WINDOWS_HOME + _PCT_SEP + ")"
+                   r"((?:(?!" + _PCT_SEP + r")[^\\/\s\"'`<>|:*?,;()\[\]{}&=#])+)")
+_MAYBE_HOME = re.compile(r"ome/|ome%2|sers|SERS|ettings|ETTINGS")
 USER = "<user>"
 
 
 def mask_home(text: str | None) -> str | None:
     """The user name in every home-folder path of ``text`` as ``<user>``
     (``/home/alice/models/x.gguf`` -> ``/home/<user>/models/x.gguf``)."""
-    if not text or ("ome/" not in text and "sers" not in text and "SERS" not in text):
+    if not text or not _MAYBE_HOME.search(text):
         return text  # most texts name no home folder: one scan for a fragment decides
-    return _HOME.sub(lambda m: (m[1] or m[3]) + USER, text)
+    return _HOME.sub(lambda m: (m["posix"] or m["windows"] or m["encoded"]) + USER, text)
 
 
 def source_name(name: str | None) -> str | None:

@@ -36,8 +36,11 @@ ENV = {"title": "CARDPROOF_SITE_NAME", "title_de": "CARDPROOF_SITE_NAME_DE",
        "description": "CARDPROOF_SITE_DESCRIPTION", "description_de": "CARDPROOF_SITE_DESCRIPTION_DE"}
 _MAX_CHARS = {"title": 120, "title_de": 120, "description": 400, "description_de": 400}
 # MkDocs and Material print the site name and description as they are (no HTML escaping),
-# and one line each: markup and line breaks are refused rather than published
-_BAD = re.compile(r"[<>\x00-\x1f\x7f\u2028\u2029]")
+# and one line each: markup and line breaks are refused rather than published. So are the characters
+# the report shows no foreign text with (report/mdsafe.py's _UNPRINTABLE): C0 and C1 controls, lone
+# surrogates, the bidirectional overrides and isolates that make a title read backwards, and U+FFFE and
+# U+FFFF, which no XML document may hold (the feed's title and description are these values)
+_BAD = re.compile(r"[<>\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
 
 
 class SiteSettingsError(ValueError):
@@ -66,7 +69,8 @@ def read_site_settings(project: Path) -> dict[str, str]:
         if not isinstance(value, str) or not value.strip():
             raise SiteSettingsError(f"{path}: site.{key}: a non-empty text is needed")
         if _BAD.search(value):
-            raise SiteSettingsError(f"{path}: site.{key}: no markup (< >) and no line breaks")
+            raise SiteSettingsError(f"{path}: site.{key}: no markup (< >), no line breaks and no control "
+                                    f"characters (U+{ord(_BAD.search(value).group()):04X})")
         if len(value) > _MAX_CHARS[key]:
             raise SiteSettingsError(f"{path}: site.{key}: longer than {_MAX_CHARS[key]} characters")
         out[key] = value.strip()

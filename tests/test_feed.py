@@ -133,7 +133,9 @@ def test_every_link_of_every_page_names_a_file(request, which):
 @pytest.mark.parametrize("bad", ["results/", "ftp://host/x/", "https://", "https://host/x/?a=1", "javascript:alert(1)",
                                  # printed unescaped into attributes (the canonical link): refused, not escaped
                                  'https://host/x"onmouseover="alert(1)/', "https://host/a&copy=1/", "https://host/a b/",
-                                 "https://host/a'b/", "https://host/<b>/"])
+                                 "https://host/a'b/", "https://host/<b>/",
+                                 # no XML document may hold U+FFFF (the feed's links); controls no address needs
+                                 "https://host/a\uffffb/", "https://host/a\x85b/", "https://host/\u202eb/"])
 def test_a_site_url_that_is_no_address_is_refused_in_one_line(tmp_path, bad):
     result = _build(tmp_path / "none.db", tmp_path / "p", "--site-url", bad)
     assert result.exit_code == 2

@@ -32,6 +32,14 @@ POSEIDON = Path(__file__).parent / "fixtures" / "logs" / "real" / "poseidon-rocm
     ("d:/users/dave/m.gguf", "d:/users/<user>/m.gguf"),
     (r'{"model":"C:\\Users\\eve\\m.gguf"}', r'{"model":"C:\\Users\\<user>\\m.gguf"}'),  # JSON text
     ("/var/home/frank/x.gguf and (/home/gina)", "/var/home/<user>/x.gguf and (/home/<user>)"),
+    # JSON text encoded twice (a tool call's arguments inside a stored answer), a doubled separator, XP's folder
+    (r'"{\\"model\\":\\"C:\\\\Users\\\\eve\\\\m.gguf\\"}"', r'"{\\"model\\":\\"C:\\\\Users\\\\<user>\\\\m.gguf\\"}"'),
+    ("/home//alice/m.gguf", "/home//<user>/m.gguf"), ("C://Users//bob/m.gguf", "C://Users//<user>/m.gguf"),
+    (r"C:\Documents and Settings\bob\m.gguf", r"C:\Documents and Settings\<user>\m.gguf"),
+    # %-encoded, as a URL's query or a file link carries a path
+    ("GET /open?path=%2Fhome%2Falice%2Fm.gguf&x=1", "GET /open?path=%2Fhome%2F<user>%2Fm.gguf&x=1"),
+    ("file:%2F%2F%2FUsers%2Fbob%2Fm.gguf", "file:%2F%2F%2FUsers%2F<user>%2Fm.gguf"),
+    ("C%3A%5CUsers%5Ccarol%5Cm.gguf", "C%3A%5CUsers%5C<user>%5Cm.gguf"),
     # no one's home: a URL's /users/, the root account, a masked path again
     ("GET /api/users/42", None), ("/root/models/x.gguf", None), ("/home/<user>/x", None), ("/models/x.gguf", None),
 ])
@@ -101,3 +109,22 @@ def test_the_log_page_names_no_user_and_no_folder_of_the_author(tmp_path):
     text = "".join(p.read_text() for p in pages if p.suffix == ".md")
     assert "server.log" in text and "/home/&lt;user&gt;/Projects/Poseidon/models" in text.replace("\\<", "&lt;")
     assert "racek" not in text and "alice" not in text and str(tmp_path) not in text
+
+
+def test_a_trend_pages_file_name_names_no_user_and_no_address(tmp_path):
+    """Issue: the trend page of a model named by its file, ``/home/alice/models/m.gguf``, was
+    ``trend-nightly-home-alice-models-m-gguf`` (its CSV likewise): the page masked the name, its address did not."""
+    from cardproof.report.history.render import write_trends
+    from history_data import make_db
+
+    make_db(tmp_path / "h.db", [{"level": 100.0}, {"level": 101.0}], name="lab 192.168.77.13",
+            model="/home/alice/models/m.gguf")
+    store = open_store(tmp_path / "h.db", mode="ro")
+    try:
+        write_trends(store.db, tmp_path / "p")
+    finally:
+        store.close()
+    names = [f.name for f in (tmp_path / "p" / "site").rglob("*")]
+    assert [n for n in names if n.startswith("trend-")], names
+    assert [n for n in names if "alice" in n or "192-168-77-13" in n] == []
+    assert "trend-lab-192-168-77-x-home-user-models-m-gguf.md" in names

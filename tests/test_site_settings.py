@@ -79,6 +79,11 @@ def test_without_site_toml_cardproofs_own_wording_in_each_language(empty_db, tmp
     ('site = "x"\n', "site"),
     ('[website]\ntitle = "x"\n', "website"),
     ('[site]\ntitle = "' + "x" * 121 + '"\n', "site.title"),
+    # no XML document may hold U+FFFE or U+FFFF (the feed's title and description are these values: both feeds
+    # were invalid XML); C1 controls and the bidirectional overrides that make a title read backwards
+    ('[site]\ntitle = "A\\uFFFFB"\n', "site.title"), ('[site]\ndescription = "A\\uFFFEB"\n', "site.description"),
+    ('[site]\ntitle_de = "A\\u0085B"\n', "site.title_de"), ('[site]\ntitle = "abc\\u202Egpj.exe"\n', "site.title"),
+    ('[site]\ndescription_de = "A\\u2066B"\n', "site.description_de"),
 ])
 def test_a_bad_site_toml_is_refused_in_one_line_and_nothing_is_built(empty_db, tmp_path, text, named):
     project = tmp_path / "p"

@@ -96,3 +96,33 @@ def test_a_probe_answer_with_nan_and_a_cut_off_answer_are_kept_and_named(tmp_pat
     shown = {e["variant"]: e for e in probe["results"]}
     assert len(shown) == 6
     assert shown[variant]["error"].startswith(f'body at character {at} of {len(CUT)}, in "content": ')
+
+
+def test_a_fit_checks_buffers_from_a_log_number_past_float_range_are_stored_as_standard_json(tmp_path):
+    """A log line's figure of 400 digits reads as infinity (``float``); the fit check wrote it into
+    ``buffers_json`` as ``Infinity``, which SQLite's JSON functions and the report refuse. Every JSON column
+    the fit check, the variants and the log import write goes through ``store.json_text``."""
+    from cardproof.daemon.load import fit
+    from cardproof.daemon.load.fit_evidence import judge, read_lines
+
+    ev = read_lines([(1, "load_tensors: offloaded 33/33 layers to GPU"),
+                     (2, "load_tensors:        CUDA0 model buffer size =  1000.00 MiB"),
+                     (3, f"llama_kv_cache:        CPU KV buffer size = {'9' * 400}.00 MiB")])
+    assert ev.buffers["CPU"]["kv_buffer_mib"] == float("inf")
+    verdict = judge(ev, context_tokens=4096, load_error=None, request_error=None, card_readable=True)
+    store = open_store(tmp_path / "f.db")
+    try:
+        cid = store.insert("campaigns", {"name": "f", "sha256": "0" * 64, "toml_text": "", "registered_at": "x"})
+        run_id = store.insert("runs", {"campaign_id": cid, "status": "running", "started_at": "2026-01-01"})
+        model_id = store.insert("models", {"name": "fake-model", "digest": "d"})
+        row = {"run_id": run_id, "model_id": model_id, "position": 0, "context_tokens": 4096, "started_at": "x",
+               "server_args_json": "[]"}
+        fit._fill(row, ev, {}, None)
+        fit._store(store, row, verdict.verdict, verdict.reasons, verdict.missing, ev)
+        cols = [c for c in store.db["fit_checks"].columns_dict if c.endswith("_json")]
+        valid = store.db.execute(f"select {', '.join(f'json_valid({c})' for c in cols)} from fit_checks").fetchone()
+        buffers = json.loads(store.db.execute("select buffers_json from fit_checks").fetchone()[0])
+    finally:
+        store.close()
+    assert dict(zip(cols, valid)) == {c: 1 for c in cols}
+    assert buffers["CPU"]["kv_buffer_mib"] is None and buffers["_non_finite"] == {"CPU.kv_buffer_mib": "Infinity"}

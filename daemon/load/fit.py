@@ -33,7 +33,7 @@ from ..memory.procinfo import children
 from ..memory.readings import NOT_MEASURED, SourceUnavailable
 from ..prompts import build_prompt, new_nonce
 from ..said import Said, english
-from ..store import Store, utcnow
+from ..store import Store, json_text, utcnow
 from .fit_evidence import LoadEvidence, judge, read_lines
 from .fit_server import LaunchFailed, Launched, own_args, start_server, trained_context
 from .fit_settings import FitSettings
@@ -97,7 +97,7 @@ def fit_one(store: Store, *, run_id: int, model: str, model_id: int, model_file:
     row: dict = {"run_id": run_id, "model_id": model_id, "position": position, "context_tokens": context,
                  "started_at": utcnow(), "n_ctx_train": trained,
                  "n_ctx_train_source": "GGUF context_length" if trained else None,
-                 "server_args_json": json.dumps(list(settings.server_args))}
+                 "server_args_json": json_text(list(settings.server_args))}
     refused = _refusal(context, trained, model_file)
     if refused is not None:
         return _store(store, row, "refused", [refused], [])
@@ -295,7 +295,7 @@ def _fill(row: dict, ev: LoadEvidence, memory: dict, request_error: str | None) 
     row.update({
         "ctx_size": ev.ctx_size, "offloaded_layers": ev.offloaded_layers, "total_layers": ev.total_layers,
         "kv_card_mib": ev.kv_card_mib, "kv_host_mib": ev.kv_host_mib,
-        "buffers_json": json.dumps(ev.buffers, sort_keys=True),
+        "buffers_json": json_text(ev.buffers, sort_keys=True),
         "request_ok": int(request_error is None and row.get("load_id") is not None and row.get("request_ms") is not None),
         "request_error": request_error,
         # no reading where the server never came up: the row says so by NULLs, not by missing keys
@@ -308,8 +308,8 @@ def _store(store: Store, row: dict, verdict: str, reasons: list[Said], missing: 
            ev: LoadEvidence | None = None) -> dict:
     row.update({"verdict": verdict, "ended_at": utcnow(),
                 "reasons_text": english(reasons) if reasons else None,
-                "reasons_json": json.dumps([r.to_json() for r in reasons]) if reasons else None,
-                "evidence_json": json.dumps({**(ev.evidence if ev else {}), "missing": missing})})
+                "reasons_json": json_text([r.to_json() for r in reasons]) if reasons else None,
+                "evidence_json": json_text({**(ev.evidence if ev else {}), "missing": missing})})
     row["id"] = store.insert("fit_checks", row)
     return row
 

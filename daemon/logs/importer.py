@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..said import english, said_json
-from ..store import Store, StoreError, utcnow
+from ..store import Store, StoreError, json_text, utcnow
 from ..storefile import BUSY_TIMEOUT_S, shown
 from .access import parse_access, record_requests
 from .attribution import Attributor, scope_facts
@@ -299,7 +299,7 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
         structured = said_json(reason)
         conn.execute("insert into capture_gaps (source_id, at, reason, reason_json, lines_skipped) "
                      "values (?, ?, ?, ?, ?)", [sid, utcnow(), english(reason),
-                                                json.dumps(structured) if structured else None, skipped])
+                                                json_text(structured) if structured else None, skipped])
     if hasattr(reader, "finish"):
         reader.finish()
     return n, dup, lid, requests, attr, more
@@ -378,7 +378,7 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
     conn.execute(
         "update log_sources set cursor = coalesce(?, cursor), offset = coalesce(?, offset), "
         "inode = coalesce(?, inode), state_json = ?, updated_at = ? where id = ?",
-        [pos.get("cursor"), pos.get("offset"), pos.get("inode"), json.dumps(state), utcnow(), sid],
+        [pos.get("cursor"), pos.get("offset"), pos.get("inode"), json_text(state), utcnow(), sid],
     )
     unattributed = conn.execute(
         "select count(*) from log_lines where id >= ? and id < ? and source_id = ? and load_id is null",

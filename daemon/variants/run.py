@@ -40,7 +40,7 @@ from ..load.fit import store_lines
 from ..load.fit_evidence import _phase
 from ..load.fit_server import LaunchFailed, start_server
 from ..memory.budget import pin_guard
-from ..store import Store, StoreError, dumps, utcnow
+from ..store import Store, StoreError, dumps, json_text, utcnow
 from .args import ollama_options
 from .evidence import check_variant
 from .ollama import OllamaVariantBackend
@@ -116,8 +116,8 @@ def _register(ctx: "RunContext", position: int, model: str, variant: Variant) ->
     ctx.model_ids[name] = model_id
     vid = ctx.store.insert("variants", {
         "run_id": ctx.run_id, "position": position, "model_id": model_id, "base_model_id": ctx.model_ids[model],
-        "name": variant.name, "source": variant.source, "args_json": json.dumps(list(variant.args)),
-        "settings_json": json.dumps(dict(variant.settings)) if variant.settings else None,
+        "name": variant.name, "source": variant.source, "args_json": json_text(list(variant.args)),
+        "settings_json": json_text(dict(variant.settings)) if variant.settings else None,
         "status": "planned", "started_at": utcnow()})
     return _Row(vid, model, variant, name, model_id)
 
@@ -180,8 +180,8 @@ def _router(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, meas
         section = preset_section(row.name, base, row.variant.args, _model_file(ctx, row.model), groups)
         sections.append(section)
         _update(ctx, row, server_kind="router", base_args_source=base.source,
-                base_args_json=json.dumps(base.args or [f"{k} = {v}" for k, v in base.preset]),
-                server_args_json=json.dumps(section[1:-1]))
+                base_args_json=json_text(base.args or [f"{k} = {v}" for k, v in base.preset]),
+                server_args_json=json_text(section[1:-1]))
     folder = _folder(ctx.store)
     preset = write_preset(folder / f"run{ctx.run_id}-variants.ini", sections)
     log = log_path(folder, ctx.run_id, "variants-router")
@@ -203,7 +203,7 @@ def _router(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, meas
             entry = backend.model_entry(row.name)
             args = ((entry or {}).get("status") or {}).get("args")
             if isinstance(args, list):  # what the router made of the section: the child's command line
-                _update(ctx, row, server_args_json=json.dumps([a for a in args[1:] if isinstance(a, str)]))
+                _update(ctx, row, server_args_json=json_text([a for a in args[1:] if isinstance(a, str)]))
             load_id = load_for_cell(vctx, row.name, pin, refused)
             status = ctx.store.db.execute("select status, error_text from loads where id = ?",
                                           [load_id]).fetchone() if load_id else None
@@ -264,8 +264,8 @@ def _single(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, meas
     for row in rows:
         model_file = _model_file(ctx, row.model)
         args = single_command(row.name, base, row.variant.args, model_file, groups)
-        _update(ctx, row, server_kind="single", base_args_source=base.source, base_args_json=json.dumps(base.args),
-                server_args_json=json.dumps(args))
+        _update(ctx, row, server_kind="single", base_args_source=base.source, base_args_json=json_text(base.args),
+                server_args_json=json_text(args))
         if base.source == "not read" and not model_file:
             _not_loaded(ctx, row, "refused", "no model file known: set file in the model's [[models]] table "
                         "(the server's command line could not be read)", measure)
@@ -336,7 +336,7 @@ def _ollama(ctx: "RunContext", rows: list[_Row], pinned: set[str], measure: Meas
     for row in rows:
         options, refused_why = ollama_options(row.variant.args)
         _update(ctx, row, server_kind="ollama", base_args_source="not read",
-                server_args_json=json.dumps({"options": options}))
+                server_args_json=json_text({"options": options}))
         if refused_why:
             _not_loaded(ctx, row, "refused", "; ".join(refused_why), measure)
             continue
@@ -389,8 +389,8 @@ def _swap(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, measur
             continue
         entries[row.name] = entry
         _update(ctx, row, server_kind="llama-swap", base_args_source="llama-swap config",
-                base_args_json=json.dumps(shlex.split(config["models"][row.model]["cmd"])),
-                server_args_json=json.dumps(shlex.split(entry["cmd"])))
+                base_args_json=json_text(shlex.split(config["models"][row.model]["cmd"])),
+                server_args_json=json_text(shlex.split(entry["cmd"])))
     rows = [r for r in rows if r.name in entries]
     if not rows:
         return

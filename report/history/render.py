@@ -217,7 +217,7 @@ def write_data_file(path: Path, page_series: list[dict]) -> None:
                 figures += [sp.median, sp.low, sp.high, sp.n] if sp else ["", "", "", ""]
             line.seek(0)
             line.truncate()
-            w.writerow([public(s["campaign"]), public(s["model"]), s["prompt_class"],
+            w.writerow([public(s["campaign"]), public(s["model"]), public(s["prompt_class"]),
                         int(bool(s["reasoning"])), p["run_id"], p["started_at"] or "",
                         public(p["server_build"] or ""), p["state"], *figures,
                         s.get("kind", "measure"), s.get("streams") or "", s.get("depth_tokens") or "",

@@ -18,6 +18,7 @@ from cardproof.daemon.load.stats import percentile
 
 from .. import findings, queries
 from ..gates import run_gate_config
+from ..privacy import public_text
 from ..stats import Spread
 from .conditions import _among, changed, model_conditions, run_conditions
 from .steps import find_steps
@@ -63,8 +64,12 @@ def _figure(v) -> bool:
 
 
 def slug(text: str) -> str:
-    """A file-name-safe, stable part of a page name (the full name stays on the page)."""
-    s = re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:60]
+    """A file-name-safe, stable part of a page name (the full name stays on the page).
+
+    Made from the name as pages publish it (``privacy.public_text``, masked whatever the opt-out: a page's
+    address is no place for it): a model named by its file ``/home/alice/m.gguf`` or a campaign naming a
+    client's address gave the trend page and its CSV the user's name and the address in their file names."""
+    s = re.sub(r"[^a-z0-9]+", "-", (public_text(str(text)) or "").lower()).strip("-")[:60]
     return s or "x"
 
 

@@ -1,6 +1,6 @@
 """MkDocs hooks of a cardproof site (copied by ``cardproof report build``; named in mkdocs.yml).
 
-Seven jobs, the first three so that publishing one new run rebuilds only the pages it
+Eight jobs, the first three so that publishing one new run rebuilds only the pages it
 changed (``cardproof.report.site_build`` runs mkdocs with ``dirty=True``):
 
 - **Navigation of sections only.** Without a ``nav:`` of the author's, the
@@ -28,6 +28,7 @@ changed (``cardproof.report.site_build`` runs mkdocs with ``dirty=True``):
 - **No feed link without a feed.** Material links both RSS feeds from every page's head
   whenever a plugin named ``rss`` is configured, enabled or not; without a site URL the
   plugin is off and those links would name files that are never written.
+- **The feed's item titles as text**: see ``on_page_content``.
 - **The site's name and description as text.** MkDocs and Material print them into the
   page unescaped (``<title>``, the logo's ``aria-label``, the description meta), and the
   feed plugin into XML partly unescaped; see ``on_pre_build``.
@@ -168,6 +169,24 @@ def _feed_texts(config) -> None:
         mine.write_bytes(xsl.read_bytes())
     # the plugin's Jinja environment escapes templates named *.xml (select_autoescape)
     rss.tpl_folder, rss.tpl_file = template.parent, template
+
+
+@event_priority(-100)  # after the feed plugin took the page as an item (its on_page_content)
+def on_page_content(html_text, page, config, **kwargs):
+    """The feed item's title as text. The plugin takes ``page.title``, which a run article's front matter
+    holds as HTML (``mdsafe.yaml_title``: MkDocs and Material print it unescaped), and the feed's template
+    escapes it again: a campaign "Tom & Jerry" was "Tom &amp;amp; Jerry" in the RSS feed and
+    "Tom &amp; Jerry" in the JSON feed, where a title is plain text."""
+    rss = config.plugins.get("rss")
+    items = getattr(rss, "pages_to_filter", None) if rss is not None and rss.config.enabled else None
+    if items:
+        item = items[-1]
+        if (item.title and getattr(item, "abs_path", None) is not None
+                and str(item.abs_path) == str(Path(page.file.abs_src_path))
+                and not getattr(item, "_cardproof_text", False)):
+            item.title = html.unescape(str(item.title))
+            item._cardproof_text = True  # once: the list outlives this language's build
+    return html_text
 
 
 @event_priority(-200)  # after the i18n plugin chose this language's files
