@@ -12,7 +12,7 @@ from pathlib import Path
 from . import charts
 from .findings import reasoning_pairs
 from .i18n import CATALOGUE, Lang
-from .mdsafe import MD, code_span, translator
+from .mdsafe import MD, code_span, esc, translator
 from .observations import quoted
 
 
