@@ -194,3 +194,82 @@ def test_factored_trigger_scan_finds_what_a_flat_alternation_finds():
         assert factored.findall(text) == flat.findall(text), text
     # where one trigger starts another, the longer wins, as in the flat alternation sorted longest first
     assert re.compile(_trie_pattern(["ab", "abc", "b"])).findall("abcab") == ["abc", "ab"]
+
+
+def test_numbers_no_float_holds_give_no_fact_and_no_error(tmp_path):
+    """Every line of the real-log corpus that yields a fact, its numbers swapped for 400 or 5,000 digits (a
+    garbled or hostile line): no parser raises (an int past Python's digit limit, a float overflow), no
+    fact is infinite, and an import of such lines keeps each line."""
+    import math
+    import re
+
+    from cardproof.daemon.logs import import_path
+    from cardproof.daemon.logs.lines import clean_stamped
+    from cardproof.daemon.store import open_store
+
+    fixtures = Path(__file__).parent / "fixtures" / "logs"
+    mutated = []
+    for path in sorted(fixtures.rglob("*.log")):
+        for raw in path.read_text(errors="replace").splitlines():
+            text = clean_stamped(raw)[2]
+            if parse_line(text):
+                mutated += [re.sub(r"\d+", digits, text) for digits in ("9" * 400, "9" * 5000)]
+    assert len(mutated) > 200
+    for text in mutated:
+        for f in parse_line(text):
+            assert f.value_num is None or math.isfinite(f.value_num), (f, text[:120])
+    log = tmp_path / "huge.log"
+    # and a journal prefix whose PID is 400 digits: no PID, the line kept as it came
+    prefixed = [f"May 15 08:57:30 red llama-server[{'9' * 400}]: {t}" for t in mutated[:150]]
+    log.write_text("".join(t.replace("\r", " ") + "\n" for t in mutated[:150] + prefixed))
+    store = open_store(tmp_path / "t.db")
+    try:
+        import_path(store, log)
+        kept = store.db.execute("select count(*) from log_lines").fetchone()[0]
+        bad = store.db.execute("select count(*) from facts where value_num is not null and "
+                               "(value_num > 1e308 or value_num < -1e308)").fetchone()[0]
+    finally:
+        store.close()
+    assert kept == 300 and bad == 0
+
+
+def test_a_long_hostile_line_is_read_in_time_linear_in_its_length(tmp_path):
+    """Each parser's trigger words inside 50,000 characters of padding, digits, quotes, parentheses or
+    repeats of itself: a regular expression that backtracks without bound turns one such line into
+    minutes or hours (``load_tensors:`` and 4,000 spaces once took 5 minutes, a 1 MiB line would never
+    end). The whole file must import well inside a minute; read linearly it takes a second or two. An
+    alarm ends the test at the minute (the regular expression engine checks for signals)."""
+    import signal
+    import time
+
+    from cardproof.daemon.logs import import_path
+    from cardproof.daemon.logs.parsers import _dispatch
+    from cardproof.daemon.store import open_store
+
+    n = 20_000
+    words = sorted(set(_dispatch()[1])) + ["loading model '", "loaded meta data with 3 key-value pairs and 2 tensors "
+                                           "from ", "build: 1 (abc)", "Killed process ", "Main process exited"]
+    shapes = (lambda w: "a" * n + w + " = 1 MiB", lambda w: w + " " * n + "x", lambda w: w + " = " + "9" * n,
+              lambda w: w + " '" + "a" * n, lambda w: w + " (" + "a" * n, lambda w: (w + " ") * (n // len(w)),
+              lambda w: w * (n // len(w)))
+    log = tmp_path / "hostile.log"
+    log.write_text("build: 1 (abc)\nloading model '/m/x.gguf'\n"
+                   + "".join(shape(w).replace("\n", " ") + "\n" for w in words for shape in shapes))
+    store = open_store(tmp_path / "t.db")
+
+    def too_slow(*_):
+        raise TimeoutError("the import of the hostile lines ran past a minute")
+
+    old = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(60)
+    t0 = time.monotonic()
+    try:
+        import_path(store, log)
+        kept = store.db.execute("select count(*) from log_lines").fetchone()[0]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        store.close()
+    took = time.monotonic() - t0
+    assert kept == 2 + len(words) * len(shapes)
+    assert took < 60, f"{took:.0f} s for {kept} lines"

@@ -21,21 +21,21 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # (journalctl leaves the host out when an entry has no _HOSTNAME)
 # (-o short-precise adds microseconds to the clock)
 _SYSLOG_PREFIX = re.compile(r"(?:[A-Z][a-z]{2}|\d{1,2}月) [ \d]?\d \d\d:\d\d:\d\d(?:\.\d{1,9})? "
-                            r"(?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+                            r"(?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d{1,7})\])?: ")
 # journalctl -o short-full: "Sun 2025-11-30 11:53:20 CET host llama-server[1234]: " (the zone as abbreviated)
 _FULL_SYSLOG_PREFIX = re.compile(r"[A-Z][a-z]{2} (\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,9}))? ([A-Za-z][\w+-]{0,9}) "
-                                 r"(?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+                                 r"(?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d{1,7})\])?: ")
 # journalctl -o short-monotonic / short-delta: "[  123.456789] host ident[pid]: ", "[  123.456790 <    0.000001 >] "
 # (seconds since boot: no wall clock to keep)
-_MONOTONIC_PREFIX = re.compile(r"\[ *\d+\.\d{6}(?: <[ \d.]+>)? *\] (?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+_MONOTONIC_PREFIX = re.compile(r"\[ *\d+\.\d{6}(?: <[ \d.]+>)? *\] (?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d{1,7})\])?: ")
 # journalctl -o short-unix: "1764500000.123456 host ident[pid]: " (seconds since the epoch, UTC)
-_UNIX_PREFIX = re.compile(r"(\d{9,11})\.(\d{6}) (?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d+)\])?: ")
+_UNIX_PREFIX = re.compile(r"(\d{9,11})\.(\d{6}) (?:[^\s:\[]+ )?([^\s\[:]+)(?:\[(\d{1,7})\])?: ")
 # zone abbreviations that name UTC itself; any other ("CET", "IST") is ambiguous: the clock is kept without a zone
 _UTC_NAMES = frozenset(("UTC", "GMT", "Z", "UCT"))
 # journalctl -o short-iso / short-iso-precise: "2025-11-30T12:00:01+0100 host llama-server[812]: "
 # (the [pid] is required here: without it "system info: ..." after a stamp would read as host+ident)
 _ISO_SYSLOG_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)? "
-                                r"(?:[^\s:\[]+ )?([^\s\[:]+)\[(\d+)\]: ")
+                                r"(?:[^\s:\[]+ )?([^\s\[:]+)\[(\d{1,7})\]: ")
 # docker logs -t, kubectl logs --timestamps, podman logs -t: RFC 3339 with nanoseconds, then a space;
 # log viewers that export "2026-05-17 10:44:45.483 | " put a bar after it
 _STAMP_PREFIX = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?(?: \| | )")

@@ -84,7 +84,7 @@ _OWN_LAST_WORDS = ("Received second interrupt", "terminate called after throwing
 _LOADING_MODEL = re.compile(r"loading model '([^']+)'")
 _META_MODEL = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?)"
                          r" \(version ")
-_CRASH = re.compile(r"(?:\.cu:\d+: (CUDA error)|(GGML_ASSERT\(.*\) failed))")
+_CRASH = re.compile(r"(?:\.cu:\d+: (CUDA error)|(GGML_ASSERT\(.{0,1000}?\) failed))")
 # llama.cpp's own line shapes: its timestamp, "function: ", its 2024 INFO and JSON forms
 _LLAMA_LIKE = re.compile(r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d [A-Z] |[a-z_][a-z0-9_]*: |INFO \[|VERB \[|\{\")")
 _PROXY = ("[INFO] ", "[DEBUG] ", "[WARN] ", "[ERROR] ", "[llama-swap] ", "llama-swap listening")

@@ -11,6 +11,8 @@ cheap substring test keeps the cost per line low (most lines carry no fact).
 
 from __future__ import annotations
 
+import math
+
 import re
 from typing import Callable, NamedTuple
 
@@ -116,8 +118,13 @@ def parse_line(text: str) -> list[Fact]:
             if fn in seen:
                 continue
             seen.add(fn)
-            facts.extend(fn(text))
-    return facts
+            try:
+                facts.extend(fn(text))
+            except (ValueError, OverflowError):  # a number no int or float holds: that parser's facts are skipped
+                continue
+    # a number past what a float holds (a garbled line's 400 digits) reads as infinity: no fact, never a
+    # figure that later arithmetic (int(), sums, JSON) fails on; the line itself is kept as it was
+    return [f for f in facts if f.value_num is None or math.isfinite(f.value_num)]
 
 
 def mib(value: str, unit: str = "MiB") -> float:

@@ -83,7 +83,7 @@ _KERNEL = (("trap invalid opcode", "SIGILL"), ("trap divide error", "SIGFPE"), (
 # ggml and the C++ runtime abort right after these: a failed assert, GGML_ABORT's "file:line: fatal error",
 # ggml_abort or ggml's terminate handler in a backtrace (glibc's "(ggml_abort+0x152)", gdb's "in ggml_abort ()"),
 # libstdc++'s and libc++'s words on an uncaught exception
-_GGML = re.compile(r"GGML_ASSERT\(.*\) failed|\(ggml_abort\+0x|\bin ggml_(?:abort|uncaught_exception\(\)) \("
+_GGML = re.compile(r"GGML_ASSERT\(.{0,1000}?\) failed|\(ggml_abort\+0x|\bin ggml_(?:abort|uncaught_exception\(\)) \("
                    r"|^\S+\.(?:c|cc|cpp|cu|cuh|h|hpp|m|mm):\d+: fatal error\s*$")
 _TERMINATE = re.compile(r"terminate called (?:after throwing an instance of |without an active exception|recursively)"
                         r"|libc\+\+abi: terminating")
@@ -143,7 +143,7 @@ def crash_of(text: str) -> CrashSignal | None:
 
 
 # the kernel names the process it killed or trapped: its PID ties the line to that process's load
-_NAMED_PID = re.compile(r"(?:[Kk]illed process (\d+) \(|\S\[(\d+)\]:? (?:trap |segfault at |general protection))")
+_NAMED_PID = re.compile(r"(?:[Kk]illed process (\d{1,7}) \(|\S\[(\d{1,7})\]:? (?:trap |segfault at |general protection))")
 
 
 def crash_pid(text: str) -> int | None:

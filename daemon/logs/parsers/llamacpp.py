@@ -14,11 +14,14 @@ from ..lines import relative_seconds
 # "load_tensors:        CUDA0 model buffer size = 14634.73 MiB"   (2025+)
 # "llm_load_tensors:      CUDA0 buffer size =  8796.98 MiB"       (2024, no "model")
 # "llm_load_tensors: AMD Radeon RX 7900 XTX (RADV NAVI31) buffer size = ..." (Vulkan names)
-_MODEL_BUF = re.compile(r"load_tensors:\s+(?P<dev>.+?)\s+(?:model )?buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
-_KV_BUF = re.compile(r"(?P<dev>\S+) KV buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
-_COMPUTE_BUF = re.compile(r"(?P<dev>\S+) compute buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
-_OUTPUT_BUF = re.compile(r"(?P<dev>\S+)\s+output buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
-_RS_BUF = re.compile(r"(?P<dev>\S+) RS buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
+# the device name may hold spaces (a Vulkan card's); it begins and ends with a visible character and is
+# bounded, so a line of padding cannot make the search backtrack without end (4,000 spaces once took 5 minutes)
+_MODEL_BUF = re.compile(r"load_tensors:\s+(?P<dev>[^\s=](?:[^=]{0,120}?[^\s=])?)\s+(?:model )?buffer size =\s*"
+                        r"(?P<n>[\d.]{1,40}) (?P<u>[KMG]i?B)")
+_KV_BUF = re.compile(r"(?P<dev>\S{1,64}) KV buffer size =\s*(?P<n>[\d.]{1,40}) (?P<u>[KMG]i?B)")
+_COMPUTE_BUF = re.compile(r"(?P<dev>\S{1,64}) compute buffer size =\s*(?P<n>[\d.]{1,40}) (?P<u>[KMG]i?B)")
+_OUTPUT_BUF = re.compile(r"(?P<dev>\S{1,64})\s+output buffer size =\s*(?P<n>[\d.]{1,40}) (?P<u>[KMG]i?B)")
+_RS_BUF = re.compile(r"(?P<dev>\S{1,64}) RS buffer size =\s*(?P<n>[\d.]{1,40}) (?P<u>[KMG]i?B)")
 
 
 def _sized(rx: re.Pattern, name: str):
@@ -47,7 +50,7 @@ def parse_compute_buffer(text: str) -> list[Fact]:
 
 
 # "llama_adapter_lora_init_impl:      CUDA0 LoRA buffer size =    19.00 MiB" (Ollama prints it for adapters)
-_LORA_BUF = re.compile(r"(?P<dev>\S+) LoRA buffer size =\s*(?P<n>[\d.]+) (?P<u>[KMG]i?B)")
+_LORA_BUF = re.compile(r"(?P<dev>\S{1,64}) LoRA buffer size =\s*(?P<n>[\d.]{1,40}) (?P<u>[KMG]i?B)")
 parse_lora_buffer = parser("LoRA buffer size")(_sized(_LORA_BUF, "lora_buffer_mib"))
 parse_output_buffer = parser("output buffer size")(_sized(_OUTPUT_BUF, "output_buffer_mib"))
 # recurrent state of hybrid models: not in DESIGN's list, but card memory all the same
@@ -233,7 +236,7 @@ def parse_spec_none(text: str) -> list[Fact]:
 # older "srv    load_model: loading draft model '/models/draft.gguf'"; the 2024 builds and ik_llama.cpp
 # name it as a field of the message instead: 'INFO [ load_model] loading draft model | tid="1" ...
 # model="/models/draft.gguf"', and their JSON log as '"msg":"loading draft model",...,"model":"..."'
-_DRAFT_MODEL = re.compile(r"""loading draft model(?: '([^']+)'|.*?\bmodel"?\s*[=:]\s*"((?:[^"\\]|\\.)+)")""")
+_DRAFT_MODEL = re.compile(r"""loading draft model(?: '([^']+)'|.{0,400}?\bmodel"?\s*[=:]\s*"((?:[^"\\]|\\.)+)")""")
 
 
 @parser("loading draft model")
