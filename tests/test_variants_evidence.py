@@ -47,6 +47,13 @@ def test_threads_from_system_info_recorded_and_published():
     assert facts("0.00.023.299 I cmn          init: llama threadpool init, n_threads = 2") == {}
 
 
+def test_threads_from_the_servers_json_log():
+    """--log-format json (the 2024 server's default, ik_llama.cpp): the fields of the "system info" message."""
+    assert facts(published("ik-llama-discussion753-json-system-info.log", '"msg":"system info"')) == {
+        "n_threads": 56.0, "n_threads_batch": 56.0}
+    assert facts(published("ik-llama-discussion753-json-system-info.log", '"msg":"build info"')) == {}
+
+
 def test_flash_attention_as_set_and_as_resolved():
     assert facts(line("flash_attn            = enabled")) == {"flash_attn": "on"}
     assert facts(line("flash_attn            = disabled")) == {"flash_attn": "off"}
@@ -66,6 +73,20 @@ def test_batch_and_physical_batch():
 
 def test_an_overridden_tensor_names_its_buffer_type():
     assert facts(line("overridden")) == {"tensor_override/CPU": "blk.0.ffn_up.weight"}
+
+
+def test_an_overridden_tensor_in_every_spelling_builds_printed():
+    # ik_llama.cpp (and llama.cpp's first -ot builds): no size, "overriden"
+    assert facts(published("ik-llama-discussion753-overriden-context.log", "blk.37.ffn_up_exps")) == {
+        "tensor_override/CPU": "blk.37.ffn_up_exps.weight"}
+    assert facts(published("ik-llama-pr645-draft-model-assert.log", "blk.3.ffn_gate_exps")) == {
+        "tensor_override/CUDA1": "blk.3.ffn_gate_exps.weight"}
+    # llama.cpp PR 11397 (ubergarm's comment): lower case, an RPC server as the buffer type
+    assert facts("tensor blk.49.ffn_gate_exps.weight buffer type overriden to RPC[127.0.0.1:50053]") == {
+        "tensor_override/RPC[127.0.0.1:50053]": "blk.49.ffn_gate_exps.weight"}
+    # 2025 on, a CPU override may land in the repacked buffer (llama.cpp PR 14990); shimmy's --cpu-moe audit
+    assert facts("tensor blk.1.ffn_down_exps.weight (99 MiB iq4_nl) buffer type overridden to CPU_REPACK") == {
+        "tensor_override/CPU_REPACK": "blk.1.ffn_down_exps.weight"}
 
 
 # -- arguments -------------------------------------------------------------------------------------
