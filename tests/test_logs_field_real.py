@@ -116,6 +116,10 @@ CORPUS = {
                                                    "CUDA_Host": 33.76},
                       "draft_output_buffer_mib": {"CUDA_Host": 0.49}}),
         ]},
+    # two excerpts of one ik_llama.cpp load (README): neither holds the line a load starts on
+    "ik-llama-discussion753-json-system-info.log": {"lines": 7, "requests": 0, "observed_unplaced": [], "loads": NONE},
+    "ik-llama-discussion753-overriden-context.log": {
+        "lines": 76, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "ik-llama-issue425-journald-cuda.log": {"lines": 9, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "llama-cpp-issue24681-compose-router.log": {"lines": 12, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "llama-cpp-issue7637-json-format.log": {

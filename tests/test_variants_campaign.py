@@ -70,6 +70,8 @@ def test_every_model_by_default_and_the_other_axes():
     ('[variants.sets]\nx = ["-t", "1", "-ctk", "q9"]', "variants.sets.x[2]", "f16"),
     ('[variants.sets]\nx = ["-t", "two"]', "variants.sets.x[0]", "whole number"),
     ('[variants.sets]\nx = ["-t"]', "variants.sets.x[0]", "needs a value"),
+    ('[variants.sets]\nx = ["-cmoe", "2"]', "variants.sets.x[0]", "takes no value"),
+    ('[variants.sets]\nx = ["-ngl", "most"]', "variants.sets.x[0]", "whole number"),
     ('[variants.sets]\n"kv-8" = ["-t", "1"]', "variants.sets.kv-8", "read in rules"),
     ('threads = [1]\n[variants.sets]\nt1 = ["-t", "1"]', "variants.sets.t1", "both a set and"),
     ('cache_type = ["q3"]', "variants.cache_type[0]", "q8_0"),
@@ -83,6 +85,13 @@ def test_every_model_by_default_and_the_other_axes():
 def test_a_variant_the_server_cannot_or_must_not_take_is_refused(variants, key, words):
     err = refused(campaign(variants))
     assert f"'{key}'" in str(err) and words in str(err), str(err)
+
+
+def test_the_spellings_other_builds_take_are_variants_too():
+    """A bare -fa (the switch of builds before 2025-08), -ngl all/auto (builds from 2025-12), --cpu-moe."""
+    camp = parse_campaign(campaign('[variants.sets]\nold = ["-fa", "-t", "1"]\nall = ["-ngl", "all", "-cmoe"]\n'))
+    plan = camp.sections["variants"].plan(("a",))
+    assert [v.args for _, v in plan] == [("-fa", "-t", "1"), ("-ngl", "all", "-cmoe")]
 
 
 def test_a_variants_name_may_not_take_a_campaign_models():

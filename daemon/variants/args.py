@@ -30,7 +30,7 @@ class Setting:
     name: str
     flags: tuple[str, ...]  # every spelling; the last ``--`` one is llama-server's own (its preset key)
     fact: str  # the fact of the load's log that states the value in effect
-    kind: str  # int | text | fa (on/off/auto) | tensors (an override pattern)
+    kind: str  # int | text | fa (on/off/auto, or bare in builds before 2025-08) | tensors (an override pattern) | switch
     ollama: str | None = None  # the request option Ollama takes for it, where it has one
 
     @property
@@ -48,6 +48,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("batch", ("-b", "--batch-size"), "n_batch", "int", "num_batch"),
     Setting("gpu_layers", ("-ngl", "--gpu-layers", "--n-gpu-layers"), "offloaded_layers", "int", "num_gpu"),
     Setting("n_cpu_moe", ("-ncmoe", "--n-cpu-moe"), "tensor_override", "int"),
+    Setting("cpu_moe", ("-cmoe", "--cpu-moe"), "tensor_override", "switch"),
     Setting("override_tensor", ("-ot", "--override-tensor"), "tensor_override", "tensors"),
     Setting("ctx_size", ("-c", "--ctx-size"), "ctx_size", "int", "num_ctx"),
 )
@@ -197,5 +198,6 @@ OLLAMA_NO_OPTION = {
     "ubatch": "Ollama has no request option for the physical batch (num_batch sets the logical batch)",
     "threads_batch": "Ollama has no request option for the prompt-processing threads",
     "n_cpu_moe": "Ollama has no request option to keep experts on the CPU",
+    "cpu_moe": "Ollama has no request option to keep experts on the CPU",
     "override_tensor": "Ollama has no request option for tensor overrides",
 }

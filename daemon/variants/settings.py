@@ -96,8 +96,17 @@ def check_args(value: Any) -> tuple[str, ...]:
         setting = BY_FLAG.get(flag)
         if setting is None:
             continue
+        if setting.kind == "switch":
+            if arg_value is not None:
+                raise validate.Invalid(f"{validate.quoted(flag)} takes no value, got {validate.quoted(arg_value)}",
+                                       at=at)
+            continue
+        if arg_value is None and setting.kind == "fa":
+            continue  # a bare -fa: the switch of builds before 2025-08 (later builds need on, off or auto)
         if arg_value is None:
             raise validate.Invalid(f"{validate.quoted(flag)} needs a value", at=at)
+        if setting.name == "gpu_layers" and arg_value in ("auto", "all"):
+            continue  # builds from 2025-12 on: the build decides, or every layer
         if setting.kind == "int" and not re.fullmatch(r"-?\d{1,9}", arg_value):
             raise validate.Invalid(f"{validate.quoted(flag)} takes a whole number, got {validate.quoted(arg_value)}",
                                    at=at)

@@ -93,18 +93,22 @@ def parse_kv_types(text: str) -> list[Fact]:
 # "system_info: n_threads = 8 / 16 | AVX = 1 | ..." (2024); the server's own line
 # "system info: n_threads = 8, n_threads_batch = 8, total_threads = 16"; 2024 builds and ik_llama.cpp
 # 'INFO [ main] system info | tid="1" timestamp=1 n_threads=64 n_threads_batch=-1' (-1: as n_threads)
+# the same fields in the server's JSON log (--log-format json, the 2024 default; ik_llama.cpp):
+# '{"tid":"1","timestamp":1,"level":"INFO","function":"main","line":3634,"msg":"system info","n_threads":56,
+# "n_threads_batch":56,"total_threads":112,"system_info":"AVX = 1 | ..."}'
 _THREADS = re.compile(r"system[_ ]info: n_threads = (\d{1,6})(?: \(n_threads_batch = (\d{1,6})\)|, "
                       r"n_threads_batch = (\d{1,6}))?|system info \|.*?\bn_threads=(\d{1,6})"
-                      r"(?: n_threads_batch=(\d{1,6}))?")
+                      r"(?: n_threads_batch=(\d{1,6}))?"
+                      r"|\"msg\":\s*\"system info\".*?\"n_threads\":\s*(\d{1,6})(?:,\s*\"n_threads_batch\":\s*(\d{1,6}))?")
 
 
-@parser("n_threads = ", "n_threads=")
+@parser("n_threads = ", "n_threads=", '"n_threads":')
 def parse_threads(text: str) -> list[Fact]:
     m = _THREADS.search(text)
     if not m:
         return []
-    facts = [Fact("n_threads", float(m[1] or m[4]), unit="threads")]
-    batch = m[2] or m[3] or m[5]
+    facts = [Fact("n_threads", float(m[1] or m[4] or m[6]), unit="threads")]
+    batch = m[2] or m[3] or m[5] or m[7]
     if batch:
         facts.append(Fact("n_threads_batch", float(batch), unit="threads"))
     return facts
@@ -140,11 +144,14 @@ def parse_batch(text: str) -> list[Fact]:
 
 
 # A tensor kept off the default device by -ot / --n-cpu-moe (LLAMA_LOG_DEBUG: printed from -lv 5):
-# "tensor blk.1.ffn_up_exps.weight (1 MiB q4_K) buffer type overridden to CPU", "... overridden to CUDA_Host"
-_OVERRIDE = re.compile(r"tensor (\S+) \([^)]*\) buffer type overridden to (\S+)")
+# "tensor blk.1.ffn_up_exps.weight (1 MiB q4_K) buffer type overridden to CPU", "... overridden to CUDA_Host",
+# "... overridden to CPU_REPACK" (2025 on); the first builds with -ot (2025-03) named no size and misspelled it:
+# "tensor blk.49.ffn_up_exps.weight buffer type overriden to RPC[127.0.0.1:50053]", and ik_llama.cpp still
+# does, capitalised: "Tensor blk.3.ffn_gate_exps.weight buffer type overriden to CUDA1"
+_OVERRIDE = re.compile(r"\b[Tt]ensor (\S+) (?:\([^)]*\) )?buffer type overrid{1,2}en to (\S+)")
 
 
-@parser("buffer type overridden")
+@parser("buffer type overridden", "buffer type overriden")
 def parse_tensor_override(text: str) -> list[Fact]:
     """``tensor_override``: the tensor's name, its buffer type as the device."""
     m = _OVERRIDE.search(text)
