@@ -180,6 +180,18 @@ CORPUS = {
                observed=[(133, 648.99, 2048, 30387.12), (11, 339.88, 10, 104.28)]),
         ]},
     # lines 1-8 come before build: (devices, backends, the n_parallel choice), line 329 after the exit
+    # Windows (HIP build 5618): the model path in backslashes; its file name is the model's name
+    "rocm-issue4903-windows-hip.log": {
+        "lines": 136, "requests": 0, "observed_unplaced": [],
+        "loads": [
+            _l("Qwen3-Embedding-8B-Q8_0.gguf",
+               "C:\\Users\\musclez\\Downloads\\llama-b5603-bin-win-hip-radeon-x64\\Qwen3-Embedding-8B-Q8_0.gguf",
+               [(1, 136)], open_=True,
+               facts={"offloaded_layers": 37, "total_layers": 37, "ctx_size": 40960, "flash_attn": "on",
+                      "model_buffer_mib": {"ROCm0": 7668.64, "ROCm_Host": 629.47},
+                      "kv_buffer_mib": {"ROCm0": 5760.00}, "kv_cache_type_k": "f16", "kv_cache_type_v": "f16",
+                      "compute_buffer_mib": {"ROCm0": 1552.90, "ROCm_Host": 368.02}, "n_ubatch": 2048}),
+        ]},
     "yuy4o-llm-b7342-docker-a100.log": {
         "lines": 329, "requests": 0, "observed_unplaced": [],
         "loads": [

@@ -31,14 +31,13 @@ resume with the same bindings (it is stored with the log source).
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 
 from ..crashes import router_died
 from .parsers import Fact
 from .parsers.cmdline import flag_facts
-from .processes import Streams, has_phase_word
+from .processes import Streams, file_name, has_phase_word
 
 _SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\d+)")
 _PROXY = re.compile(r"proxying request to model (\S+) on port (\d+)")
@@ -256,7 +255,7 @@ class Attributor:
                 return None, "unattributed", None
             path = m[1]
             port = _OLLAMA_PORT.search(text)
-            load = self.hooks.new_load(model_name=os.path.basename(path), model_file=path,
+            load = self.hooks.new_load(model_name=file_name(path), model_file=path,
                                        port=int(port[1]) if port else None, start_line_id=line_id, requested_at=ts)
             # the scheduler's plan for this load was printed just before it started
             self.hooks.bind(st["pending"], load, "boundary")

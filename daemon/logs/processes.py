@@ -42,7 +42,6 @@ Lines a proxy writes into the same stream (llama-swap's ``[INFO]``,
 
 from __future__ import annotations
 
-import os
 import re
 
 _LLAMA_TS = r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d [A-Z] )?"
@@ -96,6 +95,13 @@ def has_phase_word(text: str) -> bool:
     # an "or" chain, not any() over a tuple: this runs for every line of a load
     return ("draft" in text or "model loaded" in text or "initializing" in text or "KV cache" in text
             or "kv_cache: size" in text)
+
+
+def file_name(path: str) -> str:
+    """The last part of a model path as the server printed it: a Windows path (``C:\\Users\\x\\m.gguf``)
+    splits at backslashes too, whatever system reads the log."""
+    tail = re.split(r"[\\/]", path.rstrip("/\\"))[-1]
+    return tail or path
 
 
 def is_start(text: str) -> bool:
@@ -210,7 +216,7 @@ class Streams:
                 if len(proc["pending"]) < _MAX_PENDING:
                     proc["pending"].append(line_id)
                 return None, "unattributed", None
-            load = hooks.new_load(model_name=os.path.basename(path.rstrip("/")) or path, model_file=path, pid=pid,
+            load = hooks.new_load(model_name=file_name(path), model_file=path, pid=pid,
                                   start_line_id=line_id, requested_at=ts)
             proc["load"] = load
             hooks.bind(proc["pending"], load, how)
