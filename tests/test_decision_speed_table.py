@@ -51,6 +51,9 @@ def test_speed_table_marks_unstable_and_overlapping_cells(canary_run_db, tmp_pat
     num = Lang("en").num
     ratio, low, high = statistics.median(b) / statistics.median(a), min(b) / max(a), max(b) / min(a)
     assert 1.9 <= ratio <= 2.1
-    assert rows["short · reasoning on"] == f"{num(ratio, 2)} ({num(low, 2)}–{num(high, 2)})", (rows, a, b)
+    if min(len(a), len(b)) >= 2:
+        assert rows["short · reasoning on"] == f"{num(ratio, 2)} ({num(low, 2)}–{num(high, 2)})", (rows, a, b)
+    else:  # a single sample has no scatter to judge by: never a measurable difference
+        assert rows["short · reasoning on"] == "no measurable difference", (rows, a, b)
     de_rows = _speed_rows(de, "### tiny-b ")
     assert de_rows["kurz · Reasoning aus"] == "**instabil**: kein Verhältnis", de_rows

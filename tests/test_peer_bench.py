@@ -116,8 +116,13 @@ def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llam
     timings = [ask(16), ask(16), ask(16), ask(3)]
     import time as _time
 
-    _time.sleep(0.3)
-    got = server_tpot_ms(step_timings(llama_server.log_path, mark, 16))
+    lines = step_timings(llama_server.log_path, mark, 16)
+    deadline = _time.monotonic() + 10
+    while len(lines) < 3 and _time.monotonic() < deadline:  # the server writes its log after it answers
+        _time.sleep(0.1)
+        lines = step_timings(llama_server.log_path, mark, 16)
+    assert len(lines) == 3, lines
+    got = server_tpot_ms(lines)
     want = statistics.median(t["predicted_ms"] / t["predicted_n"] for t in timings[:3])
     assert all(t["predicted_n"] == 16 for t in timings[:3]) and timings[3]["predicted_n"] == 3
     assert got == pytest.approx(want, rel=0.01)  # the log prints ms to two decimals
