@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -162,12 +163,23 @@ def test_a_campaign_whose_runs_did_not_change_is_not_read_and_a_changed_one_is_r
     assert "9876.5" in next((project / "site" / "trends").glob("trend-weekly-*.csv")).read_text()
 
 
+@pytest.fixture(scope="module")
+def built_two(tmp_path_factory):
+    """Two campaigns' store and a project built from it, once for the damage cases (each works on a copy:
+    a copied project's caches are read like the original's)."""
+    tmp = tmp_path_factory.mktemp("built-two")
+    db, nightly, weekly = _two_campaigns(tmp)
+    write_articles(db, tmp / "proj")
+    return db, nightly, tmp / "proj"
+
+
 @pytest.mark.parametrize("damage", ["head cut short", "head of other code", "page file cut short",
                                     "page file of another page", "page file removed", "points of another run"])
-def test_damaged_cache_files_are_no_cache(tmp_path, damage):
-    db, nightly, _ = _two_campaigns(tmp_path)
-    project = tmp_path / "proj"
-    write_articles(db, project)
+def test_damaged_cache_files_are_no_cache(tmp_path, damage, built_two):
+    src_db, nightly, src_project = built_two
+    db, project = tmp_path / "h.db", tmp_path / "proj"
+    shutil.copy(src_db, db)
+    shutil.copytree(src_project, project)
     head = project / "site" / pages_module.HEAD
     files = {pickle.loads(f.read_bytes())["campaign"]: f for f in _page_files(project)}
     if damage == "head cut short":
