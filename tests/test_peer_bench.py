@@ -111,16 +111,24 @@ def test_server_decode_time_per_token_is_read_from_the_log_of_one_tools_run(llam
         r.raise_for_status()
         return r.json()["timings"]
 
-    ask(16)  # before the mark: not this run's
-    mark = llama_server.log_path.stat().st_size
-    timings = [ask(16), ask(16), ask(16), ask(3)]
     import time as _time
 
-    lines = step_timings(llama_server.log_path, mark, 16)
-    deadline = _time.monotonic() + 10
-    while len(lines) < 3 and _time.monotonic() < deadline:  # the server writes its log after it answers
-        _time.sleep(0.1)
-        lines = step_timings(llama_server.log_path, mark, 16)
+    def written(start: int, n: int) -> list[dict]:
+        """The timing lines of 16-token answers from ``start`` once ``n`` are there: the server writes
+        its log after it answers, a moment later under load."""
+        lines = step_timings(llama_server.log_path, start, 16)
+        deadline = _time.monotonic() + 10
+        while len(lines) < n and _time.monotonic() < deadline:
+            _time.sleep(0.1)
+            lines = step_timings(llama_server.log_path, start, 16)
+        return lines
+
+    before = llama_server.log_path.stat().st_size
+    ask(16)  # before the mark: not this run's
+    assert len(written(before, 1)) == 1
+    mark = llama_server.log_path.stat().st_size
+    timings = [ask(16), ask(16), ask(16), ask(3)]
+    lines = written(mark, 3)
     assert len(lines) == 3, lines
     got = server_tpot_ms(lines)
     want = statistics.median(t["predicted_ms"] / t["predicted_n"] for t in timings[:3])
