@@ -129,3 +129,25 @@ def test_a_model_cut_into_parts_by_gguf_split_counts_every_part(tmp_path):
     assert short["architecture"] == want["architecture"]
     row = modelfile.describe("moe", str(parts[0]))
     assert "file_bytes" not in row and "params" not in row and row["digest"]
+
+
+def test_a_single_servers_model_is_described_from_the_file_its_props_name(tiny_models, tmp_path, llama_server):
+    """A real single-model llama-server names its file in ``/props`` (``model_path``): the models row gets the
+    file's size, digest and GGUF shape from it, as a router's listed ``--model`` gives them (the findings
+    group models by that shape). A router describes no model this way: it lists each model's file itself."""
+    from cardproof.daemon import llamacpp
+    from cardproof.daemon.backends.llamaserver import LlamaServerBackend
+
+    path = tiny_models["tiny-a"]
+    server = llamacpp.LlamaServerProcess(["-m", str(path), "--alias", "tiny-a", "-c", "256", "-t", "1"],
+                                         log_path=tmp_path / "single.log")
+    server.start()
+    try:
+        row = LlamaServerBackend(server.url, timeout_s=30).describe_model("tiny-a")
+    finally:
+        server.stop()
+    want = modelfile.describe("tiny-a", str(path))
+    assert row["path"] == str(path) and row["file_bytes"] == path.stat().st_size
+    for key in ("digest", "params", "active_params", "tokenizer_sha256", "architecture", "quantisation"):
+        assert row[key] == want[key], key
+    assert LlamaServerBackend(llama_server.url, timeout_s=30).describe_model("tiny-a") is None

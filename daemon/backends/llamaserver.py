@@ -62,6 +62,28 @@ class LlamaServerBackend(OpenAICompatBackend):
             self._router = any("status" in m for m in listed)
         return self._router
 
+    def describe_model(self, name: str) -> dict | None:
+        """A single server's one model, from the file its ``/props`` names (``model_path``) where that file is
+        on this machine: size, digest and the GGUF shape the findings group by. A router lists each model's
+        file itself (runner: ``model_path_from_args``); a file not here describes nothing."""
+        from pathlib import Path
+
+        from ..modelfile import describe
+
+        if self.is_router():
+            return None
+        try:
+            path = self._get_json("/props").get("model_path")
+        except (BackendError, AttributeError):
+            return None
+        if not isinstance(path, str) or not path or len(path) > 4096:
+            return None
+        try:
+            here = Path(path).is_file()
+        except (OSError, ValueError):
+            return None
+        return {k: v for k, v in describe(name, path).items() if k != "name"} if here else None
+
     def model_status(self, name: str) -> str | None:
         """``loaded``/``loading``/``unloaded``/... in router mode; None if unknown."""
         for m in self.models():
