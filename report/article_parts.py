@@ -161,6 +161,9 @@ def run_charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
             charts.write_svg(img_dir / name, charts.decode_chart(rows, L, axis_title=axis))
         out["variants"].append({"metric": metric, "title": title, "file": f"img/{name}", "rows": rows})
     out["reasoning_left_out"] = reasoning_pairs(view)[1]
+    # every measured cell with reasoning off (a campaign of reasoning = [false], a model with no thinking mode)
+    out["reasoning_off_only"] = bool(view["models"]) and not any(
+        on for m in view["models"] for (_cls, on) in m["cells"])
     rows = charts.reasoning_rows(view, L)
     if rows:
         name = f"run-{rid}-reasoning-{L.code}.svg"

@@ -59,6 +59,11 @@ def test_the_seed_article_states_its_findings_each_figure_linked_to_its_evidence
             assert f'id="{anchor}"' in article, anchor
     headline = _page(project, f"run-{rid}", "en").index("## Headline")
     assert headline < _page(project, f"run-{rid}", "en").index("## Findings")
+    # a campaign of reasoning = [false]: the section says so, not that a comparison was left unmeasured
+    for lang, title, said in (("en", "Reasoning on and off", "Reasoning was off in every cell this run measured"),
+                              ("de", "Reasoning an und aus", "Reasoning war in jeder Zelle dieses Laufs aus")):
+        section = _section(_page(project, f"run-{rid}", lang), title)
+        assert said in section and "Not measured" not in section and "Nicht gemessen" not in section, section
 
 
 def test_a_run_without_findings_has_no_section(tmp_path):
