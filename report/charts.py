@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import OrderedDict
 import math
 import os
 import queue
@@ -56,15 +57,46 @@ def _render(spec: str, locale: str) -> str:
 _PADDING = {"left": 5, "top": 5, "right": 48, "bottom": 5}
 
 
-def _svg(chart: alt.Chart, L: Lang):
+def _spec_text(chart: alt.Chart) -> str:
     # not validated against the Vega-Lite schema here (0.3 s per new run at a year of runs, for specs
     # only this module builds): tests/test_report.py validates every chart a real run's articles draw
     spec = chart.to_dict(validate=False)
     spec.setdefault("padding", _PADDING)
-    spec = json.dumps(spec)
+    return json.dumps(spec)
+
+
+def _draw(spec: str, L: Lang):
     if _pending is not None:
         return _Deferred(spec, _LOCALES[L.code])
     return _render(spec, _LOCALES[L.code])
+
+
+def _svg(chart: alt.Chart, L: Lang):
+    return _draw(_spec_text(chart), L)
+
+
+#: decode chart specs by what they are made of (rows, labels, domain, language): building one with
+#: Altair costs about 60 ms (its objects are copied at every step), and a build writes the same chart
+#: again for each language and run it renders again; the spec is text, so a hit is the same spec
+_SPECS: "OrderedDict[tuple, str]" = OrderedDict()
+_SPECS_MAX = 2048
+_SPECS_LOCK = threading.Lock()
+
+
+def _cached_spec(key: tuple | None, make) -> str:
+    if key is None:
+        return _spec_text(make())
+    with _SPECS_LOCK:
+        spec = _SPECS.get(key)
+        if spec is not None:
+            _SPECS.move_to_end(key)
+            return spec
+    spec = _spec_text(make())
+    with _SPECS_LOCK:
+        _SPECS[key] = spec
+        if len(_SPECS) > _SPECS_MAX:
+            _SPECS.popitem(last=False)
+    return spec
 
 
 def _spec_mark(spec: str, locale: str) -> str:
@@ -304,7 +336,11 @@ def decode_chart(rows: list[dict], L: Lang, title: str | None = None, domain: li
     ``domain`` is the x range shared with the run's other decode chart; past one
     order of magnitude the axis is logarithmic (and says so).
     """
-    return _svg(decode_spec(rows, L, title, domain, axis_title), L)
+    try:  # the rows as given, in their order: the same text makes the same spec
+        key = ("decode", json.dumps([rows, title, domain, axis_title]), L.code, id(L.translations))
+    except (TypeError, ValueError):
+        key = None  # a value JSON cannot hold: built every time
+    return _draw(_cached_spec(key, lambda: decode_spec(rows, L, title, domain, axis_title)), L)
 
 
 def reasoning_rows(view: dict, L: Lang) -> list[dict]:

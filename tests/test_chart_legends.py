@@ -74,3 +74,23 @@ def test_a_chart_drawn_from_the_same_spec_is_not_drawn_again(tmp_path, monkeypat
     path.write_text(path.read_text().rsplit("<!--", 1)[0])  # a file of an older build, without its mark
     draw("de", rows=_rows()[:2])
     assert len(drawn) == 4
+
+
+def test_a_decode_charts_spec_is_built_once_per_content_and_language(monkeypatch):
+    """The same rows, labels and language give the spec built the first time (Altair is not asked again);
+    another language, other rows or a changed value build a new one, equal to what Altair makes."""
+    charts._SPECS.clear()
+    built = []
+    real = charts.decode_spec
+    monkeypatch.setattr(charts, "decode_spec", lambda *a, **k: built.append(a[1].code) or real(*a, **k))
+    monkeypatch.setattr(charts, "_pending", None)
+    monkeypatch.setattr(charts, "_render", lambda spec, locale: spec)  # the spec text, not its drawing
+    en, de = Lang("en"), Lang("de")
+    first = charts.decode_chart(_rows(), en, title="t")
+    assert charts.decode_chart(_rows(), en, title="t") == first and built == ["en"]
+    other = charts.decode_chart(_rows(), de, title="t")
+    assert built == ["en", "de"] and other != first
+    changed = _rows()
+    changed[0] = dict(changed[0], median=changed[0]["median"] + 1)
+    assert charts.decode_chart(changed, en, title="t") != first and built == ["en", "de", "en"]
+    assert first == charts._spec_text(real(_rows(), en, "t"))
