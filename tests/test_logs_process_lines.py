@@ -55,16 +55,7 @@ SHAPES = {
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_line_of_a_process_is_in_its_load(shape, tmp_path):
     lines, owners = SHAPES[shape]()
-    path = tmp_path / "server.log"
-    path.write_text("\n".join(lines) + "\n")
-    store = open_store(tmp_path / "t.db")
-    try:
-        stats = import_path(store, path)
-        loads = load_summaries(store.db)
-        got = [r[0] for r in store.db.execute("select load_id from log_lines order by id")]
-    finally:
-        store.close()
-    assert stats["lines"] == len(lines)
+    loads, got = _import_lines(tmp_path, lines)  # every line stored
     assert [ld["model"] for ld in loads] == (["qwen"] if shape == "router child" else [MODEL, MODEL])
     ids = [ld["id"] for ld in loads]
     wrong = [(n + 1, lines[n][:90]) for n, (load, owner) in enumerate(zip(got, owners)) if load != ids[owner]]
