@@ -102,7 +102,7 @@ def _gguf_split(src, stem, tmp_path):
 
     tool = llamacpp.find_binary("llama-gguf-split")
     out = subprocess.run([str(tool), "--split", "--split-max-tensors", "1", str(src), str(tmp_path / stem)],
-                         capture_output=True, text=True, timeout=60)
+                         env=llamacpp.server_env(tool), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     return sorted(tmp_path.glob(f"{stem}-*-of-*.gguf"))
 
