@@ -657,8 +657,19 @@ def counted_tables(conn, schema: str = "main") -> set[str]:
     names = {r[0] for r in conn.execute(f"select name from {schema}.sqlite_master where type in ('table', 'trigger')")}
     if "row_changes" not in names:
         return set()
+    # from m025 a table is followed by three triggers (``follow_rows``); a store migrated before it has two
     return {n[len("row_changes_"):-len("_update")] for n in names
             if n.startswith("row_changes_") and n.endswith("_update") and n[:-len("_update")] + "_delete" in names}
+
+
+def salted_tables(conn, schema: str = "main") -> set[str]:
+    """Tables of ``schema`` whose every write is recorded with a fresh salt (``follow_rows``, m025): updates,
+    deletes and rows replaced by an insert. A table missing any of its three triggers is not."""
+    names = {r[0] for r in conn.execute(f"select name from {schema}.sqlite_master where type in ('table', 'trigger')")}
+    cols = {r[1] for r in conn.execute(f"pragma {schema}.table_info(row_changes)")} if "row_changes" in names else set()
+    if "salt" not in cols:
+        return set()
+    return {t for t in counted_tables(conn, schema) if f"row_changes_{t}_replace" in names}
 
 
 @migrations(name="m023_model_shape")
@@ -707,3 +718,50 @@ def m024_variants(db: sqlite_utils.Database) -> None:
             "on conflict (tbl, bucket) do update set n = n + 1;" for r in rows.format(old="old", new="new").split())
         db.execute(f'create trigger if not exists "row_changes_variants_{kind}" after {kind} on "variants" '
                    f"begin {marks} end")
+
+
+#: tables no trigger follows: the change record itself, and the migrations' own record
+UNFOLLOWED = ("row_changes", "_sqlite_migrations")
+
+
+def follow_rows(db: sqlite_utils.Database, table: str) -> None:
+    """(Re)create the triggers that record every write to ``table`` in ``row_changes``: per bucket of
+    4,096 rowids, ``n`` counts rows updated, deleted or replaced, and ``salt`` becomes a fresh
+    ``random()`` on each of those writes.
+
+    A migration that adds a table calls this for it (tests/test_migrations.py checks every table has
+    the three triggers). The salt is why a count is not enough: a store restored from a backup and
+    then edited once reaches the count a different edit of the original reached, and the report kept
+    pages made from the other edit. The third trigger sees ``insert or replace`` (and an upsert's
+    insert) of a row that exists: without ``recursive_triggers`` (off in the sqlite3 shell and in
+    Python) the row it deletes fires no delete trigger. A plain append (an id above the highest) is
+    not recorded: it is read as the rows above a table's highest id, and costs an import nothing.
+    """
+    if table in UNFOLLOWED or table.startswith("sqlite_"):
+        return
+    q = '"' + table.replace('"', '""') + '"'
+    literal = "'" + table.replace("'", "''") + "'"
+    name = table.replace('"', "").replace("'", "")
+
+    def mark(row: str) -> str:
+        return (f"insert into row_changes (tbl, bucket, n, salt) values ({literal}, {row}.rowid >> {ROW_CHANGE_BITS}, "
+                "1, random()) on conflict (tbl, bucket) do update set n = n + 1, salt = random();")
+
+    for kind in ("update", "delete", "replace"):
+        db.execute(f'drop trigger if exists "row_changes_{name}_{kind}"')
+    db.execute(f'create trigger "row_changes_{name}_update" after update on {q} begin {mark("old")} {mark("new")} end')
+    db.execute(f'create trigger "row_changes_{name}_delete" after delete on {q} begin {mark("old")} end')
+    # NEW.rowid is -1 in a BEFORE INSERT trigger where the id is left to SQLite: only an insert naming an
+    # id at or below the table's highest can replace a row
+    db.execute(f'create trigger "row_changes_{name}_replace" before insert on {q} '
+               f"when new.rowid >= 0 and new.rowid <= (select max(rowid) from {q}) begin {mark('new')} end")
+
+
+@migrations(name="m025_row_salts")
+def m025_row_salts(db: sqlite_utils.Database) -> None:
+    # every write to a stored row changes what the report reads of the store's record (follow_rows): a
+    # restore then an edit, and a row replaced by insert or replace, left pages and the public copy stale
+    if "salt" not in db["row_changes"].columns_dict:
+        db["row_changes"].add_column("salt", int)
+    for table in db.table_names():
+        follow_rows(db, table)

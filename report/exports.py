@@ -31,7 +31,7 @@ from . import csvsafe
 from .gates import excluded_samples
 from .i18n import LANGUAGES, Lang
 from .privacy import public_text, source_name
-from ..daemon.migrations import ROW_CHANGE_BITS, counted_tables
+from ..daemon.migrations import ROW_CHANGE_BITS, salted_tables
 from ..daemon.storefile import connect_readonly
 
 DATABASE_NAME = "cardproof.db"
@@ -168,12 +168,14 @@ def _changes(conn: sqlite3.Connection, seen: dict | None) -> dict | None:
     """The store's change counts (``row_changes``, daemon/migrations.py m022) and each counted table's
     highest rowid, or None where the store keeps none; ``updates``: in-place updates since every row
     was last compared (from ``seen``, the record of the copy on disk)."""
-    counted = sorted(counted_tables(conn))
+    counted = sorted(salted_tables(conn))
     if not counted:
         return None
-    buckets: dict[str, dict[str, int]] = {}
-    for tbl, bucket, n in conn.execute("select tbl, bucket, n from main.row_changes"):
-        buckets.setdefault(str(tbl), {})[str(bucket)] = n
+    # a bucket's count and salt: a store restored from a backup and edited reaches an old count, never
+    # an old salt; a row replaced by ``insert or replace`` moves both (daemon/migrations.py follow_rows)
+    buckets: dict[str, dict[str, list]] = {}
+    for tbl, bucket, n, salt in conn.execute("select tbl, bucket, n, salt from main.row_changes"):
+        buckets.setdefault(str(tbl), {})[str(bucket)] = [n, salt]
     top = {t: conn.execute(f"select max(rowid) from main.{_quote(t)}").fetchone()[0] or 0 for t in counted}
     updates = seen.get("updates", 0) + 1 if isinstance(seen, dict) and isinstance(seen.get("updates"), int) else 0
     return {"top": top, "buckets": {t: buckets.get(t, {}) for t in counted}, "updates": updates}

@@ -19,13 +19,12 @@ import time
 from importlib import metadata, resources
 from pathlib import Path
 
-from cardproof.daemon.migrations import ROW_CHANGE_BITS, counted_tables
+from cardproof.daemon.migrations import ROW_CHANGE_BITS, salted_tables
+
+from .row_owners import EVERYWHERE_COLUMNS, Owned, everywhere, owners, quote
 
 MANIFEST = ".cardproof-build.json"
 
-# Rows a run article is made from, by the column that names the run.
-_RUN_TABLES = ("samples", "loads", "cells", "canaries", "memory_samples", "log_lines", "probe_results",
-               "rule_results", "published_figures")  # published_figures: the Addenda
 # What the articles are made with besides the data.
 _CODE_SUFFIXES = (".py", ".j2", ".po", ".pot", ".toml")
 
@@ -58,153 +57,122 @@ def code_fingerprint() -> str:
 TABLE_STATS = ".cardproof-table-stats.json"
 
 
-def _table_queries(tables: set[str], counted: set[str] = frozenset()) -> list[tuple[str, tuple[str, ...], str, str]]:
-    """Per kind of row: (name, tables it depends on, whole-table query, per-run grouped query).
-
-    The grouped query has a ``{where}`` slot for ``where <its rows' id> > ?`` (only rows added since).
-    A table in ``counted`` has its changed and deleted rows counted by the store's triggers
-    (``row_changes``, daemon/migrations.py m022): its whole figures are that count and its highest id,
-    read without going through the table (a count of 3 million log lines, a sum over 2.5 million gate
-    results were most of this step at a year of runs).
-    """
-    def whole(t: str, plain: str) -> str:
-        if t in counted:
-            return (f"select 'counted', (select coalesce(sum(n), 0) from row_changes where tbl = '{t}'), "
-                    f"(select max(id) from {t})")
-        return plain
-
-    # count and highest id as two subqueries: each alone is answered from an index or the b-tree's edge,
-    # both in one statement scan the table (0.25 s for the log lines at a year of runs)
-    # per run: count, highest id (, sum of fired), lowest id: the ids span the run's rows, which the
-    # change counts' buckets are matched to (``_touched``)
-    out = [(t, (t,), whole(t, f"select (select count(*) from {t}), (select max(id) from {t})"),
-            f"select run_id, count(*), max(id), min(id) from {t} {{where}} group by run_id")
-           for t in _RUN_TABLES if t in tables]
-    out.append(("gate_results", ("gate_results", "samples"),
-                # judging again deletes and inserts (daemon/judge.py): count and highest id see it; a
-                # verdict updated in place (fired set) only the sum of fired does (or the change count)
-                whole("gate_results", "select count(*), max(id), sum(fired) from gate_results"),
-                "select samples.run_id, count(*), max(gate_results.id), sum(fired), min(gate_results.id) "
-                "from gate_results join samples on samples.id = gate_results.sample_id {where} "
-                "group by samples.run_id"))
-    if "facts" in tables:
-        out.append(("facts", ("facts", "loads"),
-                    whole("facts", "select (select count(*) from facts), (select max(id) from facts)"),
-                    "select loads.run_id, count(*), max(facts.id), min(facts.id) from facts "
-                    "join loads on loads.id = facts.load_id {where} group by loads.run_id"))
+def _salts(db) -> dict[str, list]:
+    """The store's record of its writes (``row_changes``: per table and bucket of 4,096 rowids, rows
+    updated, deleted or replaced, and the salt the last of them left), by table, in bucket order."""
+    out: dict[str, list] = {}
+    if "row_changes" not in db.table_names():
+        return out
+    cols = {r[1] for r in db.execute("pragma table_info(row_changes)").fetchall()}
+    salt = "salt" if "salt" in cols else "null"
+    for tbl, bucket, n, s in db.execute(f"select tbl, bucket, n, {salt} from row_changes order by tbl, bucket"):
+        out.setdefault(str(tbl), []).append([bucket, n, s])
     return out
 
 
-def _top(figures: list):
-    """The highest id in a table's whole figures (either shape, ``_table_queries``)."""
-    return figures[2] if figures and figures[0] == "counted" else figures[1]
+def _digest(items) -> str:
+    return hashlib.sha256(json.dumps(items, separators=(",", ":"), default=str).encode()).hexdigest()[:32]
 
 
-def _appended_only(db, table: str, before: list, now: list) -> bool:
-    """True when ``table`` only gained rows since ``before`` ([count, highest id(, sum of fired)]):
-    every row it had is still there (the rows above the old highest id are exactly the new count), and
-    where a sum of ``fired`` is kept, the old rows' sum is unchanged."""
-    if isinstance(before, list) and len(before) == 3 == len(now) and before[0] == now[0] == "counted":
-        # no row changed or deleted since (the triggers' count is the same): the rows above the old
-        # highest id are exactly the new ones
-        return before[1] == now[1] and (before[2] is None or (now[2] is not None and now[2] >= before[2]))
-    if not (isinstance(before, list) and len(before) == len(now) and isinstance(before[0], int)) or now[0] == "counted":
+def _content_per_run(db, owned: Owned) -> dict[int, list]:
+    """Per run, a digest of the content of every row of ``owned``'s table it owns: for a table whose
+    writes the store does not record (its triggers dropped), the only way to see a row changed in place."""
+    cols = [r[1] for r in db.execute(f"pragma table_info({quote(owned.table)})").fetchall()]
+    row = "||char(31)||".join(f"quote({{t}}.{quote(c)})" for c in cols) or "''"
+    out = {}
+    for rid, text, n in db.execute(owned.per_run(f"group_concat({row}, char(30)), count(*)")).fetchall():
+        out[rid] = ["content", n, hashlib.sha256(str(text).encode()).hexdigest()[:32]]
+    return out
+
+
+def _appended_only(db, owned: Owned, before, now: list) -> bool:
+    """True when the table only gained rows since ``before`` ([signature of its recorded writes, highest
+    rowid, row count]): no row was updated, deleted or replaced (the same signature) and the rows above
+    the old highest rowid are exactly the new ones."""
+    if not (isinstance(before, list) and len(before) == 3 and before[0] == now[0]):
         return False
-    if before[0] == 0:
+    if before[1] is None:
         return True
-    if not isinstance(before[1], int) or now[1] is None or now[1] < before[1]:
+    if not isinstance(before[1], int) or not isinstance(before[2], int) or now[1] is None or now[1] < before[1]:
         return False
-    cols = "count(*), coalesce(sum(fired), 0)" if len(now) == 3 else "count(*)"
-    added = db.execute(f"select {cols} from {table} where id > ?", [before[1]]).fetchone()
-    if added[0] != now[0] - before[0]:
-        return False
-    return len(now) < 3 or (now[2] or 0) - (before[2] or 0) == added[1]
+    added = db.execute(f"select count(*) from {quote(owned.table)} where rowid > ?", [before[1]]).fetchone()[0]
+    return added == now[2] - before[2]
 
 
 def _merged(runs: dict, added: list) -> dict:
-    """Per-run [count, highest id(, fired), lowest id] with the rows added since folded in."""
+    """Per-run [count, highest rowid, lowest rowid] with the rows added since folded in."""
     out = dict(runs)
     for row in added:
         key, figures = str(row[0]), list(row[1:])
         old = out.get(key)
-        if not isinstance(old, list) or len(old) != len(figures):
+        if not isinstance(old, list) or len(old) != 3 or not all(isinstance(v, int) for v in old):
             out[key] = figures
             continue
-        merged = [old[0] + figures[0], max(v for v in (old[1], figures[1]) if v is not None)]
-        if len(figures) == 4:
-            merged.append((old[2] or 0) + (figures[2] or 0))
-        merged.append(min(v for v in (old[-1], figures[-1]) if v is not None))
-        out[key] = merged
+        out[key] = [old[0] + figures[0], max(old[1], figures[1]), min(old[2], figures[2])]
     return out
 
 
-def _touched(db, stats: dict[str, dict[int, list]], counted: set[str]) -> dict[str, dict[int, int]]:
-    """Per counted table and run: the store's count of updated and deleted rows (``row_changes``) in the
-    buckets of ids its rows span. A row changed in place leaves a run's count and highest id as they
-    were (a log line attributed to a load, a sample's counters from the log): this moves instead, so the
-    run's pages are made again; runs whose ids share the bucket are made again with it (harmless)."""
-    out: dict[str, dict[int, int]] = {}
-    for name in counted & set(stats):
-        rows = db.execute("select bucket, sum(n) from row_changes where tbl = ? group by bucket order by bucket",
-                          [name]).fetchall()
-        if not rows:
+def _touched(salts: dict[str, list], stats: dict[str, dict[int, list]]) -> dict[str, dict[int, str]]:
+    """Per table and run: the record of writes (``row_changes``) in the buckets of rowids its rows span.
+    A row changed in place leaves a run's count and highest rowid as they were (a log line attributed
+    to a load, a sample's counters from the log, a row replaced): this moves instead, so the run's
+    pages are made again; runs whose rows share the bucket are made again with it (harmless)."""
+    out: dict[str, dict[int, str]] = {}
+    for name, rows in salts.items():
+        if name not in stats:
             continue
-        buckets = [b for b, _ in rows]
-        upto = [0]
-        for _, n in rows:
-            upto.append(upto[-1] + (n or 0))
+        buckets = [b for b, _, _ in rows]
         per_run = {}
         for rid, figures in stats[name].items():
-            lo, hi = figures[-1], figures[1]
-            if not (isinstance(lo, int) and isinstance(hi, int)):
+            if len(figures) != 3 or not all(isinstance(v, int) for v in figures):
                 continue
+            lo, hi = figures[2], figures[1]
             first = bisect.bisect_left(buckets, lo >> ROW_CHANGE_BITS)
             last = bisect.bisect_right(buckets, hi >> ROW_CHANGE_BITS)
             if last > first:
-                per_run[rid] = upto[last] - upto[first]
+                per_run[rid] = _digest(rows[first:last])
         out[name] = per_run
     return out
 
 
-_STATS_LAYOUT = 2
+_STATS_LAYOUT = 3
 
 
-def _per_run_stats(db, cache_path: Path | None, counted: set[str] | None = None) -> dict[str, dict[int, list]]:
-    """Per kind of row and run id: [count, highest id(, fired), lowest id].
+def _per_run_stats(db, cache_path: Path | None, salts: dict[str, list]) -> dict[str, dict[int, list]]:
+    """Per owned table (report/row_owners.py) and run id: [count, highest rowid, lowest rowid].
 
-    A whole-table count and highest id are cheap; only a table whose whole
-    figures changed since the last build (kept in ``cache_path``) is grouped
-    by run again, so a build with nothing new reads no table through. A
-    table that only gained rows (a new run) has only those rows grouped and
-    folded into the kept figures.
+    A table's whole figures (the signature of its recorded writes, highest rowid, count) are cheap;
+    only a table whose whole figures changed since the last build (kept in ``cache_path``) is grouped
+    by run again, and one that only gained rows (a new run) has only those rows grouped and folded
+    into the kept figures. A table whose writes the store does not record is read whole, its rows'
+    content digested per run, on every build.
     """
     try:
         cached = json.loads(cache_path.read_text()) if cache_path else {}
     except (OSError, ValueError):
         cached = {}
-    # the figures' layout: 2 adds each run's lowest id (``_touched``); another layout is grouped again
     cached = cached if isinstance(cached, dict) and cached.get("_layout") == _STATS_LAYOUT else {}
-    queries = _table_queries(set(db.table_names()), counted_tables(db.conn) if counted is None else counted)
-    whole = {}
-    for name, _, whole_sql, _ in queries:
-        whole[name] = list(db.execute(whole_sql).fetchone())
+    salted = salted_tables(db.conn)
     out, keep = {}, {"_layout": _STATS_LAYOUT}
-    for name, depends, _, per_run_sql in queries:
+    for name, owned in sorted(owners(db.conn).items()):
+        if name not in salted:
+            out[name] = _content_per_run(db, owned)
+            continue
+        t = quote(name)
+        top, count = db.execute(f"select (select max(rowid) from {t}), (select count(*) from {t})").fetchone()
+        whole = [_digest(salts.get(name, [])), top, count]
         seen = cached.get(name) if isinstance(cached.get(name), dict) else {}
-        before = seen.get("whole") if isinstance(seen.get("whole"), dict) else {}
-        kept = seen.get("runs") if isinstance(seen.get("runs"), dict) else None
-        same = all(before.get(t) == whole[t] for t in depends if t in whole)
-        runs = kept if same else None
-        if runs is None and kept is not None and all(
-                t in whole and _appended_only(db, t, before.get(t), whole[t]) for t in depends):
-            since = _top(before[name]) if before[name][0] else None
-            added = db.execute(per_run_sql.format(where=f"where {name}.id > ?"), [since]).fetchall() \
-                if since is not None else db.execute(per_run_sql.format(where="")).fetchall()
+        before, kept = seen.get("whole"), seen.get("runs") if isinstance(seen.get("runs"), dict) else None
+        runs = kept if before == whole else None
+        if runs is None and kept is not None and _appended_only(db, owned, before, whole):
+            added = db.execute(owned.per_run("count(*), max({t}.rowid), min({t}.rowid)", "where {t}.rowid > ?"),
+                               [before[1]]).fetchall() if before[1] is not None else []
             runs = _merged(kept, added)
         if runs is None:
-            runs = {str(row[0]): list(row[1:]) for row in db.execute(per_run_sql.format(where="")).fetchall()}
+            runs = {str(row[0]): list(row[1:]) for row in db.execute(
+                owned.per_run("count(*), max({t}.rowid), min({t}.rowid)")).fetchall()}
         out[name] = {int(k): v for k, v in runs.items() if str(k).lstrip("-").isdigit()}
-        keep[name] = {"whole": {t: whole[t] for t in depends if t in whole}, "runs": runs}
+        keep[name] = {"whole": whole, "runs": runs}
     if cache_path:
         try:
             cache_path.write_text(json.dumps(keep))
@@ -214,33 +182,50 @@ def _per_run_stats(db, cache_path: Path | None, counted: set[str] | None = None)
 
 
 def run_fingerprints(db, runs: list[dict], project: Path, code: str) -> dict[int, str]:
-    """Per run id, a cheap summary of everything its article is made from.
+    """Per run id, a summary of everything its pages are made from.
 
-    Count and highest id of each kind of row per run, from one grouped
-    query per table (and none for a table unchanged since the last build),
-    the run's row, the rows it shares with other runs (``_shared_rows``),
-    the author's notes and ``code``.
+    Every table a run's rows sit in (report/row_owners.py, read from the schema): per run its rows'
+    count and rowid span, and the store's record of writes in that span (every update, delete and
+    replaced row moves it, whatever wrote it); the run's own row; the rows it shares with other runs
+    (``_shared_rows``) and those every run's pages read; the author's notes and ``code``.
     """
     site = Path(project) / "site"
-    counted = counted_tables(db.conn)
-    stats = _per_run_stats(db, site / TABLE_STATS if site.is_dir() else None, counted)
-    touched = _touched(db, stats, counted)
+    salts = _salts(db)
+    stats = _per_run_stats(db, site / TABLE_STATS if site.is_dir() else None, salts)
+    touched = _touched(salts, stats)
     shared = _shared_rows(db, runs)
+    common = _everywhere_rows(db)
+    own_rows = _rows_by_id(db, "runs")
     notes = _notes_by_run(project)
     out = {}
     for r in runs:
         h = hashlib.sha256(code.encode())
         h.update(json.dumps(r, sort_keys=True, default=str).encode())
+        h.update(own_rows.get(r["id"], "").encode())
         h.update(shared.get(r["id"], "").encode())
+        h.update(common.encode())
         for name in sorted(stats):
             h.update(f"{name}:{stats[name].get(r['id'])};".encode())
             if name in touched:
-                h.update(f"changed:{touched[name].get(r['id'], 0)};".encode())
+                h.update(f"changed:{touched[name].get(r['id'], '')};".encode())
         for note in notes.get(r["id"], []):
             h.update(note.name.encode())
             h.update(note.read_bytes())
         out[r["id"]] = h.hexdigest()
     return out
+
+
+def _everywhere_rows(db) -> str:
+    """One digest of the tables every run's pages may read (``row_owners.everywhere``): their content, in
+    the columns the pages print (``EVERYWHERE_COLUMNS``). Small tables: a publication, a capture gap."""
+    h = hashlib.sha256()
+    for table in everywhere(db.conn):
+        cols = EVERYWHERE_COLUMNS.get(table)
+        sel = ", ".join(quote(c) for c in cols) if cols else "*"
+        h.update(f"{table}\0".encode())
+        for row in db.execute(f"select {sel} from {quote(table)} order by rowid"):
+            h.update(repr(tuple(row)).encode())
+    return h.hexdigest()
 
 
 def _rows_by_id(db, table: str) -> dict:
@@ -438,13 +423,15 @@ def build_gate(db_path: Path, project: Path, code: str) -> dict:
 
 
 def store_state(db_path: Path) -> list:
-    """The store as its own record of changes has it: per table the highest rowid and the count of rows
-    updated or deleted (``row_changes``, kept by m022's triggers), and the schema's version.
+    """The store as its own record of writes has it: per table the highest rowid and the record of rows
+    updated, deleted or replaced (``row_changes``: counts and the salt each write leaves, kept by the
+    triggers of daemon/migrations.py ``follow_rows``), and the schema's version.
 
     Not the files' size and time: a correction that keeps the database's size, written within the
     clock tick of the last build or by a tool that restores the file time, changed neither, and the
-    articles kept the old figures. Rows added take new rowids; rows changed or deleted move the
-    counts. A table the triggers do not count is read whole (``_uncounted``) where it is small; a big
+    articles kept the old figures. Not counts alone: a store restored from a backup and edited once
+    reaches the count another edit reached. Rows added take new rowids; every other write leaves a
+    fresh salt. A table the triggers do not follow is read whole (``_uncounted``) where it is small; a big
     one, or a store that cannot be read, gives a state no other read equals, so nothing is skipped on
     its account.
     """
@@ -464,9 +451,11 @@ def _store_record(db_path: Path) -> tuple[list, bool]:
     except (sqlite3.Error, OSError):
         return [where, "unreadable", time.time_ns()], False
     try:
-        counted = counted_tables(conn)
-        changes = dict(conn.execute("select tbl, sum(n) from row_changes group by tbl").fetchall()) \
-            if counted else {}
+        salted = salted_tables(conn)
+        changes: dict[str, list] = {}
+        if salted:
+            for tbl, bucket, n, salt in conn.execute("select tbl, bucket, n, salt from row_changes order by tbl, bucket"):
+                changes.setdefault(tbl, []).append([bucket, n, salt])
         tables = [r[0] for r in conn.execute("select name from sqlite_master where type = 'table' "
                                              "and name not like 'sqlite_%' and name != 'row_changes' order by name")]
         out = [where, conn.execute("pragma schema_version").fetchone()[0]]
@@ -476,7 +465,7 @@ def _store_record(db_path: Path) -> tuple[list, bool]:
                 top = conn.execute(f"select max(rowid) from {q}").fetchone()[0]
             except sqlite3.Error:  # a table without rowids: its rows' digest is all there is
                 top = None
-            out.append([t, top, changes.get(t, 0) if t in counted else _uncounted(conn, q, top)])
+            out.append([t, top, _digest(changes.get(t, [])) if t in salted else _uncounted(conn, q, top)])
         live = "runs" in tables and conn.execute(
             "select exists (select 1 from runs where status = 'running')").fetchone()[0] == 1
         return out, live

@@ -173,13 +173,21 @@ def _row_digest(conn, table: str, rowid: int) -> str | None:
     return hashlib.sha256(repr(row).encode()).hexdigest() if row is not None else None
 
 
-def _changes_below(conn, table: str, counted: set[str], bucket: int) -> int | None:
-    """How many changed and deleted rows of ``table`` below ``bucket`` (of rowids, daemon/migrations.py
-    m022) the store's triggers counted, or None where it keeps no such count."""
+def _changes_below(conn, table: str, counted: set[str], bucket: int) -> int | str | None:
+    """The store's record of writes to ``table`` below ``bucket`` (of rowids, daemon/migrations.py
+    follow_rows: counts and salts, as a digest; a count where the store keeps no salts), or None where
+    it keeps no such record."""
     if table not in counted:
         return None
-    return conn.execute("select coalesce(sum(n), 0) from main.row_changes where tbl = ? and bucket < ?",
-                        [table, bucket]).fetchone()[0]
+    cols = {r[1] for r in conn.execute("pragma main.table_info(row_changes)")}
+    if "salt" not in cols:
+        return conn.execute("select coalesce(sum(n), 0) from main.row_changes where tbl = ? and bucket < ?",
+                            [table, bucket]).fetchone()[0]
+    # with the salts each write leaves (daemon/migrations.py follow_rows): a store restored from a backup
+    # and edited again reaches an old count, never an old salt
+    rows = conn.execute("select bucket, n, salt from main.row_changes where tbl = ? and bucket < ? order by bucket",
+                        [table, bucket]).fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
 def _memo(conn, table: str, counted: set[str] = frozenset()) -> dict:

@@ -39,6 +39,7 @@ APPLIED_ORDER = [
     "m022_row_changes",
     "m023_model_shape",
     "m024_variants",
+    "m025_row_salts",
 ]
 
 
@@ -118,3 +119,33 @@ if __name__ == "__main__":  # write the expected schema from a new database
     with tempfile.TemporaryDirectory() as d:
         open_store(Path(d) / "s.db").close()
         sys.stdout.write(schema_dump(Path(d) / "s.db"))
+
+
+def test_every_table_is_followed_by_the_change_record(tmp_path):
+    """A table a later migration adds without ``follow_rows`` would have writes no build sees: every
+    table but the record itself carries the three triggers, and each kind of write moves its bucket."""
+    from cardproof.daemon.migrations import UNFOLLOWED, salted_tables
+    from cardproof.daemon.store import open_store
+
+    store = open_store(tmp_path / "new.db")
+    try:
+        conn = store.db.conn
+        tables = {t for t in store.db.table_names() if t not in UNFOLLOWED}
+        assert tables and salted_tables(conn) == tables
+
+        def state():
+            return conn.execute("select bucket, n, salt from row_changes where tbl = 'campaigns'").fetchall()
+
+        conn.execute("insert into campaigns (id, name) values (1, 'a')")
+        conn.execute("insert into campaigns (name) values ('b')")  # appends are the rows above the highest id
+        assert state() == []
+        seen = [state()]
+        for sql in ("update campaigns set name = 'c' where id = 1",
+                    "insert or replace into campaigns (id, name) values (1, 'd')",
+                    "update campaigns set name = 'd' where id = 1",  # the same value again is still a write
+                    "delete from campaigns where id = 2"):
+            conn.execute(sql)
+            assert state() not in seen, sql
+            seen.append(state())
+    finally:
+        store.close()

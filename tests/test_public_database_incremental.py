@@ -257,13 +257,14 @@ def test_an_update_that_fails_while_writing_leaves_the_last_copy_whole(store, tm
 
 
 def test_with_the_stores_change_counts_only_new_rows_and_moved_buckets_are_compared(store, tmp_path, monkeypatch):
-    """The store's triggers (daemon/migrations.py m022) count changed and deleted rows per bucket of
-    rowids: an update compares the rows above each table's last highest id and the buckets whose counts
-    moved, and still gives the copy a whole build gives. A store without them compares every row. A row
-    replaced with ``insert or replace`` is counted by no trigger: the periodic full compare finds it."""
+    """The store's triggers (daemon/migrations.py follow_rows) record changed, deleted and replaced rows
+    per bucket of rowids: an update compares the rows above each table's last highest id and the buckets
+    whose record moved, and still gives the copy a whole build gives. A store without them compares
+    every row. A row replaced with ``insert or replace`` by a writer without recursive triggers is
+    recorded too, and so is an edit made after restoring a backup that reaches the same count."""
     import sqlite_utils
 
-    from cardproof.daemon.migrations import ROW_CHANGE_BITS, m022_row_changes
+    from cardproof.daemon.migrations import ROW_CHANGE_BITS, m022_row_changes, m025_row_salts
 
     path, conn = store
     asked: list = []
@@ -277,6 +278,7 @@ def test_with_the_stores_change_counts_only_new_rows_and_moved_buckets_are_compa
     assert asked and all(r is None for _, r in asked)  # no change counts in this store: every row compared
 
     m022_row_changes(sqlite_utils.Database(conn))
+    m025_row_salts(sqlite_utils.Database(conn))
     conn.commit()
     _publish(path, docs)  # the schema changed: made whole, with the counts it is up to
     top = conn.execute("select max(rowid) from log_lines").fetchone()[0]
@@ -299,16 +301,31 @@ def test_with_the_stores_change_counts_only_new_rows_and_moved_buckets_are_compa
     assert (2500 >> ROW_CHANGE_BITS) << ROW_CHANGE_BITS == ranges["gate_results"][0][0]
     assert _dump(copy) == _from_scratch(path, tmp_path) and ADDRESS.encode() not in copy.read_bytes()
 
-    # a row replaced whole by a writer without recursive triggers: no trigger counts it, so the update
-    # misses it ...
-    # (sqlite-utils, which the daemon writes through, turns recursive triggers on: there the row it
-    # replaces counts as deleted; the sqlite3 shell and a plain connection leave them off)
+    # a row replaced whole by a writer without recursive triggers (the sqlite3 shell, a plain
+    # connection; sqlite-utils turns them on): its insert names an existing id, which the record sees
     conn.execute("pragma recursive_triggers = off")
     conn.execute("insert or replace into log_lines (id, text) values (20, ?)", [f"key {SECRET}"])
     conn.commit()
     _publish(path, docs)
-    assert _dump(copy) != _from_scratch(path, tmp_path)
-    # ... until the full compare every FULL_EVERY updates
+    assert _dump(copy) == _from_scratch(path, tmp_path) and SECRET.encode() not in copy.read_bytes()
+
+    # a backup restored, then edited once: the bucket's count is what it was after another edit, its
+    # salt is not
+    backup = tmp_path / "backup.db"
+    conn.execute("vacuum into ?", [str(backup)])
+    conn.execute("update log_lines set text = 'first edit' where id = 30")
+    conn.commit()
+    _publish(path, docs)
+    assert _dump(copy) == _from_scratch(path, tmp_path)
+    restored = sqlite3.connect(backup)
+    restored.backup(conn)
+    restored.close()
+    conn.execute("update log_lines set text = 'other edit' where id = 30")
+    conn.commit()
+    _publish(path, docs)
+    assert _dump(copy) == _from_scratch(path, tmp_path)
+    assert b"other edit" in copy.read_bytes()
+    # the periodic full compare stays as a net under anything else
     monkeypatch.setattr(exports, "FULL_EVERY", 1)
     asked.clear()
     conn.execute("insert into log_lines (text) values ('and another')")
