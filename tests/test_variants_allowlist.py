@@ -178,3 +178,28 @@ def test_the_daemon_worker_refuses_a_queued_campaign_off_the_allow_list(tmp_path
     assert store.db["runs"].count == 0
     store.close()
 
+
+def test_a_variant_server_that_refuses_cardproofs_requests_ends_in_recorded_failures(tiny_models, tmp_path):
+    """The allow-list keeps --api-key out; were a variant's server to refuse anyway (or die under the first
+    request), its samples are stored as failed and the run completes, never left 'running' by a traceback."""
+    from cardproof.daemon import llamacpp
+    from cardproof.daemon.runner import EXIT_PARTIAL, run_campaign
+    from conftest import campaign_text
+
+    server = llamacpp.LlamaServerProcess(["-m", str(tiny_models["tiny-b"]), "-c", "2048", "--parallel", "1"],
+                                         log_path=tmp_path / "single.log").start()
+    try:
+        camp = parse_campaign(campaign_text(server.url, models=("tiny-b",), reps=1) + a_set('["-t", "1"]'))
+        # past the campaign check, as no campaign file can put it: the variant's server answers 401
+        camp.sections["variants"].sets["x"] = ("--api-key", "k")
+        store = open_store(tmp_path / "v.db")
+        outcome = run_campaign(store, camp, echo=lambda line: None)
+        store.close()
+    finally:
+        server.stop()
+    assert (outcome.status, outcome.exit_code, outcome.measured, outcome.failed) == ("completed", EXIT_PARTIAL, 1, 1)
+    conn = sqlite3.connect(tmp_path / "v.db")
+    assert conn.execute("select status from runs").fetchall() == [("completed",)]
+    assert conn.execute("select s.error_kind, s.error_text like '%401%' from samples s join cells c on "
+                        "c.id = s.cell_id join models m on m.id = c.model_id where m.name = 'tiny-b~x'"
+                        ).fetchall() == [("http", 1)]
