@@ -138,7 +138,12 @@ def note_crash(ctx: RunContext, load_id: int | None, name: str, *, wait_s: float
     A router notices a dead child within about 50 ms of its output closing, so it is asked for up to
     ``wait_s``; a child still running after that was not what failed. Returns the ``end_reason``.
     """
-    if load_id is None or not ctx.backend.is_router():
+    if load_id is None:
+        return None
+    try:
+        if not ctx.backend.is_router():
+            return None
+    except BackendError:  # a server that refuses or no longer answers its listing names no child that died
         return None
     deadline = time.monotonic() + wait_s
     while True:

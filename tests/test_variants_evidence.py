@@ -142,6 +142,13 @@ def test_auto_resolved_later_in_the_log_is_what_counts():
     assert check_variant(["-fa", "off"], lines)[0] == "contradicted"
 
 
+def test_parallel_slots_from_the_servers_slots_line():
+    lines = numbered([published("poseidon-rocm-then-cpu.log", "initializing slots, n_slots = 4")])
+    status, checks = check_variant(["-np", "4"], lines)
+    assert status == "took" and (checks[0].observed, checks[0].line_id) == ("4", 1), checks
+    assert check_variant(["--parallel", "2"], lines)[0] == "contradicted"
+
+
 def test_not_shown_and_not_checked_make_a_partial_verdict():
     lines = numbered(RECORDED[:5])
     status, checks = check_variant(["-ngl", "99", "--no-mmap"], lines)

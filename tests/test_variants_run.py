@@ -64,7 +64,7 @@ def single_run(tiny_models, tmp_path_factory):
     try:
         text = campaign_text(server.url, models=("tiny-b",), reps=2) + GATES + (
             '\n[variants.sets]\nt1 = ["--threads", "1"]\nkv8 = ["-ctk", "q8_0", "-ctv", "q8_0"]\n'
-            'ub = ["-ub", "4096"]\n')
+            'ub = ["-ub", "4096"]\nnp = ["--parallel=2"]\n')
         yield _run(server.url, folder, text)
     finally:
         server.stop()
@@ -186,9 +186,10 @@ def test_router_article_states_only_measurable_differences_and_links_every_figur
 
 def test_single_server_variants_start_with_the_servers_own_command_line(single_run):
     db, out, _ = single_run
-    assert out.status == "completed" and out.measured == out.planned == 2 + 3 * 2
+    assert out.status == "completed" and out.measured == out.planned == 2 + 4 * 2
     v = _variants(db)
-    assert {n: r["status"] for n, r in v.items()} == {"t1": "took", "kv8": "took", "ub": "contradicted"}
+    assert {n: r["status"] for n, r in v.items()} == {"t1": "took", "kv8": "took", "ub": "contradicted",
+                                                      "np": "took"}
     assert {r["server_kind"] for r in v.values()} == {"single"}
     assert {r["base_args_source"] for r in v.values()} == {"/proc command line"}
     t1 = json.loads(v["t1"]["server_args_json"])
@@ -197,6 +198,10 @@ def test_single_server_variants_start_with_the_servers_own_command_line(single_r
     assert t1[t1.index("--alias") + 1] == "tiny-b~t1"
     assert "n_threads = 1 " in _proof_lines(db, v["t1"])["--threads"]
     assert "K (q8_0)" in _proof_lines(db, v["kv8"])["-ctk"]
+    # --parallel=2 as llama-server takes it (no '=' on its command line), its base's --parallel 1 replaced
+    np = json.loads(v["np"]["server_args_json"])
+    assert np[np.index("--parallel") + 1] == "2" and np.count("--parallel") == 1 and "--parallel=2" not in np
+    assert "n_slots = 2" in _proof_lines(db, v["np"])["--parallel"]
     conn = sqlite3.connect(db)
     # each variant's server wrote a log of its own: every line of it is its load's, with its facts
     for r in v.values():

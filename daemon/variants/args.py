@@ -10,14 +10,22 @@ changed. Three readers need the same knowledge of llama-server's flags:
 * the backends that do not take arguments: Ollama takes a few settings as
   request options (``num_thread``...), and refuses the rest with the reason.
 
-:data:`SETTINGS` holds the options cardproof reads; any other flag is passed
-through to llama-server unread, and the evidence says it was not checked.
+:data:`SETTINGS` is also the allow-list of a campaign's variant arguments
+(``settings.check_args``): a variant may set only what its load's log can
+prove, with a value in the setting's range. Any other flag is refused at
+parse time, since llama-server's other options read and write files
+(``--path``, ``--log-file``, ``--slot-save-path``), reach the network
+(``-hfr``, ``--rpc``) or add tools: none of that is a tuning argument, and a
+campaign file must not hand it to a server cardproof starts. (A run stored
+before the allow-list may hold other flags; the evidence says "not checked".)
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from ..campaign_check import MAX_NUM_CTX
 
 #: KV cache types llama-server takes for -ctk / -ctv (common/arg.cpp kv_cache_types)
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -32,6 +40,8 @@ class Setting:
     fact: str  # the fact of the load's log that states the value in effect
     kind: str  # int | text | fa (on/off/auto, or bare in builds before 2025-08) | tensors (an override pattern) | switch
     ollama: str | None = None  # the request option Ollama takes for it, where it has one
+    low: int = 0  # an int setting's range in a campaign: llama-server's "-1 = auto" and the like are refused,
+    high: int = 0  # since the log would then state the server's choice, not the campaign's
 
     @property
     def long(self) -> str:
@@ -39,18 +49,21 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("threads", ("-t", "--threads"), "n_threads", "int", "num_thread"),
-    Setting("threads_batch", ("-tb", "--threads-batch"), "n_threads_batch", "int"),
+    Setting("threads", ("-t", "--threads"), "n_threads", "int", "num_thread", 1, 4096),
+    Setting("threads_batch", ("-tb", "--threads-batch"), "n_threads_batch", "int", None, 1, 4096),
     Setting("flash_attn", ("-fa", "--flash-attn"), "flash_attn", "fa"),
     Setting("cache_type_k", ("-ctk", "--cache-type-k"), "kv_cache_type_k", "text"),
     Setting("cache_type_v", ("-ctv", "--cache-type-v"), "kv_cache_type_v", "text"),
-    Setting("ubatch", ("-ub", "--ubatch-size"), "n_ubatch", "int"),
-    Setting("batch", ("-b", "--batch-size"), "n_batch", "int", "num_batch"),
-    Setting("gpu_layers", ("-ngl", "--gpu-layers", "--n-gpu-layers"), "offloaded_layers", "int", "num_gpu"),
-    Setting("n_cpu_moe", ("-ncmoe", "--n-cpu-moe"), "tensor_override", "int"),
+    Setting("ubatch", ("-ub", "--ubatch-size"), "n_ubatch", "int", None, 1, 1 << 20),
+    Setting("batch", ("-b", "--batch-size"), "n_batch", "int", "num_batch", 1, 1 << 20),
+    # also "auto" and "all" (builds from 2025-12 on); -1 and -2 are their numbers, refused for the words
+    Setting("gpu_layers", ("-ngl", "--gpu-layers", "--n-gpu-layers"), "offloaded_layers", "int", "num_gpu", 0,
+            100_000),
+    Setting("n_cpu_moe", ("-ncmoe", "--n-cpu-moe"), "tensor_override", "int", None, 0, 100_000),
     Setting("cpu_moe", ("-cmoe", "--cpu-moe"), "tensor_override", "switch"),
     Setting("override_tensor", ("-ot", "--override-tensor"), "tensor_override", "tensors"),
-    Setting("ctx_size", ("-c", "--ctx-size"), "ctx_size", "int", "num_ctx"),
+    Setting("ctx_size", ("-c", "--ctx-size"), "ctx_size", "int", "num_ctx", 0, MAX_NUM_CTX),  # 0: the model's own
+    Setting("parallel", ("-np", "--parallel"), "slots", "int", None, 1, 1024),
 )
 BY_FLAG: dict[str, Setting] = {f: s for s in SETTINGS for f in s.flags}
 
@@ -60,6 +73,36 @@ OWN_FLAGS = frozenset({"-m", "--model", "--port", "--host", "-a", "--alias", "--
                        "--hf-file", "-mu", "--model-url", "--api-key", "--api-key-file"})
 LOG_FLAGS = frozenset({"--log-file", "--log-disable", "-lv", "--verbosity", "--log-verbosity", "-v", "--verbose",
                        "--log-colors", "-q", "--quiet", "--log-prefix", "--log-timestamps"})
+KEY_FLAGS = frozenset({"--api-key", "--api-key-file"})
+
+
+def canonical(flag: str) -> str:
+    """The flag as llama-server reads it: a ``--`` flag's underscores are dashes (``--log_file`` is ``--log-file``).
+
+    common/arg.cpp rewrites them before looking a flag up, so every check of a
+    flag must see this spelling, or ``--api_key`` passes where ``--api-key`` is refused.
+    """
+    return flag.replace("_", "-") if flag.startswith("--") else flag
+
+
+def refusal(flag: str) -> str | None:
+    """Why a variant may not set ``flag`` (in :func:`canonical` spelling); None where it is a tuning argument."""
+    if flag in KEY_FLAGS:
+        return "would make the variant's server refuse cardproof's own requests"
+    if flag in OWN_FLAGS:
+        return "is set by cardproof for every variant (model file, address, name)"
+    if flag in LOG_FLAGS:
+        return "would change the server's log, which is the variant's evidence"
+    if flag not in BY_FLAG:
+        return (f"is not a tuning argument cardproof proves from the load's log; a variant sets only "
+                f"{allowed_text()} (an option that reads or writes files, reaches the network or adds tools never "
+                f"goes to a server cardproof starts)")
+    return None
+
+
+def allowed_text() -> str:
+    """The allow-list as a reader writes it: ``-t/--threads, -tb/--threads-batch, ...``."""
+    return ", ".join("/".join(s.flags) for s in SETTINGS)
 
 
 def _is_flag(token: str) -> bool:
@@ -200,4 +243,5 @@ OLLAMA_NO_OPTION = {
     "n_cpu_moe": "Ollama has no request option to keep experts on the CPU",
     "cpu_moe": "Ollama has no request option to keep experts on the CPU",
     "override_tensor": "Ollama has no request option for tensor overrides",
+    "parallel": "Ollama sets the parallel requests for the whole server (OLLAMA_NUM_PARALLEL), not per request",
 }

@@ -11,7 +11,8 @@ states (``args.SETTINGS``):
   caveat and no finding in the article);
 * ``not shown`` -- the log states nothing either way (no card, so no
   offload line; a dense model, so no expert tensor to keep on the CPU);
-* ``not checked`` -- an argument cardproof does not read; passed through.
+* ``not checked`` -- an argument cardproof does not read (a campaign refuses
+  every flag off ``args.SETTINGS``; a run stored before that may hold one).
 
 A fact's first line id is kept, so the article links each verdict to it.
 """

@@ -9,6 +9,10 @@ the same prompt classes as the model itself. A campaign names variants two ways:
   axes of two values are four variants (``t1_kvf16``, ``t1_kvq8_0``, ...), since a setting's
   effect can depend on another's (a quantised V cache needs flash attention).
 
+Either way a variant's arguments are the allow-list of ``args.SETTINGS`` (:func:`check_args`):
+the tuning arguments its load's log proves, each value in range, nothing that reads or writes
+files, reaches the network or adds tools on a server cardproof starts.
+
 A variant's name becomes part of a model name (``smollm2-q4_1~kv8``) and of a
 rule name (``variant.kv8.decode.short``), so it is a rule-language identifier.
 What needs other tables (models, prompt classes, the backend) is checked by
@@ -28,7 +32,7 @@ from .. import validate
 from ..campaign_check import MAX_NUM_CTX, MAX_REPETITIONS, NAME_CHARS, CampaignError
 from ..load.campaign import Steps
 from ..schema import Section
-from .args import BY_FLAG, KV_TYPES, LOG_FLAGS, OWN_FLAGS, indexed_pairs, ollama_options
+from .args import BY_FLAG, KV_TYPES, Setting, canonical, indexed_pairs, ollama_options, refusal
 
 MAX_VARIANTS = 32  # per model: each is a load and a set of cells
 MAX_ARGS = 64
@@ -72,7 +76,17 @@ def _variant_name(value: Any) -> str:
 
 
 def check_args(value: Any) -> tuple[str, ...]:
-    """A variant's argument list: flags with their values, none cardproof sets itself or that moves the log."""
+    """A variant's argument list, each flag on the allow-list (``args.SETTINGS``) with a value in its range.
+
+    Returned as the variant's server is given it: every spelling llama-server
+    takes (``-t``, ``--threads``, ``--n_gpu_layers``, ``--threads=2``) is read
+    as its option, and a ``--`` flag goes on with dashes and its value as the
+    next argument (llama-server takes no ``--flag=value``, a router preset no
+    underscore key). Only the tuning arguments the load's log proves are
+    allowed: llama-server's other options read and write files, reach the
+    network or add tools, and a campaign file must not hand those to a
+    server cardproof starts.
+    """
     if not isinstance(value, (list, tuple)) or not value:
         raise validate.Invalid(f"expected a non-empty list of server arguments, got {validate.describe(value)}")
     if len(value) > MAX_ARGS:
@@ -83,40 +97,68 @@ def check_args(value: Any) -> tuple[str, ...]:
             args.append(validate.text(item, what="a non-empty string", max_chars=4096))
         except validate.Invalid as exc:
             raise validate.Invalid(str(exc), at=(i,)) from None
+    out: list[str] = []
+    seen: dict[str, str] = {}
     for index, flag, arg_value in indexed_pairs(args):
         at = (index,)
         if not flag:
             raise validate.Invalid(f"{validate.quoted(arg_value)} follows no flag", at=at)
-        if flag in OWN_FLAGS:
-            raise validate.Invalid(f"{validate.quoted(flag)} is set by cardproof for every variant (model file, "
-                                   f"address, name)", at=at)
-        if flag in LOG_FLAGS:
-            raise validate.Invalid(f"{validate.quoted(flag)} would change the server's log, which is the "
-                                   f"variant's evidence", at=at)
-        setting = BY_FLAG.get(flag)
-        if setting is None:
-            continue
-        if setting.kind == "switch":
-            if arg_value is not None:
-                raise validate.Invalid(f"{validate.quoted(flag)} takes no value, got {validate.quoted(arg_value)}",
-                                       at=at)
-            continue
-        if arg_value is None and setting.kind == "fa":
-            continue  # a bare -fa: the switch of builds before 2025-08 (later builds need on, off or auto)
-        if arg_value is None:
-            raise validate.Invalid(f"{validate.quoted(flag)} needs a value", at=at)
-        if setting.name == "gpu_layers" and arg_value in ("auto", "all"):
-            continue  # builds from 2025-12 on: the build decides, or every layer
-        if setting.kind == "int" and not re.fullmatch(r"-?\d{1,9}", arg_value):
-            raise validate.Invalid(f"{validate.quoted(flag)} takes a whole number, got {validate.quoted(arg_value)}",
-                                   at=at)
-        if setting.kind == "fa" and arg_value not in ("on", "off", "auto"):
-            raise validate.Invalid(f"{validate.quoted(flag)} takes on, off or auto, got {validate.quoted(arg_value)}",
-                                   at=at)
-        if setting.name in ("cache_type_k", "cache_type_v") and arg_value not in KV_TYPES:
-            raise validate.Invalid(f"{validate.quoted(flag)} takes one of {', '.join(KV_TYPES)}, got "
-                                   f"{validate.quoted(arg_value)}", at=at)
-    return tuple(args)
+        name = canonical(flag)
+        why = refusal(name)
+        if why is not None:
+            raise validate.Invalid(f"{validate.quoted(flag)} {why}", at=at)
+        setting = BY_FLAG[name]
+        if setting.name in seen and setting.kind != "tensors":  # -ot adds rules; any other option takes the last
+            raise validate.Invalid(f"{validate.quoted(flag)} sets {setting.name} again (after "
+                                   f"{validate.quoted(seen[setting.name])}): the log proves one value", at=at)
+        seen[setting.name] = flag
+        try:
+            _check_value(setting, arg_value)
+        except validate.Invalid as exc:
+            raise validate.Invalid(f"{validate.quoted(flag)} {exc}", at=at) from None
+        out += [name] if arg_value is None else [name, arg_value]
+    return tuple(out)
+
+
+_BUFFER_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")  # CPU, CUDA0, CUDA_Host, Vulkan1
+
+
+def _check_value(setting: Setting, value: str | None) -> None:
+    """``value`` as ``setting`` takes it; the message follows the flag as the user spelled it."""
+    if setting.kind == "switch":
+        if value is not None:
+            raise validate.Invalid(f"takes no value, got {validate.quoted(value)}")
+        return
+    if value is None:
+        if setting.kind == "fa":
+            return  # a bare -fa: the switch of builds before 2025-08 (later builds need on, off or auto)
+        raise validate.Invalid("needs a value")
+    if setting.kind == "fa" and value not in ("on", "off", "auto"):
+        raise validate.Invalid(f"takes on, off or auto, got {validate.quoted(value)}")
+    if setting.kind == "text" and value not in KV_TYPES:
+        raise validate.Invalid(f"takes one of {', '.join(KV_TYPES)}, got {validate.quoted(value)}")
+    if setting.kind == "tensors":
+        _check_overrides(value)
+    if setting.kind != "int" or (setting.name == "gpu_layers" and value in ("auto", "all")):
+        return  # -ngl auto / all: builds from 2025-12 on (the build decides, or every layer)
+    words = " (or auto or all)" if setting.name == "gpu_layers" else ""
+    if not re.fullmatch(r"[0-9]{1,9}", value) or not setting.low <= int(value) <= setting.high:
+        raise validate.Invalid(f"takes a whole number from {setting.low:,} to {setting.high:,}{words}, got "
+                               f"{validate.quoted(value)}")
+
+
+def _check_overrides(value: str) -> None:
+    """``-ot PATTERN=BUFFER[,PATTERN=BUFFER...]``, each pattern a regular expression the evidence can match."""
+    for part in value.split(","):
+        pattern, eq, buffer = part.partition("=")
+        if not eq or not pattern or not _BUFFER_TYPE.fullmatch(buffer):
+            raise validate.Invalid(f"takes PATTERN=BUFFER_TYPE[,...] (blk\\.0\\.ffn_up.*=CPU), got "
+                                   f"{validate.quoted(part)}")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise validate.Invalid(f"pattern {validate.quoted(pattern)} is no regular expression the log "
+                                   f"can be matched with ({exc})") from None
 
 
 def _sets(value: Any) -> dict[str, tuple[str, ...]]:
@@ -186,6 +228,12 @@ class VariantSettings(Section):
         if len(variants) > MAX_VARIANTS:
             raise validate.Invalid(f"the axes and sets come to {len(variants):,} variants per model; at most "
                                    f"{MAX_VARIANTS}", at=("sets",))
+        for axis, values in self.axes():  # what an axis expands to meets the same allow-list as a set
+            for i, v in enumerate(values):
+                try:
+                    check_args(AXES[axis][1](v))
+                except validate.Invalid as exc:
+                    raise validate.Invalid(str(exc), at=(axis, i)) from None
         seen: set[str] = set()
         for v in variants:
             if v.name in seen:
