@@ -34,7 +34,7 @@ def capabilities(db, run_id: int) -> dict[str, dict]:
     out = {}
     for r in db.query("""select models.name, capabilities.json from capabilities join models on models.id = model_id
                          where run_id = ? order by capabilities.id""", [run_id]):
-        out[r["name"]] = json.loads(r["json"])
+        out[r["name"]] = json.loads(r["json"] or "{}")  # a damaged row is read as NULL (tolerance.py)
     return out
 
 

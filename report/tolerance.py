@@ -48,6 +48,8 @@ SKIP_TABLES = {"log_lines"}
 _ARRAYS = {"samples_ns_json", "samples_ts_json", "arms_json", "line_ids_json"}
 _OBJECTS = {"request_json", "response_json", "server_props_json", "gpus_json", "detail_json", "exchange_json",
             "value_json", "items_json", "per_device_json", "capabilities_json"}
+#: JSON objects in a column whose name does not say so (the capabilities a model declared, m007)
+_JSON_NAMED = {("capabilities", "json")}
 
 
 def _affinity(decl: str) -> str:
@@ -79,8 +81,8 @@ def _checks(table: str, columns: list[tuple]) -> tuple[dict[str, tuple[str, str]
         if aff in ("integer", "real", "numeric") and not (pk and aff == "integer"):
             bad[name] = (f"(typeof({c}) not in ('integer', 'real', 'null') or "
                          f"(typeof({c}) = 'real' and abs({c}) > {MAX_REAL!r}))", "not a number in range")
-        elif aff == "text" and name.endswith("_json"):
-            want = "array" if name in _ARRAYS else ("object" if name in _OBJECTS else None)
+        elif aff == "text" and (name.endswith("_json") or (table, name) in _JSON_NAMED):
+            want = "array" if name in _ARRAYS else ("object" if name in _OBJECTS or (table, name) in _JSON_NAMED else None)
             shape = f"json_type({c}) <> '{want}'" if want else "0"
             bad[name] = (f"({c} is not null and (typeof({c}) <> 'text' or "
                          f"case when json_valid({c}) then {shape} else 1 end))",

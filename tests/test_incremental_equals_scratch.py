@@ -213,6 +213,54 @@ def run_deleted(w: World) -> None:
         conn.close()
 
 
+def replaced_without_recursive_triggers(w: World) -> None:
+    """A correction written with ``insert or replace`` from a plain connection (the sqlite3 shell's
+    default: recursive triggers off, so the row it deletes fires no delete trigger): one sample's decode."""
+    sid = w.one("select id from samples where kind = 'measure' and run_id = ?", [w.run_id()])
+    conn = sqlite3.connect(w.db)
+    try:
+        conn.execute("pragma recursive_triggers = off")
+        cols = [r[1] for r in conn.execute("pragma table_info(samples)")]
+        row = dict(zip(cols, conn.execute("select * from samples where id = ?", [sid]).fetchone()))
+        row["decode_tps"] = (row["decode_tps"] or 0) * 0.61 + 1
+        with conn:
+            conn.execute(f"insert or replace into samples ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
+                         list(row.values()))
+    finally:
+        conn.close()
+
+
+def restored_then_edited(w: World) -> None:
+    """A backup restored over the store, then one correction: the same count of changed rows another
+    correction reached after the backup, which the last build published (its salt is another)."""
+    backup = w.tmp / f"backup-{w.rng.randrange(10**6)}.db"
+    src = sqlite3.connect(w.db)
+    try:
+        src.execute("vacuum into ?", [str(backup)])
+    finally:
+        src.close()
+    sid = w.one("select id from samples where kind = 'measure' and run_id = ?", [w.run_id()])
+    w.write("update samples set decode_tps = decode_tps * 1.9 where id = ?", [sid])
+    build(w.db, w.project, run_mkdocs=False)
+    conn = sqlite3.connect(w.db)
+    try:
+        old = sqlite3.connect(backup)
+        try:
+            old.backup(conn)
+        finally:
+            old.close()
+        with conn:
+            conn.execute("update samples set decode_tps = decode_tps * 0.4 where id = ?", [sid])
+    finally:
+        conn.close()
+
+
+def observed_request_deleted(w: World) -> None:
+    """An observed request taken out of the store (a log import redone by hand)."""
+    oid = w.one("select id from observed_requests where run_id = ?", [w.run_id()])
+    w.write("delete from observed_requests where id = ?", [oid])
+
+
 def publication(w: World) -> None:
     """``cardproof publish`` records what the articles state; later changes then show as Addenda."""
     store = open_store(w.db)
@@ -256,7 +304,8 @@ def build_killed(w: World) -> None:
 CHANGES = {f.__name__: f for f in (
     no_change, gate_flipped, log_line_reattributed, log_line_added_late, run_merged, earlier_month_run,
     status_interrupted, model_renamed, correction_same_size_and_time, note_added, note_edited_in_place,
-    campaign_edited, sample_deleted, run_deleted, build_killed, publication)}
+    campaign_edited, sample_deleted, run_deleted, build_killed, publication, replaced_without_recursive_triggers,
+    restored_then_edited, observed_request_deleted)}
 
 
 # -- the comparison ---------------------------------------------------------------------------------
@@ -295,7 +344,8 @@ def test_every_kind_of_change_is_made():
     named = {"no_change", "gate_flipped", "log_line_reattributed", "log_line_added_late", "run_merged",
              "earlier_month_run", "status_interrupted", "model_renamed", "correction_same_size_and_time",
              "note_added", "note_edited_in_place", "campaign_edited", "sample_deleted", "run_deleted",
-             "build_killed", "publication"}
+             "build_killed", "publication", "replaced_without_recursive_triggers", "restored_then_edited",
+             "observed_request_deleted"}
     assert set(CHANGES) == named
 
 

@@ -34,6 +34,7 @@ changed (``cardproof.report.site_build`` runs mkdocs with ``dirty=True``):
   feed plugin into XML partly unescaped; see ``on_pre_build``.
 """
 
+import copy
 import html
 import json
 import re
@@ -198,6 +199,23 @@ def on_files(files, config, **kwargs):
 @event_priority(-200)  # after the search plugin indexed the page
 def on_page_context(context, page, **kwargs):
     _state["rendered"].add(page.url)
+    return context
+
+
+def on_template_context(context, template_name, config, **kwargs):
+    """The 404 page's language switch names each language's home page. The i18n plugin sets the switch
+    per page and never for the static templates, so 404.html linked the page rendered last before it: in
+    an incremental build another page than in a build from scratch."""
+    if template_name == "404.html":
+        i18n = config.plugins.get("i18n")
+        homes = getattr(i18n, "extra_alternate", None)
+        if homes:
+            # the plugin sets it as an attribute of ``extra`` (which Jinja reads before the key): both
+            config.extra["alternate"] = copy.deepcopy(homes)
+            try:
+                config.extra.alternate = copy.deepcopy(homes)
+            except AttributeError:
+                pass
     return context
 
 
