@@ -175,9 +175,10 @@ def _row_sentence(r: dict, L: Lang) -> str:
     if r["apart"]:
         return _("no measurable difference between {best} ({best_tps} tok/s) and {other} ({other_tps} tok/s): "
                  "their ranges do not overlap, but their samples ({n_best} and {n_other}) differ by less than "
-                 "they scatter").format(
+                 "they scatter (Welch's t-test, p = {p})").format(
             best=_name(r["best"], L, False), best_tps=L.num(best.median), other=_name(r["other"], L, False),
-            other_tps=L.num(other.median), n_best=L.num(best.n, 0), n_other=L.num(other.n, 0))
+            other_tps=L.num(other.median), n_best=L.num(best.n, 0), n_other=L.num(other.n, 0),
+            p=L.num(r.get("p"), 3))
     return _("no measurable difference between {best} ({best_tps} tok/s) and {other} ({other_tps} tok/s): "
              "their ranges overlap").format(
         best=_name(r["best"], L, False), best_tps=L.num(best.median), other=_name(r["other"], L, False),

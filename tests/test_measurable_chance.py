@@ -51,6 +51,9 @@ def test_the_demos_close_classes_are_no_measurable_difference_and_its_wide_one_i
     ([10.0, 10.5, 11.0], [20.0, 20.5, 21.0], True),
     ([10.0, 11.0], [11.2, 12.3], False),  # two against two, barely apart
     ([10.0], [20.0], False),  # one sample has no scatter to judge by
+    # Welch's degrees of freedom are fractional (3.18 here): rounded down to 3, the critical value was
+    # 3.182 against t = 3.09 and this pair "not measurable", though p = 0.0496
+    ([100.0, 102.0, 104.0], [105.7, 109.2, 112.7], True),
 ])
 def test_welch(xs, ys, differs):
     assert welch_differs(xs, ys) is differs
@@ -84,3 +87,14 @@ def test_the_headline_says_why_ranges_apart_are_no_finding(lang, want):
     assert want in text
     assert "×1.46" in text or "×1,46" in text  # the short class is still a finding
     assert "×1.02" not in text and "×1,02" not in text
+
+
+def test_the_p_value_is_scipys_welch_test():
+    """The test as run is SciPy's: the p-value equals ``ttest_ind(equal_var=False)``'s."""
+    from scipy.stats import ttest_ind
+
+    from cardproof.report.findings.stable import welch_p
+
+    xs, ys = [100.0, 102.0, 104.0], [105.7, 109.2, 112.7]
+    assert welch_p(xs, ys) == pytest.approx(ttest_ind(xs, ys, equal_var=False).pvalue, rel=1e-12)
+    assert 0.049 < welch_p(xs, ys) < 0.05

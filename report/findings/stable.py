@@ -108,33 +108,28 @@ def is_unstable(s: Spread | None, limit: float) -> bool:
     return r is not None and r > limit
 
 
-#: two-sided 5 % critical values of Student's t by whole degrees of freedom (a fractional Welch df is
-#: rounded down: the larger value, the safe side); past 30 the value at the next listed df below
-_T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-          11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-          20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
-          29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+#: the level at which two sets of samples count as different
+ALPHA = 0.05
 
 
-def _t_critical(df: float) -> float:
-    whole = max(1, math.floor(df))
-    if whole in _T_975:
-        return _T_975[whole]
-    return _T_975[max(k for k in _T_975 if k <= whole)] if whole < 1000 else 1.960
+def welch_p(xs: list[float], ys: list[float]) -> float | None:
+    """Two-sided p-value of Welch's t-test (SciPy's ``ttest_ind`` with unequal variances, exact
+    fractional degrees of freedom) for the means of ``xs`` and ``ys``; None with fewer than two samples
+    a side, 0.0 or 1.0 where neither side scatters (any difference is one, no difference is none)."""
+    nx, ny = len(xs), len(ys)
+    if nx < 2 or ny < 2:
+        return None
+    if statistics.variance(xs) == 0 and statistics.variance(ys) == 0:
+        return 0.0 if statistics.fmean(xs) != statistics.fmean(ys) else 1.0
+    from scipy.stats import ttest_ind  # a second's import, only where two cells are compared
+
+    return float(ttest_ind(xs, ys, equal_var=False).pvalue)
 
 
 def welch_differs(xs: list[float], ys: list[float]) -> bool:
     """Welch's t-test, two-sided at 5 %: do the means of ``xs`` and ``ys`` differ beyond their scatter?"""
-    nx, ny = len(xs), len(ys)
-    if nx < 2 or ny < 2:
-        return False
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    vx, vy = statistics.variance(xs) / nx, statistics.variance(ys) / ny
-    if vx + vy == 0:
-        return mx != my  # no scatter on either side: any difference is one
-    t = abs(mx - my) / math.sqrt(vx + vy)
-    df = (vx + vy) ** 2 / ((vx * vx / (nx - 1) if vx else 0) + (vy * vy / (ny - 1) if vy else 0))
-    return t > _t_critical(df)
+    p = welch_p(xs, ys)
+    return p is not None and p < ALPHA
 
 
 def measurable(a: Spread, b: Spread, a_values: list[float] | None = None,
@@ -188,6 +183,7 @@ def _compare(cls: str, rated: list[tuple[dict, dict]]) -> dict | None:
         "ratio_low": a.low / b.high if b.high else None,
         "ratio_high": a.high / b.low if b.low else None,
         "measurable": cells_measurable(best_c, other_c),
+        "p": welch_p(cell_values(best_c) or [], cell_values(other_c) or []),
         "apart": a.low > b.high or b.low > a.high,  # ranges apart, yet perhaps not beyond the samples' scatter
     }
 
