@@ -400,6 +400,8 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
         "unplaced": dict(attr.unplaced),  # this import's unattributed lines by reason (see attribution.py)
         "held": attr.held(),  # lines waiting for their process to start or name its model
         "warnings": dict(reader.warnings),
+        # lines longer than lines.MAX_LINE_BYTES, not stored: {"offset" or "cursor", "bytes"} each
+        "refused": list(reader.refused),
         "seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - started_cpu,
         "read_seconds": reader.read_seconds,
@@ -423,6 +425,7 @@ def _add(total: dict | None, part: dict) -> dict:
     for key, count in (part.get("warnings") or {}).items():
         warnings[key] = warnings.get(key, 0) + count
     out["warnings"] = warnings
+    out["refused"] = list(total.get("refused") or []) + list(part.get("refused") or [])
     return out
 
 
