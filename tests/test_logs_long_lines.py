@@ -10,16 +10,20 @@ stores: a resume that starts late loses the first bytes of the next line.
 from __future__ import annotations
 
 import json
+import os
 import tracemalloc
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.logs import capture_file, import_path
+from cardproof.daemon.logs import capture_file, capture_journal, import_path
 from cardproof.daemon.logs.lines import MAX_LINE_BYTES
 from cardproof.daemon.logs.sources import _CHUNK_BYTES
 from cardproof.daemon.store import open_store
+
+from logs_helpers import JOURNAL_REMOTE, write_journal
 
 MIB = 1 << 20
 OVER = MAX_LINE_BYTES + 4321  # a line this long is refused
@@ -199,6 +203,37 @@ def test_a_newline_free_blob_is_skipped_without_holding_it(tmp_path):
     assert _stored(tmp_path / "c.db") == [(0, b"before"), (7 + blob + 1, b"after")]
     assert stats.get("refused") == [{"offset": 7, "bytes": blob}]
     assert peak < MAX_LINE_BYTES + 3 * _CHUNK_BYTES, f"{peak:,} bytes held"
+
+
+needs_journal_remote = pytest.mark.skipif(not os.path.exists(JOURNAL_REMOTE), reason="needs systemd-journal-remote")
+
+
+@needs_journal_remote
+@pytest.mark.parametrize("output", ["export", "json"])
+def test_journal_messages_stored_whole_or_refused_by_cursor_and_not_again(tmp_path, output):
+    journal = tmp_path / "long.journal"
+    unit = "llama.service"
+    five = _line(5 * MIB, b"journal five").decode()
+    write_journal(journal, [("first", 9, unit), (five, 9, unit), (_line(OVER, b"journal over").decode(), 9, unit)])
+    db = tmp_path / "j.db"
+    store = open_store(db)
+    try:
+        stats = capture_journal(store, journal_file=journal, output=output)
+        assert stats["lines"] == 2 and stats["warnings"] == {"too_long": 1}
+        [refused] = stats["refused"]
+        assert refused["bytes"] == OVER and refused["cursor"].startswith("s=")
+        # the cursor moved past the refused entry: the next capture neither refuses it again nor stores it
+        again = capture_journal(store, journal_file=journal, output=output)
+        assert (again["lines"], again["refused"]) == (0, [])
+        write_journal(journal, [("appended", 9, unit)], t0_us=1_800_000_000_000_000)
+        assert capture_journal(store, journal_file=journal, output=output)["lines"] == 1
+        rows = [r[0] for r in store.db.execute("select raw from log_lines order by id")]
+        gaps = store.db.execute("select reason from capture_gaps").fetchall()
+    finally:
+        store.close()
+    assert rows == ["first", five, "appended"]
+    assert gaps == [(f"journal entry {refused['cursor']} refused: its message is {OVER:,} bytes, longer than "
+                     f"the limit of {MAX_LINE_BYTES:,} bytes; not stored",)]
 
 
 def test_journal_json_file_line_over_the_limit_is_refused_by_offset(tmp_path):

@@ -21,6 +21,16 @@ from datetime import datetime, timezone
 MAX_LINE_BYTES = 32 << 20
 
 
+class Refusing(list):
+    """A batch of journal records that holds refused entries as well.
+
+    A refused entry is ``(ts, unit, pid, cursor, length, None, None)``: no
+    text, its message's length where a file line's offset goes. The journal
+    reader names them, moves its cursor past them and stores the rest; a
+    batch without refusals stays a plain list, so the common case costs one
+    type check per batch.
+    """
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # journalctl's default text output: "Jun 06 11:17:05 host ollama[243665]: ...", also in other
 # locales ("6月 26 04:34:00 host ollama[1073]: ") and from processes without a PID ("host kernel: ")

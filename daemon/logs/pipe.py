@@ -35,6 +35,8 @@ import sys
 import threading
 import time
 
+from .lines import Refusing
+
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux; Python < 3.10 lacks the name
 _PIPE_BYTES = 1 << 20  # the unprivileged maximum of /proc/sys/fs/pipe-max-size by default
 _READY = 2  # batches kept ready while the importer runs Python code
@@ -184,8 +186,8 @@ class ChildAhead(_Ahead):
                     err = self.proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
                     raise ChildAheadError("the journal's reading process ended without its last frame"
                                           + (f": {err[-1][:300]}" if err else "")) from None
-                if frame[0] == "b":
-                    if not self._put(frame[1]):
+                if frame[0] == "b" or frame[0] == "r":
+                    if not self._put(frame[1] if frame[0] == "b" else Refusing(frame[1])):
                         return
                 else:
                     _, self.rest, self.warnings, self.returncode, self.stderr, self.child_cpu_seconds = frame

@@ -187,7 +187,10 @@ class FileReader(Reader):
             if self.journal_json:
                 rec = json_line_record(line, self._fmt, self.warnings)
                 if rec is not None:
-                    out.append(rec[:4] + (start,) + rec[5:])
+                    if rec[5] is None:  # its message too long (journal.py): cannot be, the line is longer
+                        self.refuse({"offset": start}, rec[4])
+                    else:
+                        out.append(rec[:4] + (start,) + rec[5:])
                 continue
             try:
                 raw, raw_bytes = line.decode("utf-8"), None

@@ -15,6 +15,9 @@ batches (a fifth of a microsecond per record).
 Output on stdout, one pickle per frame:
 
 * ``("b", records)``: a batch of complete entries;
+* ``("r", records)``: the same, holding entries refused as too long (see
+  ``lines.Refusing``; its class is not pickled: this process loads
+  ``lines.py`` under another module name);
 * ``("end", rest, warnings, returncode, stderr, cpu_seconds)``: journalctl's
   unfinished tail, the split's warning counts, journalctl's exit status and
   its stderr (the last 4 KiB), and this process's CPU time.
@@ -74,7 +77,9 @@ def main(argv: list[str]) -> int:
                 if not data:
                     break
                 items, pending = export_entries(pending + data, fmt, warnings)
-                if items:
+                if type(items) is not list:  # refused entries among them: a plain list, its own tag
+                    pickle.dump(("r", list(items)), out, protocol=pickle.HIGHEST_PROTOCOL)
+                elif items:
                     pickle.dump(("b", items), out, protocol=pickle.HIGHEST_PROTOCOL)
             proc.wait()
             err.seek(0, os.SEEK_END)
