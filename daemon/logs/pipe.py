@@ -123,16 +123,28 @@ class PipeAhead(_Ahead):
 
     def _pump(self) -> None:
         pending = b""
+        fresh: list[bytes] = []  # read since the last parse
+        fresh_bytes = 0
         c0 = time.thread_time()
         try:
             while not self.stop.is_set():
                 self._pace()
                 data = os.read(self.fd, _PIPE_BYTES)
-                if not data:
+                if data:
+                    fresh.append(data)
+                    fresh_bytes += len(data)
+                    # an entry longer than a read is parsed again once as much again has come, not
+                    # after every read: that would cost its length squared
+                    if fresh_bytes < len(pending):
+                        continue
+                elif not fresh:
                     break
-                items, pending = self.parse(pending + data)
+                items, pending = self.parse(pending + b"".join(fresh))
+                fresh, fresh_bytes = [], 0
                 if items and not self._put(items):
                     return
+                if not data:
+                    break
             self.rest = pending
         except BaseException as exc:  # a read error, or a bug in parse: the consumer raises it
             self.error = exc
