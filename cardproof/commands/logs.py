@@ -7,13 +7,14 @@ from pathlib import Path
 
 import click
 
-from cardproof.daemon.logs.display import LOAD_KEYS, load_line, unplaced_line
+from cardproof.daemon.logs.display import LIMIT_TEXT, LOAD_KEYS, load_line, refused_lines, unplaced_line
+from cardproof.daemon.logs.lines import MAX_LINE_BYTES
 
 from .common import db_option, fail, open_db, progress
 
 _WARNINGS = {
     "non_utf8": "lines not valid UTF-8 (stored, with their bytes)",
-    "truncated": "lines longer than 1 MiB (stored cut to 1 MiB)",
+    "too_long": f"lines longer than {LIMIT_TEXT} ({MAX_LINE_BYTES:,} bytes) refused: not stored (named below)",
     "bad_json": "lines that are not journal JSON (skipped)",
     "no_message": "journal entries without a MESSAGE (skipped)",
     "journal_blob_data": "lines are journalctl's '[N blob data]' placeholders, not the server's text "
@@ -65,12 +66,17 @@ def register(cli: click.Group) -> None:
         if stats["gaps"]:
             click.echo(f"warning: {stats['gaps']} gap(s) in capture recorded (see table capture_gaps)", err=True)
         observed = stats.get("observed_requests") or 0
+        refused = len(stats.get("refused") or ())
         click.echo(
             f"{path}: {stats['lines']:,} new lines ({stats['kind']}), {stats['attributed']:,} attributed, "
-            f"{stats['unattributed']:,} unattributed; {stats['loads']} loads found, {stats['facts']:,} facts"
+            f"{stats['unattributed']:,} unattributed"
+            + (f", {refused:,} refused (longer than {LIMIT_TEXT}, not stored)" if refused else "")
+            + f"; {stats['loads']} loads found, {stats['facts']:,} facts"
             + (f", {observed:,} requests in the server's own counters" if observed else "")
             + (f"; {len(linked['matched'])} linked to run {run_id}'s loads" if linked else "")
         )
+        for line in refused_lines(stats):
+            click.echo(f"{path}: {line}")
         why = unplaced_line(stats)
         if why:
             click.echo(f"{path}: {why}")

@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 
 from ..crashes import SIGNALS, describe_end
+from .lines import MAX_LINE_BYTES
+
+#: the line limit as the summaries say it
+LIMIT_TEXT = f"{MAX_LINE_BYTES / (1 << 20):g} MiB"
+# refused lines named one by one in a summary; the rest are counted (all are in capture_gaps)
+_NAMED_REFUSALS = 20
 
 #: what ``cardproof loads --json`` and ``logs show --json`` give per load
 LOAD_KEYS = ("id", "model", "origin", "run_id", "started_at", "ready_at", "ended_at", "end_reason", "open", "pid",
@@ -34,8 +40,24 @@ def unplaced_line(stats: dict) -> str | None:
     parts = [f"{n:,} {UNPLACED_WHY.get(k, k)}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1]) if n]
     if stats["unattributed"] > known:  # lines placed by an earlier import's state, or bound then unbound
         parts.append(f"{stats['unattributed'] - known:,} for no reason recorded in this import")
-    return (f"{stats['unattributed']:,} lines in no load, all stored verbatim "
+    refused = len(stats.get("refused") or ())
+    if refused:  # "all stored" only when it is true: a refused line is in no load and not stored either
+        parts.append(f"and {refused:,} line{'s' if refused != 1 else ''} longer than {LIMIT_TEXT} refused, "
+                     f"not stored")
+    return (f"{stats['unattributed']:,} lines in no load, {'stored' if refused else 'all stored'} verbatim "
             f"(`cardproof logs show --unplaced`): " + "; ".join(parts))
+
+
+def refused_lines(stats: dict) -> list[str]:
+    """One line per line an import refused as longer than the limit (where it is, how long); [] when none."""
+    refused = stats.get("refused") or []
+    out = []
+    for r in refused[:_NAMED_REFUSALS]:
+        where = f"journal entry {r['cursor']}" if "cursor" in r else f"line at byte {r['offset']:,}"
+        out.append(f"refused {where}: {r['bytes']:,} bytes, longer than {LIMIT_TEXT}; not stored")
+    if len(refused) > _NAMED_REFUSALS:
+        out.append(f"and {len(refused) - _NAMED_REFUSALS:,} more (table capture_gaps)")
+    return out
 
 
 def _rate(spread: dict | None) -> str:

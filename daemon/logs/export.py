@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .lines import RealtimeFormatter
+from .lines import MAX_LINE_BYTES, RealtimeFormatter, Refusing
 
 # a line without "=" (a binary field's name, or bytes inside its data): that entry is read field by field
 _NO_EQUALS = re.compile(rb"\n[^=\n]+\n")
@@ -25,7 +25,8 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
     record needs are looked up (``rfind``: a field given twice keeps its
     last value), so an entry's twenty other fields cost nothing. An entry
     with a line without ``=`` -- a binary field's name, then its length --
-    is read field by field.
+    is read field by field. An entry whose MESSAGE is longer than
+    MAX_LINE_BYTES is a refused record in a :class:`~.lines.Refusing` batch.
     """
     out = []
     append = out.append
@@ -52,6 +53,9 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
             next_odd = odd[oi] if oi < n_odd else n
             rec = _record(entry, fmt, warnings)
             if rec is not None:
+                if rec[5] is None and type(out) is list:
+                    out = Refusing(out)
+                    append = out.append
                 append(rec)
             continue
         lo = pos - 1
@@ -62,11 +66,18 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
             continue
         e = find(b"\n", m + 9, end)
         msg = buf[m + 9:end if e < 0 else e]
-        try:
-            raw, raw_bytes = msg.decode("utf-8"), None
-        except UnicodeDecodeError:
-            raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
-            warnings["non_utf8"] += 1
+        size = None  # a refused message's length, where a file line's offset goes
+        if len(msg) > MAX_LINE_BYTES:
+            size, raw, raw_bytes = len(msg), None, None
+            if type(out) is list:
+                out = Refusing(out)
+                append = out.append
+        else:
+            try:
+                raw, raw_bytes = msg.decode("utf-8"), None
+            except UnicodeDecodeError:
+                raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
+                warnings["non_utf8"] += 1
         pid = None
         f = rfind(b"\n_PID=", lo, end)
         if f >= 0:
@@ -102,7 +113,7 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
             if f >= 0:
                 e = find(b"\n", f + 22, end)
                 ts = buf[f + 22:end if e < 0 else e]
-        append((fmt(ts), unit.decode("utf-8", "replace") if unit else None, pid, cursor, None, raw, raw_bytes))
+        append((fmt(ts), unit.decode("utf-8", "replace") if unit else None, pid, cursor, size, raw, raw_bytes))
         pos = end + 2
 
 
@@ -135,14 +146,18 @@ def _record(fields: dict, fmt: RealtimeFormatter, warnings: Counter):
     if msg is None:
         warnings["no_message"] += 1
         return None
-    try:
-        raw, raw_bytes = msg.decode("utf-8"), None
-    except UnicodeDecodeError:
-        raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
-        warnings["non_utf8"] += 1
+    size = None
+    if len(msg) > MAX_LINE_BYTES:  # refused: its length instead of its text
+        size, raw, raw_bytes = len(msg), None, None
+    else:
+        try:
+            raw, raw_bytes = msg.decode("utf-8"), None
+        except UnicodeDecodeError:
+            raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
+            warnings["non_utf8"] += 1
     pid = fields.get(b"_PID")
     unit = fields.get(b"_SYSTEMD_UNIT") or fields.get(b"SYSLOG_IDENTIFIER")
     cursor = fields.get(b"__CURSOR")
     return (fmt(fields.get(b"__REALTIME_TIMESTAMP")), unit.decode("utf-8", "replace") if unit else None,
             int(pid) if pid and pid.isdigit() else None, cursor.decode("ascii", "replace") if cursor else None,
-            None, raw, raw_bytes)
+            size, raw, raw_bytes)

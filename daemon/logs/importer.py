@@ -45,6 +45,9 @@ PROGRESS_EVERY = 50_000
 # SQLite page cache while an import runs (KiB); the connection's own size comes back after it
 IMPORT_CACHE_KIB = 64 * 1024
 _FLUSH_ROWS = 20_000
+# ... or this many characters of text, whichever comes first: lines may be up to
+# lines.MAX_LINE_BYTES long, and 20,000 of those must not wait in memory together
+_FLUSH_CHARS = 64 << 20
 # How long an import waits for the write lock. ``cardproof logs import`` waits long: another
 # import of a long journal may hold the lock for minutes. Captures (the daemon's collectors,
 # a run's) wait as long as any other write: the daemon's main loop must come back to its
@@ -220,6 +223,7 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
         known = {r[0] for r in conn.execute("select cursor from log_lines where source_id = ? and cursor is not null",
                                             [source["id"]])}
     n = dup = 0
+    held = 0  # characters of text buffered since the last flush
     lid = w.next_line
     fid = w.next_fact
     sid = source["id"]
@@ -273,10 +277,12 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
                         w.crashed(load, lid, ts, f"crashed: {f.value_text}", -int(f.value_num or 0) or None)
                         attr.streams.crashed(load)  # what its stream prints next is no longer its own
             lines.append((lid, ts, unit, pid, port, cursor, offset, raw, raw_bytes, load, how))
+            held += len(raw)
             lid += 1
             n += 1
         w.next_line, w.next_fact = lid, fid
-        if len(lines) >= _FLUSH_ROWS:
+        if len(lines) >= _FLUSH_ROWS or held >= _FLUSH_CHARS:
+            held = 0
             if window is not None:
                 window.set()  # SQLite runs without Python's lock: the reader may split ahead meanwhile
             w.flush()
@@ -400,6 +406,8 @@ def _run_import(store, conn, reader, source, run_id, started, started_cpu, progr
         "unplaced": dict(attr.unplaced),  # this import's unattributed lines by reason (see attribution.py)
         "held": attr.held(),  # lines waiting for their process to start or name its model
         "warnings": dict(reader.warnings),
+        # lines longer than lines.MAX_LINE_BYTES, not stored: {"offset" or "cursor", "bytes"} each
+        "refused": list(reader.refused),
         "seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - started_cpu,
         "read_seconds": reader.read_seconds,
@@ -423,6 +431,7 @@ def _add(total: dict | None, part: dict) -> dict:
     for key, count in (part.get("warnings") or {}).items():
         warnings[key] = warnings.get(key, 0) + count
     out["warnings"] = warnings
+    out["refused"] = list(total.get("refused") or []) + list(part.get("refused") or [])
     return out
 
 

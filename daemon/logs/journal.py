@@ -27,7 +27,7 @@ from pathlib import Path
 from ..said import Said
 from ..validate import PATH_CHARS, shown
 from .export import export_entries
-from .lines import RealtimeFormatter, decode
+from .lines import MAX_LINE_BYTES, RealtimeFormatter, Refusing, decode
 from .pipe import ChildAhead, ChildAheadError, PipeAhead
 from .reader import LogSourceError, Reader
 
@@ -74,11 +74,17 @@ def _cursor_seqnum(cursor: str | None) -> tuple[str | None, int | None]:
 
 
 def journal_record(obj: dict, fmt: RealtimeFormatter, warnings: Counter):
-    """One ``journalctl -o json`` object as a record, or None when it has no message."""
+    """One ``journalctl -o json`` object as a record, or None when it has no message.
+
+    A message longer than MAX_LINE_BYTES comes back refused: no text, its
+    length in the offset's place (see ``lines.Refusing``).
+    """
     msg = obj.get("MESSAGE")
     raw_bytes = None
     if isinstance(msg, list):
         if msg and isinstance(msg[0], int):
+            if len(msg) > MAX_LINE_BYTES:
+                return _refused(obj, fmt, len(msg))
             raw, raw_bytes = decode(bytes(msg))  # non-printable or non-UTF-8 message
         else:  # the field was given more than once: keep every value
             raw = "\n".join(bytes(v).decode("utf-8", "replace") if isinstance(v, list) else str(v) for v in msg)
@@ -87,6 +93,11 @@ def journal_record(obj: dict, fmt: RealtimeFormatter, warnings: Counter):
     else:
         warnings["no_message"] += 1
         return None
+    # a character is one to four bytes: only a message near the limit is encoded to measure it
+    if raw_bytes is None and len(raw) * 4 > MAX_LINE_BYTES:
+        length = len(raw.encode("utf-8", "surrogatepass"))
+        if length > MAX_LINE_BYTES:
+            return _refused(obj, fmt, length)
     if raw_bytes is not None:
         warnings["non_utf8"] += 1
     pid = obj.get("_PID")
@@ -96,6 +107,11 @@ def journal_record(obj: dict, fmt: RealtimeFormatter, warnings: Counter):
         pid = None
     unit = obj.get("_SYSTEMD_UNIT") or obj.get("SYSLOG_IDENTIFIER")
     return (fmt(obj.get("__REALTIME_TIMESTAMP")), unit, pid, obj.get("__CURSOR"), None, raw, raw_bytes)
+
+
+def _refused(obj: dict, fmt: RealtimeFormatter, length: int) -> tuple:
+    """A refused entry's record: where it is (its cursor), its message's length, no text."""
+    return (fmt(obj.get("__REALTIME_TIMESTAMP")), None, None, obj.get("__CURSOR"), length, None, None)
 
 
 class JournalReader(Reader):
@@ -211,20 +227,34 @@ class JournalReader(Reader):
         t0 = time.perf_counter()
         for batch in ahead:
             self.entries_read += len(batch)
+            refusing = type(batch) is Refusing
             if first and batch and expect is not None:
                 first = False
                 if batch[0][3] != expect:
                     return found, False  # cursor gone
                 found = True
-                batch = batch[1:]  # stored by the previous capture
+                batch = batch[1:]  # stored (or refused) by the previous capture
             if batch:
                 first = False
+                # a refused entry moves the cursor too: the next capture must not refuse it again
                 self.position["cursor"] = batch[-1][3]
+                if refusing:
+                    batch = self._refuse_entries(batch)
                 self.read_seconds += time.perf_counter() - t0  # waiting for the reader
                 yield batch
                 t0 = time.perf_counter()
         self.read_seconds += time.perf_counter() - t0
         return found, True
+
+    def _refuse_entries(self, batch: list) -> list:
+        """The batch's records to store; its refused entries (text None) are named by cursor and length."""
+        keep = []
+        for rec in batch:
+            if rec[5] is None:
+                self.refuse({"cursor": rec[3]}, rec[4])
+            else:
+                keep.append(rec)
+        return keep
 
     def _run(self, extra: list[str], expect: str | None):
         if self.output == "export" and self.cursor is None:
@@ -286,6 +316,8 @@ class JournalReader(Reader):
         for line in lines:
             rec = json_line_record(line, self._fmt, self.warnings)
             if rec is not None:
+                if rec[5] is None and type(out) is list:
+                    out = Refusing(out)
                 out.append(rec)
         return out, pending
 

@@ -11,9 +11,25 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-#: Longest line stored; a binary file without newlines must not become one
-#: row of hundreds of megabytes. Longer lines are cut and counted.
-MAX_LINE_BYTES = 1 << 20
+#: Longest line stored (its bytes without the line ending; a journal entry's
+#: MESSAGE). A line up to this is stored whole: a line is evidence and a cut
+#: one would say something the server never wrote. A longer one (a binary file
+#: without newlines, a dumped blob) is refused: not stored, counted and named
+#: by where it is and its length (``Reader.refuse``), and skipped while read,
+#: never held whole. 32 MiB keeps the longest row, its copies while it is
+#: parsed and stored and SQLite's limit (1 GB) far apart.
+MAX_LINE_BYTES = 32 << 20
+
+
+class Refusing(list):
+    """A batch of journal records that holds refused entries as well.
+
+    A refused entry is ``(ts, unit, pid, cursor, length, None, None)``: no
+    text, its message's length where a file line's offset goes. The journal
+    reader names them, moves its cursor past them and stores the rest; a
+    batch without refusals stays a plain list, so the common case costs one
+    type check per batch.
+    """
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # journalctl's default text output: "Jun 06 11:17:05 host ollama[243665]: ...", also in other

@@ -35,6 +35,8 @@ import sys
 import threading
 import time
 
+from .lines import Refusing
+
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux; Python < 3.10 lacks the name
 _PIPE_BYTES = 1 << 20  # the unprivileged maximum of /proc/sys/fs/pipe-max-size by default
 _READY = 2  # batches kept ready while the importer runs Python code
@@ -121,16 +123,28 @@ class PipeAhead(_Ahead):
 
     def _pump(self) -> None:
         pending = b""
+        fresh: list[bytes] = []  # read since the last parse
+        fresh_bytes = 0
         c0 = time.thread_time()
         try:
             while not self.stop.is_set():
                 self._pace()
                 data = os.read(self.fd, _PIPE_BYTES)
-                if not data:
+                if data:
+                    fresh.append(data)
+                    fresh_bytes += len(data)
+                    # an entry longer than a read is parsed again once as much again has come, not
+                    # after every read: that would cost its length squared
+                    if fresh_bytes < len(pending):
+                        continue
+                elif not fresh:
                     break
-                items, pending = self.parse(pending + data)
+                items, pending = self.parse(pending + b"".join(fresh))
+                fresh, fresh_bytes = [], 0
                 if items and not self._put(items):
                     return
+                if not data:
+                    break
             self.rest = pending
         except BaseException as exc:  # a read error, or a bug in parse: the consumer raises it
             self.error = exc
@@ -184,8 +198,8 @@ class ChildAhead(_Ahead):
                     err = self.proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
                     raise ChildAheadError("the journal's reading process ended without its last frame"
                                           + (f": {err[-1][:300]}" if err else "")) from None
-                if frame[0] == "b":
-                    if not self._put(frame[1]):
+                if frame[0] == "b" or frame[0] == "r":
+                    if not self._put(frame[1] if frame[0] == "b" else Refusing(frame[1])):
                         return
                 else:
                     _, self.rest, self.warnings, self.returncode, self.stderr, self.child_cpu_seconds = frame

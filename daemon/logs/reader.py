@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from ..said import Saying
+from ..said import Said, Saying
+from .lines import MAX_LINE_BYTES
 
 
 class LogSourceError(Exception):
@@ -27,6 +28,25 @@ class Reader:
         self.position: dict = {}
         self.dedupe = False  # set when a re-read may repeat stored lines
         self.resumable = False  # True while ``position`` after the last batch is a place to resume from
+        # lines longer than MAX_LINE_BYTES, not stored: {"offset": byte} or {"cursor": ...}, and "bytes"
+        self.refused: list[dict] = []
+
+    def refuse(self, where: dict, length: int) -> None:
+        """A line too long to store: counted, named in the import's summary and kept as a capture gap.
+
+        ``where`` is ``{"offset": first byte}`` in a file or ``{"cursor": ...}``
+        in a journal; ``length`` the line's bytes without its line ending.
+        """
+        self.warnings["too_long"] += 1
+        self.refused.append({**where, "bytes": length})
+        params = {"length_bytes": length, "limit_bytes": MAX_LINE_BYTES}
+        if "cursor" in where:
+            said = Said("journal entry {cursor} refused: its message is {length_bytes:,} bytes, longer than the "
+                        "limit of {limit_bytes:,} bytes; not stored", {"cursor": str(where["cursor"]), **params})
+        else:
+            said = Said("line at byte {offset_bytes:,} refused: {length_bytes:,} bytes, longer than the limit of "
+                        "{limit_bytes:,} bytes; not stored", {"offset_bytes": where["offset"], **params})
+        self.gaps.append((said, 1))
 
     def _clock(self, t0: float, c0: float) -> None:
         self.read_seconds += time.perf_counter() - t0

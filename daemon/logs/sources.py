@@ -58,6 +58,8 @@ class FileReader(Reader):
     otherwise it waits for the writer to complete it. ``until`` stops reading
     the current file at that byte (its size when a capture began): a writer
     faster than the reader must not keep one capture going for ever.
+    A line is stored whole up to MAX_LINE_BYTES and refused beyond it (see
+    ``_read``); ``position["offset"]`` is always the first byte of a line.
     """
 
     def __init__(self, path: Path, *, offset: int = 0, inode: int | None = None, final: bool = False,
@@ -106,60 +108,89 @@ class FileReader(Reader):
             yield from self._read(path, offset, is_current)
 
     def _read(self, path: Path, offset: int, is_current: bool):
+        """Batches of the complete lines from ``offset`` on; ``position["offset"]`` follows the last one.
+
+        ``offset`` is always the first byte of the line not yet ended: a line
+        without its newline at the end of a read that is not final is read
+        again, from that byte, by the next one. A line that grows past
+        MAX_LINE_BYTES is no longer kept (:class:`_Unfinished`): it is counted
+        to its newline and refused, so a newline-free blob of any size costs
+        the limit and a chunk of memory.
+        """
         final = self.final or not is_current
         limit = self.until if is_current and self.until is not None else None
+        line = _Unfinished()
         with open(path, "rb") as f:
             f.seek(offset)
             pos = offset
-            carry = b""
             while True:
                 t0, c0 = time.perf_counter(), time.process_time()
                 want = _CHUNK_BYTES if limit is None else min(_CHUNK_BYTES, limit - pos)
                 chunk = f.read(want) if want > 0 else b""
                 if not chunk:
-                    # stopped at the limit with more written after it: the carry may be half a line
+                    # stopped at the limit with more written after it: the unfinished line may be half a line
                     if limit is not None and pos >= limit and f.read(1):
                         final = False
                     break
                 pos += len(chunk)
-                data = carry + chunk
+                if chunk.rfind(b"\n") < 0:  # no line ends in this chunk
+                    line.add(chunk)
+                    self._clock(t0, c0)
+                    continue
+                if line.skipping:  # the refused line ends at the chunk's first newline
+                    first = chunk.find(b"\n")
+                    line.add(chunk[:first])
+                    self.refuse({"offset": offset}, line.size - line.cr)
+                    offset += line.size + 1
+                    line = _Unfinished()
+                    data = chunk[first + 1:]
+                else:
+                    line.held.append(chunk)
+                    data = b"".join(line.held)
+                    line = _Unfinished()
                 # journalctl's short output without -a shows a message that is not clean text as a placeholder
                 # ("[100B blob data]"): the server's words are not in this log. A line is counted once it ends.
                 blobs = data.count(_BLOB_LINE_END)
                 if blobs:
                     self.warnings["journal_blob_data"] += blobs
                 parts = data.split(b"\n")
-                carry = parts.pop()
-                if len(carry) > MAX_LINE_BYTES:  # a newline-free blob: cut it into stored pieces
-                    parts.append(carry)
-                    carry = b""
+                line.add(parts.pop())
                 batch, offset = self._records(parts, offset)
                 self._clock(t0, c0)
                 if is_current:
                     self.position["offset"] = offset
                 yield batch
-            if carry and final:
-                if carry.endswith(_BLOB_LINE_END[:-1]):
-                    self.warnings["journal_blob_data"] += 1
-                batch, offset = self._records([carry], offset, last=True)
+            if final and line.size:  # a finished file's last line, without a newline
+                if line.skipping:
+                    self.refuse({"offset": offset}, line.size - line.cr)
+                    batch, offset = [], offset + line.size
+                else:
+                    data = b"".join(line.held)
+                    if data.endswith(_BLOB_LINE_END[:-1]):
+                        self.warnings["journal_blob_data"] += 1
+                    batch, offset = self._records([data], offset, last=True)
                 if is_current:
                     self.position["offset"] = offset
                 yield batch
 
     def _records(self, parts: list[bytes], offset: int, last: bool = False):
+        """Records of complete lines starting at byte ``offset``; returns them and the byte after them."""
         out = []
         for line in parts:
             start = offset
             offset += len(line) + (0 if last else 1)
             if line.endswith(b"\r"):
                 line = line[:-1]
-            if len(line) > MAX_LINE_BYTES:
-                line = line[:MAX_LINE_BYTES]
-                self.warnings["truncated"] += 1
+            if len(line) > MAX_LINE_BYTES:  # held while it was read (at most the limit and a chunk): not stored
+                self.refuse({"offset": start}, len(line))
+                continue
             if self.journal_json:
                 rec = json_line_record(line, self._fmt, self.warnings)
                 if rec is not None:
-                    out.append(rec[:4] + (start,) + rec[5:])
+                    if rec[5] is None:  # its message too long (journal.py): cannot be, the line is longer
+                        self.refuse({"offset": start}, rec[4])
+                    else:
+                        out.append(rec[:4] + (start,) + rec[5:])
                 continue
             try:
                 raw, raw_bytes = line.decode("utf-8"), None
@@ -168,6 +199,34 @@ class FileReader(Reader):
                 self.warnings["non_utf8"] += 1
             out.append((None, None, None, None, start, raw, raw_bytes))
         return out, offset
+
+
+class _Unfinished:
+    """The line read so far without its newline: its pieces while it may be stored, then only its length.
+
+    Once it is longer than MAX_LINE_BYTES (+ 1: the carriage return of a
+    CRLF line of the limit's length) its pieces are let go and only counted:
+    it will be refused however long it gets. ``cr``: its last byte so far is
+    a carriage return, which belongs to the line ending, not to its length.
+    """
+
+    __slots__ = ("held", "size", "skipping", "cr")
+
+    def __init__(self):
+        self.held: list[bytes] = []
+        self.size = 0
+        self.skipping = False
+        self.cr = False
+
+    def add(self, piece: bytes) -> None:
+        if not piece:
+            return
+        self.size += len(piece)
+        self.cr = piece[-1] == 13
+        if not self.skipping:
+            self.held.append(piece)
+            if self.size > MAX_LINE_BYTES + 1:
+                self.held, self.skipping = [], True
 
 
 def _head(path: Path, n: int) -> str:

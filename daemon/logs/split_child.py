@@ -15,6 +15,9 @@ batches (a fifth of a microsecond per record).
 Output on stdout, one pickle per frame:
 
 * ``("b", records)``: a batch of complete entries;
+* ``("r", records)``: the same, holding entries refused as too long (see
+  ``lines.Refusing``; its class is not pickled: this process loads
+  ``lines.py`` under another module name);
 * ``("end", rest, warnings, returncode, stderr, cpu_seconds)``: journalctl's
   unfinished tail, the split's warning counts, journalctl's exit status and
   its stderr (the last 4 KiB), and this process's CPU time.
@@ -68,14 +71,28 @@ def main(argv: list[str]) -> int:
         fd = proc.stdout.fileno()
         fmt, warnings = formatter(), Counter()
         pending = b""
+        fresh: list[bytes] = []  # read since the last split
+        fresh_bytes = 0
         try:
             while True:
                 data = os.read(fd, _READ_BYTES)
+                if data:
+                    fresh.append(data)
+                    fresh_bytes += len(data)
+                    # an entry longer than a read (a message of megabytes) is split again once as much
+                    # again has come, not after every read: that cost its length squared (25 s for 32 MiB)
+                    if fresh_bytes < len(pending):
+                        continue
+                elif not fresh:
+                    break
+                items, pending = export_entries(pending + b"".join(fresh), fmt, warnings)
+                fresh, fresh_bytes = [], 0
+                if type(items) is not list:  # refused entries among them: a plain list, its own tag
+                    pickle.dump(("r", list(items)), out, protocol=pickle.HIGHEST_PROTOCOL)
+                elif items:
+                    pickle.dump(("b", items), out, protocol=pickle.HIGHEST_PROTOCOL)
                 if not data:
                     break
-                items, pending = export_entries(pending + data, fmt, warnings)
-                if items:
-                    pickle.dump(("b", items), out, protocol=pickle.HIGHEST_PROTOCOL)
             proc.wait()
             err.seek(0, os.SEEK_END)
             err.seek(max(0, err.tell() - 4096))
