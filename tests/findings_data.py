@@ -132,11 +132,13 @@ def make_run(path: Path, models: list[M], *, reps: int = 5, status: str = "compl
                     [level * rng.uniform(1 - m.noise, 1 + m.noise) for _ in range(reps)]
                 for rep, v in enumerate(values, 1):
                     t += timedelta(seconds=m.wall_s)
+                    prefill = m.prefill * rng.uniform(1 - m.noise, 1 + m.noise)
                     db["samples"].insert({
                         "run_id": rid, "cell_id": cell, "repetition": rep, "started_at": t.isoformat(),
                         "prompt_tokens": tokens, "generated_tokens": 256, "decode_tps": v,
-                        "prefill_tps": m.prefill * rng.uniform(1 - m.noise, 1 + m.noise),
-                        "ttft_ms": 80.0, "wall_ms": m.wall_s * 1000 * rng.uniform(0.98, 1.02),
+                        "prefill_tps": prefill,
+                        # the first token comes once the prompt is read, and a little after
+                        "ttft_ms": 20.0 + tokens / prefill * 1000, "wall_ms": m.wall_s * 1000 * rng.uniform(0.98, 1.02),
                         "counter_source": "timings", "kind": "measure"})
                 if n == 0:
                     for k, (kind, err) in enumerate(m.errors, len(values) + 1):

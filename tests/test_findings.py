@@ -71,7 +71,7 @@ MODULES = sorted(m.name for m in pkgutil.iter_modules(findings.__path__) if m.na
 
 
 def test_the_registry_is_every_rule_module_in_its_order():
-    assert set(RULES) == set(MODULES) == {"architecture", "ladder", "ranking", "context", "loads", "symptoms", "room"}
+    assert set(RULES) == set(MODULES) == {"architecture", "ladder", "ranking", "crossover", "context", "loads", "symptoms", "room"}
     for name in MODULES:
         module = importlib.import_module(f"cardproof.report.findings.{name}")
         assert isinstance(module.RULE, FindingRule) and module.RULE.name == name and RULES[name] is module.RULE
@@ -258,8 +258,37 @@ def test_a_ladder_stays_silent_or_uncontrolled_where_its_steps_are_not_one_base_
 def test_prefill_and_decode_ranking_fires_on_a_measurable_swap(tmp_path):
     found = _of(_found(tmp_path, [dense("fast-decode", 8.0, 90.0, prefill=1000.0),
                                   dense("fast-prefill", 14.0, 60.0, prefill=3000.0)]), "ranking")
-    assert len(found) == 1 and len(found[0].figures) == 1
+    # every class where the order swaps, the short prompts as well as the long ones
+    assert [f.key for f in found] == ["ranking:short", "ranking:long"]
+    assert all(len(f.figures) == 1 for f in found)
     assert "fast-prefill fills the prompt faster" in plain(found[0], Lang("en"))
+
+
+def test_end_to_end_crossover_names_the_answer_length_where_the_order_turns(tmp_path):
+    """The faster decoder reads prompts slower: for short answers the other model finishes first.
+    On 4,000-token prompts at 1,000 against 3,000 tok/s the first token comes 2,667 ms apart
+    (4,020 and 1,353 ms); decode at 81 against 54 tok/s (the long class is 10 % slower) gives back
+    1000/54 - 1000/81 = 6.17 ms a token: the times meet near 432 tokens."""
+    from cardproof.report.findings.crossover import crossover_tokens
+
+    found = _of(_found(tmp_path, [dense("fast-decode", 8.0, 90.0, prefill=1000.0, noise=0.001),
+                                  dense("fast-prefill", 14.0, 60.0, prefill=3000.0, noise=0.001)]), "crossover")
+    long = [f for f in found if f.key.startswith("crossover:long:")]
+    assert len(long) == 1
+    en = plain(long[0], Lang("en")).replace("\u00a0", " ")
+    assert "fast-prefill answers first for answers up to about 43" in en
+    assert "beyond that fast-decode finishes first" in en
+    assert "At this run's median answer of 256 tokens" in en
+    assert "Antworten bis etwa 43" in plain(long[0], Lang("de")).replace("\u00a0", " ")
+    n = crossover_tokens(1353.3, 54.0, 4020.0, 81.0)
+    assert 430 < n < 434
+    # one model ahead at every length: no crossover
+    assert crossover_tokens(1000.0, 90.0, 2000.0, 60.0) is None
+
+
+def test_end_to_end_crossover_stays_silent_where_one_model_leads_in_both(tmp_path):
+    models = [dense("a", 8.0, 90.0, prefill=3000.0, noise=0.01), dense("b", 14.0, 60.0, prefill=1000.0, noise=0.01)]
+    assert _of(_found(tmp_path, models), "crossover") == []
 
 
 @pytest.mark.parametrize("prefill", [(3000.0, 1000.0),  # the same order in both

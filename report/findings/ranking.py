@@ -2,8 +2,9 @@
 
 Prefill is compute-bound and decode reads the weights per token, so a model
 can fill a long prompt faster than another and still answer slower. Stated
-for pairs whose order differs measurably in both, in the class with the
-longest prompts (where prefill is measured best), from stable cells.
+for pairs whose order differs measurably in both, in every prompt class
+where that holds (a short prompt can reverse the order as a long one does),
+from stable cells.
 """
 
 from __future__ import annotations
@@ -32,10 +33,14 @@ def _values(cell: dict, key: str) -> list[float]:
 
 def check(view: dict) -> list[Finding]:
     tokens = view.get("class_tokens") or {}
-    measured = [c for c in view.get("classes", []) if tokens.get(c)]
-    if not measured:
-        return []
-    cls = max(measured, key=lambda c: tokens[c][1])  # the longest prompts: prefill's own class
+    out = []
+    for cls in view.get("classes", []):
+        if tokens.get(cls):
+            out += _in_class(view, cls, tokens)
+    return out
+
+
+def _in_class(view: dict, cls: str, tokens: dict) -> list[Finding]:
     rows = []
     for m in view["models"]:
         c = stable_cell(m, cls)
