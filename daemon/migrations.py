@@ -707,3 +707,12 @@ def m024_variants(db: sqlite_utils.Database) -> None:
             "on conflict (tbl, bucket) do update set n = n + 1;" for r in rows.format(old="old", new="new").split())
         db.execute(f'create trigger if not exists "row_changes_variants_{kind}" after {kind} on "variants" '
                    f"begin {marks} end")
+
+
+@migrations(name="m025_statement_kinds")
+def m025_statement_kinds(db: sqlite_utils.Database) -> None:
+    # a publication records every statement its articles make, kind by kind (report/statements.py);
+    # naming the kinds it recorded tells a statement a later build newly makes (a finding that appears,
+    # a contradiction opened) from one of a kind an older publication did not record at all
+    if "statement_kinds" not in db["publications"].columns_dict:
+        db["publications"].add_column("statement_kinds", str)

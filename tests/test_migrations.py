@@ -39,6 +39,7 @@ APPLIED_ORDER = [
     "m022_row_changes",
     "m023_model_shape",
     "m024_variants",
+    "m025_statement_kinds",
 ]
 
 
