@@ -103,6 +103,29 @@ def test_a_changed_figure_shows_what_was_published_what_replaced_it_and_why(meas
     assert "Nachträge" in (site / "de" / "runs" / f"run-{run_id}.html").read_text()
 
 
+def test_publish_refuses_a_broken_contradictions_note_and_records_nothing(measured, tmp_path):
+    """The author's contradictions are statements of the article: a file that cannot be read is named,
+    and no publication is recorded from an article that could not be made."""
+    _root, db_path, run_id = measured
+    notes = tmp_path / "proj" / "notes"
+    notes.mkdir(parents=True)
+    path = notes / f"run-{run_id}.contradictions.toml"
+    path.write_text('[[contradiction]]\nstatus = "maybe"\n')
+
+    def publications():
+        store = open_store(db_path, mode="ro")
+        try:
+            return store.db.execute("select count(*) from publications").fetchone()[0]
+        finally:
+            store.close()
+
+    before = publications()
+    result = _publish(db_path, tmp_path / "proj")
+    assert result.exit_code == 2, result.output
+    assert f"error: nothing published: {path}: key 'contradiction[0].status'" in result.output
+    assert publications() == before
+
+
 def test_publish_refuses_an_empty_note_and_a_missing_database(tmp_path):
     result = _publish(tmp_path / "none.db", tmp_path / "proj", "--note", "  ")
     assert result.exit_code == 2 and "--note: empty" in result.output

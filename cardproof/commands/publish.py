@@ -34,6 +34,7 @@ def register(cli: click.Group) -> None:
         """
         from cardproof.daemon.store import StoreError
         from cardproof.report.addenda import record_publication
+        from cardproof.report.contradictions.authored import AuthoredError
         from cardproof.report.build import ReportError, build
 
         from cardproof.report.feed import FeedError, check_site_url
@@ -51,6 +52,8 @@ def register(cli: click.Group) -> None:
             pub = record_publication(store.db, note=note, version=__version__, project=project)
             n = store.db.execute("select count(*) from published_figures where publication_id = ?",
                                  [pub]).fetchone()[0]
+        except AuthoredError as exc:  # the author's contradictions are stated too: nothing is recorded
+            fail(f"nothing published: {exc}", 2)
         finally:
             store.close()
         try:
