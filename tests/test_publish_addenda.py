@@ -244,9 +244,11 @@ def statements_published(llama_server, tmp_path_factory):
                          pinned="tiny-a") + STATEMENTS_CAMPAIGN
     out = run_campaign(store, parse_campaign(text, "s.toml"), echo=lambda s: None)
     assert out.status == "completed"
+    # only a variant whose log proved its arguments may be named fastest
+    assert [r[0] for r in store.db.execute("select status from variants")] == ["took", "took"]
     with store.db.conn:
         _settle(store.db, out.run_id)
-    sample = _short_samples(store.db, out.run_id, "tiny-a")[0]
+    sample = _short_samples(store.db, out.run_id, "tiny-a")[0]  # the author's contradiction cites it
     store.close()
     (project / "notes").mkdir(parents=True)
     (project / "notes" / f"run-{out.run_id}.contradictions.toml").write_text(
@@ -255,16 +257,16 @@ def statements_published(llama_server, tmp_path_factory):
         mp.setattr(build_mod, "mkdocs_build", lambda project: project / "build" / "site")
         result = _publish(db_path, project)
     assert result.exit_code == 0, result.output
-    return root, out.run_id, sample
+    return root, out.run_id
 
 
 @pytest.fixture
 def corrected(statements_published, tmp_path):
-    """A copy of the published store and project, to correct: (db path, project, run id, a tiny-a sample)."""
-    root, run_id, sample = statements_published
+    """A copy of the published store and project, to correct: (db path, project, run id)."""
+    root, run_id = statements_published
     shutil.copy(root / "s.db", tmp_path / "s.db")
     shutil.copytree(root / "proj", tmp_path / "proj")
-    return tmp_path / "s.db", tmp_path / "proj", run_id, sample
+    return tmp_path / "s.db", tmp_path / "proj", run_id
 
 
 def _addendum(project, run_id, lang, label) -> str:
@@ -431,7 +433,7 @@ def _recorded(db_path, run_id, key) -> dict:
 
 @pytest.mark.parametrize("kind", list(KIND_CASES))
 def test_a_correction_that_changes_a_statement_gets_an_addendum_quoting_both_wordings(kind, corrected):
-    db_path, project, run_id, _ = corrected
+    db_path, project, run_id = corrected
     change, _harmless, labels, was, now = KIND_CASES[kind]
     if was == RECORDED:
         was = tuple(_recorded(db_path, run_id, {"verdict": "verdict:fast|tiny-b",
@@ -452,7 +454,7 @@ def test_a_correction_that_changes_a_statement_gets_an_addendum_quoting_both_wor
 
 @pytest.mark.parametrize("kind", list(KIND_CASES))
 def test_a_correction_that_changes_no_statement_gets_no_addendum(kind, corrected):
-    db_path, project, run_id, _ = corrected
+    db_path, project, run_id = corrected
     _, harmless, labels, was, _now = KIND_CASES[kind]
     store = open_store(db_path, mode="ro")
     try:
@@ -480,7 +482,7 @@ def test_a_finding_withdrawn_and_one_stated_anew_each_get_an_addendum(corrected,
     from cardproof.report import build as build_mod
 
     monkeypatch.setattr(build_mod, "mkdocs_build", lambda project: project / "build" / "site")
-    db_path, project, run_id, _ = corrected
+    db_path, project, run_id = corrected
     published = _recorded(db_path, run_id, "finding:ranking:short")
     assert published["en"].startswith("Prefill and decode rank the models differently: In the prompt class short")
 
@@ -509,7 +511,7 @@ def test_a_finding_withdrawn_and_one_stated_anew_each_get_an_addendum(corrected,
 
 def test_the_recorded_words_are_the_articles(statements_published):
     """What the publication recorded of the Variants and Load sections is what the page says (emphasis aside)."""
-    root, run_id, _ = statements_published
+    root, run_id = statements_published
     store = open_store(root / "s.db", mode="ro")
     rows = store.db.execute("select key, shown_json from published_figures where run_id = ? and (key like 'fastest:%' "
                             "or key like 'knee:%' or key like 'slo:%')", [run_id]).fetchall()
@@ -524,7 +526,7 @@ def test_the_recorded_words_are_the_articles(statements_published):
 def test_a_publication_recorded_before_statements_still_reads_and_changes_nothing(corrected):
     """A publication made before (figures only, no kinds named, a rule's stored outcome): no addendum from
     the change of record alone, and a figure corrected since still gets one."""
-    db_path, project, run_id, _ = corrected
+    db_path, project, run_id = corrected
     store = open_store(db_path)
     legacy = "('decode', 'prefill', 'load', 'headline', 'verdict', 'caveat', 'finding')"
     with store.db.conn:
