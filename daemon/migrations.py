@@ -765,3 +765,12 @@ def m025_row_salts(db: sqlite_utils.Database) -> None:
         db["row_changes"].add_column("salt", int)
     for table in db.table_names():
         follow_rows(db, table)
+
+
+@migrations(name="m026_statement_kinds")
+def m026_statement_kinds(db: sqlite_utils.Database) -> None:
+    # a publication records every statement its articles make, kind by kind (report/statements.py);
+    # naming the kinds it recorded tells a statement a later build newly makes (a finding that appears,
+    # a contradiction opened) from one of a kind an older publication did not record at all
+    if "statement_kinds" not in db["publications"].columns_dict:
+        db["publications"].add_column("statement_kinds", str)

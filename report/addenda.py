@@ -1,19 +1,22 @@
 """Corrections stay visible: what a publication put out, and an *Addenda* section where it changed since.
 
-``cardproof publish`` records, for every finished run, the figures its article
-states (:func:`figures`): the headline per prompt class (the sentence the
-article stated: a ratio, "no measurable difference", left out as unstable, or no
-headline because the run did not finish), each cell's
-decode and prefill median (rounded as the table shows them, with the sample
-ids behind them), each model's load time, each rule's verdict, each caveat and
-each finding, as each language showed them. Every build compares the run's publications in
-order, and the last one with what the database says now; a figure that
-changed gets an entry in the article's *Addenda*: what was published, what
-replaced it, when, and why -- the author's note given to the publication that
-changed it, or, for a median, the samples that left or joined it.
+``cardproof publish`` records, for every finished run, every statement its article makes
+(report/statements.py, one registered function per kind): the headline per prompt class (the
+sentence the article stated), each cell's decode and prefill median (rounded as the table shows them,
+with the sample ids behind them), each model's load time, each rule's outcome, each probe's verdict,
+each expectation confirmed or refuted, the fastest variant of each class (or that none is measurably
+faster), each knee of a load sweep and the most streams or the highest rate at the service level,
+each contradiction open or resolved, each gate that fired or never fired, each caveat and each
+finding, as each language showed them. Every build compares the run's publications in order, and
+the last one with what the database says now; a statement that changed, was withdrawn or is newly
+made gets an entry in the article's *Addenda*: what was published, what replaced it, when, and why
+-- the author's note given to the publication that changed it, or, for a median, the samples that
+left or joined it.
 
-Labels and values are stored as shown in each language, so an addendum quotes
-exactly what readers saw; a figure no longer stated is said to be withdrawn.
+Labels and statements are stored as shown in each language, so an addendum quotes exactly what
+readers saw. A publication names the kinds it recorded (m025), so a statement newly made is told
+from one a publication made before did not record: rows recorded before still read, and compare as
+they did.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sqlite_utils
 
 from . import queries
 from .i18n import LANGUAGES, Lang
+from .statements import FORM, KINDS, LEGACY_KINDS, statements
 from ..daemon.store import json_text
 from ..daemon.storefile import connect_readonly
 
@@ -34,225 +38,83 @@ _ADDENDA_MARK = '<span id="addenda"></span>'
 _SECTION = re.compile(r"\n\n## [^\n]*\{#addenda\}\n\n" + re.escape(_ADDENDA_MARK) + r".*\Z", re.S)
 
 
-def _both(make) -> dict[str, str]:
-    return {lang: make(Lang(lang)) for lang in LANGUAGES}
+def records(view: dict) -> dict[str, dict]:
+    """Every statement of the article whose view is ``view``, as a publication records it, by key.
 
-
-def _cell_label(L: Lang, kind: str, model: str, cls: str, reasoning: bool) -> str:
-    _ = L.gettext
-    what = _("decode median") if kind == "decode" else _("prefill median")
-    return f"{model} · {_(cls)} · {_('reasoning on') if reasoning else _('reasoning off')}: {what}"
-
-
-def figures(db: sqlite_utils.Database, run_id: int) -> dict[str, dict]:
-    """The figures the run's article states, by key: ``value`` (compared), ``label``/``shown`` per language."""
-    view = queries.run_view(db, run_id)
-    out: dict[str, dict] = {}
-    for c in view["cells"]:
-        reasoning = bool(c["reasoning"])
-        for kind, digits in (("decode", 1), ("prefill", 0)):
-            sp = c[kind]
-            value = None if sp is None else round(sp.median, digits)
-            out[f"{kind}:{c['model']}|{c['prompt_class']}|{int(reasoning)}"] = {
-                "value": "—" if value is None else f"{value:.{digits}f}",
-                "label": _both(lambda L: _cell_label(L, kind, c["model"], c["prompt_class"], reasoning)),
-                "shown": _both(lambda L: "—" if value is None else f"{L.num(value, digits)} {L.gettext('tok/s')} "
-                                                                  f"(n={sp.n})"),
-                "samples": sorted(s["id"] for s in c["valid"]),
-            }
-    for m in view["models"]:
-        load = None if m["load"] is None else round(m["load"].median, 2)
-        out[f"load:{m['name']}"] = {
-            "value": "—" if load is None else f"{load:.2f}",
-            "label": _both(lambda L: f"{m['name']}: {L.gettext('load time')}"),
-            "shown": _both(lambda L: "—" if load is None else f"{L.num(load, 2)} s"),
-        }
-    out.update(headline_figures(view))
-    if "rule_results" in db.table_names():
-        for r in db.query("""select rule_results.rule_name, rule_results.outcome, models.name as model
-                             from rule_results join models on models.id = rule_results.model_id
-                             where run_id = ? order by rule_results.id""", [run_id]):
-            out[f"verdict:{r['rule_name']}|{r['model']}"] = {
-                "value": str(r["outcome"]),
-                "label": _both(lambda L: f"{L.gettext('Rule')} {r['rule_name']}, {r['model']}"),
-                "shown": _both(lambda L: L.gettext(str(r["outcome"]))),
-            }
-    out.update(_caveats(view))
-    from .findings.show import published as published_findings  # late: the findings read the whole run
-
-    out.update(published_findings(db, view))
-    return out
-
-
-#: a headline figure's ``form``: 2 records the sentence the article stated; a record without it (made
-#: before) stated "best ×ratio against other" whether or not the article called the difference measurable
-HEADLINE_FORM = 2
-
-
-def headline_figures(view: dict) -> dict[str, dict]:
-    """Per prompt class, the headline as the article's Headline section states it, word for word.
-
-    An addendum quotes what readers saw: a class the article called "no measurable difference", left
-    out as unstable or gave no headline for (the run did not finish) is recorded as that sentence, not
-    as a ratio it never stated. The sentences use the template's messages
-    (``templates/run.md.j2``, ``sections/headline.md.j2``) without the emphasis; tests/test_publish_
-    headline.py holds them to the rendered article. ``value`` is what is compared: the ratio where the
-    article stated one, else what kind of sentence it was, so a rounding-level move inside "no
-    measurable difference" is no change.
+    ``value`` (compared), ``label`` and ``shown`` per language, ``form``; ``samples`` behind a median;
+    ``legacy`` where a record made before ``statements.FORM`` held another value for the same data.
     """
-    run, h, classes = view["run"], view["headline"], view["classes"]
-
-    def figure(cls: str, value: str, say, legacy: str | None = None) -> dict:
-        f = {"value": value, "form": HEADLINE_FORM,
-             "label": _both(lambda L: f"{L.gettext('Headline')}, {L.gettext(cls)}"), "shown": _both(say)}
-        return f | ({"legacy": legacy} if legacy else {})
-
-    out: dict[str, dict] = {}
-    if run["status"] != "completed":
-        for cls in classes:
-            out[f"headline:{cls}"] = figure(cls, "no headline: unfinished",
-                                            lambda L: L.gettext("No headline: the run did not finish."))
-        return out
-    if not h:
-        if view.get("unstable_cells"):
-            for cls in classes:
-                out[f"headline:{cls}"] = figure(cls, "no headline: unstable", lambda L: _none_stable(view, L))
-        elif classes:
-            for cls in classes:
-                out[f"headline:{cls}"] = figure(cls, "no headline: no valid sample",
-                                                lambda L: L.gettext("No valid sample in this run."))
-        return out
-    agree = h["agree"] and len(h["rows"]) > 1
-    for row in h["rows"]:
-        cls = row["cls"]
-        best = row["best"]["name"]
-        if not row.get("other"):
-            out[f"headline:{cls}"] = figure(cls, f"{best} only", lambda L: _row_sentence(row, L))
-            continue
-        other = row["other"]["name"]
-        legacy = f"{best}/{other} {round(row['ratio'], 2):.2f}" if row.get("ratio") is not None else None
-        if row["measurable"]:
-            value = legacy or f"{best}/{other} —"
-        else:  # which of the two came first is no finding where the difference is not measurable
-            value = "no measurable difference: " + "/".join(sorted([best, other]))
-        say = (lambda L: _agree_sentence(h, L)) if agree else (lambda L: _row_sentence(row, L))
-        out[f"headline:{cls}"] = figure(cls, value, say, legacy)
-    left_out = {c["prompt_class"] for c in h.get("unstable") or []} - {r["cls"] for r in h["rows"]}
-    for cls in [c for c in classes if c in left_out]:
-        out[f"headline:{cls}"] = figure(cls, "unstable", lambda L: _left_out_sentence(h, L))
-    return out
-
-
-def _name(m: dict, L: Lang, mark: bool = True) -> str:
-    """A model as the headline names it (its production mark where the template's ``bold`` adds one)."""
-    return m["name"] + (f" ({L.gettext('in production')})" if mark and m.get("pinned") else "")
-
-
-def _pair(r: dict, L: Lang) -> str:
-    return f"×{L.num(r['ratio'], 2)} (×{L.num(r['ratio_low'], 2)}–{L.num(r['ratio_high'], 2)})"
-
-
-def _agree_sentence(h: dict, L: Lang) -> str:
-    _ = L.gettext
-    head = _("{best} is the fastest on every prompt class, against {other}").format(
-        best=_name(h["best"], L), other=_name(h["other"], L))
-    rows = ", ".join(f"{_(r['cls'])} {_pair(r, L)}" for r in h["rows"])
-    return f"{head}: {rows} — {_('ratio of decode medians; in brackets the range over all sample pairs.')}"
-
-
-def _row_sentence(r: dict, L: Lang) -> str:
-    """One class's line of the headline list (``sections/headline.md.j2``), without its "**class**:"."""
-    _ = L.gettext
-    best = r["best_cell"]["decode"]
-    if not r.get("other"):
-        return (f"{r['best']['name']} {L.num(best.median)} {_('tok/s')} — "
-                f"{_('the only stable cell of this class: nothing to compare it with')}")
-    other = r["other_cell"]["decode"]
-    if r["measurable"]:
-        return _("{best} {best_tps} tok/s against {other_tps} tok/s for {other}").format(
-            best=_name(r["best"], L), best_tps=L.num(best.median), other_tps=L.num(other.median),
-            other=_name(r["other"], L)) + f" — {_pair(r, L)}"
-    if r["apart"]:
-        return _("no measurable difference between {best} ({best_tps} tok/s) and {other} ({other_tps} tok/s): "
-                 "their ranges do not overlap, but their samples ({n_best} and {n_other}) differ by less than "
-                 "they scatter (Welch's t-test, p = {p})").format(
-            best=_name(r["best"], L, False), best_tps=L.num(best.median), other=_name(r["other"], L, False),
-            other_tps=L.num(other.median), n_best=L.num(best.n, 0), n_other=L.num(other.n, 0),
-            p=L.num(r.get("p"), 3))
-    return _("no measurable difference between {best} ({best_tps} tok/s) and {other} ({other_tps} tok/s): "
-             "their ranges overlap").format(
-        best=_name(r["best"], L, False), best_tps=L.num(best.median), other=_name(r["other"], L, False),
-        other_tps=L.num(other.median))
-
-
-def _left_out_sentence(h: dict, L: Lang) -> str:
-    cells = "; ".join(f"{c['model']} · {L.gettext(c['prompt_class'])}" for c in h["unstable"])
-    return f"{L.gettext('Left out as unstable:')} {cells}."
-
-
-def _none_stable(view: dict, L: Lang) -> str:
-    _ = L.gettext
-    text = _("No headline: no prompt class has stable cells to compare (stable: the fastest decode sample is at "
-             "most {limit} times the slowest). The table shows every median, marked where it is unstable.").format(
-        limit=L.num(view["unstable_ratio"], 2))
-    if view.get("unstable_interval_pct"):
-        text += " " + _("A cell is also unstable where the 95 % bootstrap interval of its median is wider than "
-                        "±{pct} %.").format(pct=L.num(view["unstable_interval_pct"], 2))
-    return text
-
-
-def _caveats(view: dict) -> dict[str, dict]:
-    """Each caveat rule's boxes as shown; a rule that cannot judge this view is left out, not fatal."""
-    from .article_parts import merged_caveats
-    from .caveats import caveats_for
-
-    try:
-        found = caveats_for(view)
-        boxes = {lang: merged_caveats(found, Lang(lang)) for lang in LANGUAGES}
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return {}
     out = {}
-    for i, box in enumerate(boxes["en"]):
-        texts = {lang: " ".join(str(item["text"]) for item in boxes[lang][i]["items"]) for lang in LANGUAGES}
-        out[f"caveat:{box['rule']}"] = {
-            "value": texts["en"],
-            "label": {lang: f"{Lang(lang).gettext('Caveat')}: {boxes[lang][i]['title']}" for lang in LANGUAGES},
-            "shown": texts,
-        }
+    for key, s in statements(view).items():
+        f = {"value": s.value, "label": s.label, "shown": s.text, "form": FORM}
+        if s.samples is not None:
+            f["samples"] = s.samples
+        if s.legacy is not None:
+            f["legacy"] = s.legacy
+        out[key] = f
     return out
 
 
-def record_publication(db: sqlite_utils.Database, *, note: str | None = None, version: str = "") -> int:
-    """A publication of every finished run's figures, now; returns its id.
+def figures(db: sqlite_utils.Database, run_id: int, project: Path | None = None) -> dict[str, dict]:
+    """What the run's article states (:func:`records`), its article view built here as the build builds it.
+
+    ``project``: where the author's notes are (their contradictions are stated too); the comparison
+    with the run before and the campaign's ratio range state nothing recorded, so they are left out.
+    """
+    from .views import article_view
+
+    view = article_view(db, queries.run_view(db, run_id), previous_id=None, ratio=None, views={},
+                        project=project)
+    return records(view.context())
+
+
+def record_publication(db: sqlite_utils.Database, *, note: str | None = None, version: str = "",
+                       project: Path | None = None) -> int:
+    """A publication of every finished run's statements, now; returns its id.
 
     Finished: completed, and also interrupted or failed (by the effective status readers see): their
     articles are published too, and say "No headline: the run did not finish", which is what a later
-    addendum must quote. A run still running (or not heard from) states nothing final yet.
+    addendum must quote. A run still running (or not heard from) states nothing final yet. The
+    publication names the statement kinds it recorded: a statement of one of them that a later build
+    makes and this publication did not record was not stated then, and gets an addendum too.
+    ``project``: where the author's notes are, as the build that follows reads them.
     """
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     runs = sorted(r["id"] for r in queries.runs(db) if r["status"] not in ("running", "stale"))
     rows = []
     for run_id in runs:
-        for key, f in figures(db, run_id).items():
+        for key, f in figures(db, run_id, project).items():
             rows.append({"run_id": run_id, "key": key, "value": f["value"],
-                         "shown_json": json_text({k: f[k] for k in ("label", "shown", "samples", "form")
-                                                  if k in f}, ensure_ascii=False)})
+                         "shown_json": json_text({k: f[k] for k in _STORED if k in f}, ensure_ascii=False)})
+    pub = {"published_at": at, "note": (note or "").strip() or None, "cardproof_version": version}
+    if _KINDS_COLUMN in db["publications"].columns_dict:
+        pub[_KINDS_COLUMN] = json_text(sorted(KINDS))
     with db.conn:
-        pub = db["publications"].insert({"published_at": at, "note": (note or "").strip() or None,
-                                         "cardproof_version": version}).last_pk
-        db["published_figures"].insert_all([r | {"publication_id": pub} for r in rows])
-    return pub
+        pub_id = db["publications"].insert(pub).last_pk
+        db["published_figures"].insert_all([r | {"publication_id": pub_id} for r in rows])
+    return pub_id
+
+
+#: what a record keeps beside its value (``shown_json``)
+_STORED = ("label", "shown", "samples", "form", "legacy")
+#: m025: the statement kinds a publication recorded (JSON list); NULL in one made before
+_KINDS_COLUMN = "statement_kinds"
 
 
 def _published(db: sqlite_utils.Database, run_id: int) -> list[dict]:
-    """The run's publications in order: ``at``, ``note``, ``figures`` (key -> stored figure)."""
+    """The run's publications in order: ``at``, ``note``, ``kinds`` (None: made before they were named),
+    ``figures`` (key -> stored record)."""
     if "published_figures" not in db.table_names():
         return []
+    # a store read as it is, published by an older cardproof, may lack the column
+    kinds = f"publications.{_KINDS_COLUMN}" if _KINDS_COLUMN in db["publications"].columns_dict else "null"
     pubs: dict[int, dict] = {}
-    for r in db.query("""select publications.id, publications.published_at, publications.note, key, value, shown_json
-                         from published_figures join publications on publications.id = publication_id
-                         where run_id = ? order by publications.id, published_figures.id""", [run_id]):
-        pub = pubs.setdefault(r["id"], {"at": r["published_at"], "note": r["note"], "figures": {}})
+    for r in db.query(f"""select publications.id, publications.published_at, publications.note, {kinds} as kinds,
+                                 key, value, shown_json
+                          from published_figures join publications on publications.id = publication_id
+                          where run_id = ? order by publications.id, published_figures.id""", [run_id]):
+        pub = pubs.setdefault(r["id"], {"at": r["published_at"], "note": r["note"], "kinds": _kinds(r["kinds"]),
+                                        "figures": {}})
         try:
             shown = json.loads(r["shown_json"] or "{}")
         except ValueError:
@@ -261,43 +123,74 @@ def _published(db: sqlite_utils.Database, run_id: int) -> list[dict]:
     return list(pubs.values())
 
 
-def addenda(db: sqlite_utils.Database, run_id: int) -> list[dict]:
-    """Every published figure of the run that a later publication, or the database now, states otherwise."""
+def _kinds(text: str | None) -> frozenset[str] | None:
+    try:
+        kinds = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return frozenset(k for k in kinds if isinstance(k, str)) if isinstance(kinds, list) else None
+
+
+def addenda(db: sqlite_utils.Database, run_id: int, view: dict | None = None,
+            project: Path | None = None) -> list[dict]:
+    """Every published statement of the run that a later publication, or the database now, states
+    otherwise, no longer states, or states where it was not stated.
+
+    ``view``: the run's article view (``ArticleView.context()``) where the caller built it; else it is
+    built here (with the author's notes in ``project``).
+    """
     states = _published(db, run_id)
     if not states:
         return []
-    now = figures(db, run_id)
-    last = states[-1]["figures"]
-    if any(not _same(k, last[k], f) for k, f in now.items() if k in last) or set(last) - set(now):
-        states.append({"at": None, "note": None, "figures": now})  # not yet published: this build
+    now = records(view) if view is not None else figures(db, run_id, project)
+    current = {"at": None, "note": None, "kinds": frozenset(KINDS), "figures": now}
+    if _changes(states[-1], current):
+        states.append(current)  # not yet published: this build
     out = []
     for before, after in zip(states, states[1:]):
-        for key, was in before["figures"].items():
-            new = after["figures"].get(key)
-            if _same(key, was, new):
-                continue
+        for key, was, new in _changes(before, after):
             out.append({"key": key, "was": was, "now": new, "published_at": before["at"],
                         "changed_at": after["at"], "note": after["note"], "samples": _sample_change(was, new)})
     return out
 
 
-def _same(key: str, was: dict, new: dict | None) -> bool:
+def _changes(before: dict, after: dict) -> list[tuple[str, dict | None, dict | None]]:
+    """(key, was, now) of each statement ``after`` states otherwise than ``before``.
+
+    Compared are the kinds ``after`` records: a statement ``after`` lacks is withdrawn. A statement
+    ``before`` lacks is new where ``before`` recorded its kind; a publication made before kinds were
+    named (``kinds`` None) recorded figures only, and says nothing of what it did not record.
+    """
+    def kind(key: str) -> str:
+        return key.split(":", 1)[0]
+
+    recorded = after["kinds"] or LEGACY_KINDS
+    out = [(key, was, after["figures"].get(key)) for key, was in before["figures"].items()
+           if kind(key) in recorded and not _same(was, after["figures"].get(key))]
+    if before["kinds"] is not None:
+        out += [(key, None, new) for key, new in after["figures"].items()
+                if key not in before["figures"] and kind(key) in before["kinds"]]
+    return out
+
+
+def _same(was: dict, new: dict | None) -> bool:
     """Whether ``new`` states what ``was`` stated.
 
-    A headline recorded before its sentence was (no ``form``) holds "best/other ratio" whatever the
-    article said: it is the same where the data still gives that ratio (``legacy``), so a store
-    published by an older cardproof gets no addendum from the change of record alone.
+    A record made before its kind's current form (no ``form``) may hold another value for the same
+    statement (a headline's "best/other ratio" whatever the article said, a rule's stored outcome where
+    the article said "unverified"): it is the same where the data still give that value (``legacy``),
+    so a store published by an older cardproof gets no addendum from the change of record alone.
     """
     if new is None:
         return False
     if new["value"] == was.get("value"):
         return True
-    return key.startswith("headline:") and "form" not in was and new.get("legacy") == was.get("value")
+    return "form" not in was and new.get("legacy") is not None and new["legacy"] == was.get("value")
 
 
-def _sample_change(was: dict, new: dict | None) -> dict | None:
+def _sample_change(was: dict | None, new: dict | None) -> dict | None:
     """For a median: the sample ids that left it and those that joined it."""
-    if new is None or "samples" not in was or "samples" not in new:
+    if was is None or new is None or "samples" not in was or "samples" not in new:
         return None
     old_ids, new_ids = set(was["samples"]), set(new["samples"])
     if old_ids == new_ids:
@@ -308,41 +201,56 @@ def _sample_change(was: dict, new: dict | None) -> dict | None:
 def addenda_section(entries: list[dict], L: Lang) -> str:
     """The *Addenda* section of an article in ``L``'s language; empty when nothing published changed.
 
-    Labels, values and the author's note are escaped like any text from the store (a merged
+    Labels, statements and the author's note are escaped like any text from the store (a merged
     database may hold anything); the sample links are ours.
     """
-    from .mdsafe import esc
-
     if not entries:
         return ""
     _ = L.gettext
     lines = [f"\n\n## {_('Addenda')} {{#addenda}}\n\n{_ADDENDA_MARK}"
-             + _("Figures published earlier that the data now states otherwise; the published value stays "
-                 "here.") + "\n"]
+             + _("Statements published earlier that the data now state otherwise, no longer state or state "
+                  "anew; the published wording stays here.") + "\n"]
     for e in entries:
-        label = esc((e["was"].get("label") or {}).get(L.code) or e["key"])
-        was = esc((e["was"].get("shown") or {}).get(L.code) or e["was"]["value"])
-        if e["now"] is None:
-            now = _("withdrawn: no longer stated")
-        else:
-            now = str(esc((e["now"].get("shown") or {}).get(L.code) or e["now"]["value"]))
+        label = _said(e["was"] or e["now"], "label", L, fallback=e["key"])
+        now = _("withdrawn: no longer stated") if e["now"] is None else _said(e["now"], "shown", L)
         when = L.datetime(e["changed_at"]) if e["changed_at"] else _("this build, not yet published")
-        if e["note"]:
-            why = str(esc(e["note"]))
-        elif e["samples"]:
-            parts = []
-            if e["samples"]["left"]:
-                parts.append(_("samples left out since: {ids}").format(
-                    ids=", ".join(f"[{i}](run-{{run}}-evidence.md#sample-{i})" for i in e["samples"]["left"])))
-            if e["samples"]["joined"]:
-                parts.append(_("samples counted since: {ids}").format(
-                    ids=", ".join(f"[{i}](run-{{run}}-evidence.md#sample-{i})" for i in e["samples"]["joined"])))
-            why = "; ".join(parts)
+        params = {"label": label, "published": L.datetime(e["published_at"]), "when": when, "now": now,
+                  "why": _why(e, L)}
+        if e["was"] is None:
+            lines.append("- " + _("**{label}**: not stated when published {published}; since {when}: {now} — "
+                                  "{why}").format(**params))
         else:
-            why = _("recomputed from the database")
-        lines.append("- " + _("**{label}**: published {published} as {was}; since {when}: {now} — {why}").format(
-            label=label, published=L.datetime(e["published_at"]), was=was, when=when, now=now, why=why))
+            lines.append("- " + _("**{label}**: published {published} as {was}; since {when}: {now} — {why}").format(
+                was=_said(e["was"], "shown", L), **params))
     return "\n".join(lines) + "\n"
+
+
+def _said(record: dict, part: str, L: Lang, fallback: str | None = None) -> str:
+    """A record's ``label`` or ``shown`` in ``L``'s language, escaped; ``fallback`` (else its value) where
+    it has none."""
+    from .mdsafe import esc
+
+    text = record[part].get(L.code) if isinstance(record.get(part), dict) else None
+    return str(esc(text or (record["value"] if fallback is None else fallback)))
+
+
+def _why(e: dict, L: Lang) -> str:
+    """Why a statement changed: the author's note, the samples that left or joined a median, or neither."""
+    from .mdsafe import esc
+
+    _ = L.gettext
+    if e["note"]:
+        return str(esc(e["note"]))
+    if not e["samples"]:
+        return _("recomputed from the database")
+    parts = []
+    if e["samples"]["left"]:
+        parts.append(_("samples left out since: {ids}").format(
+            ids=", ".join(f"[{i}](run-{{run}}-evidence.md#sample-{i})" for i in e["samples"]["left"])))
+    if e["samples"]["joined"]:
+        parts.append(_("samples counted since: {ids}").format(
+            ids=", ".join(f"[{i}](run-{{run}}-evidence.md#sample-{i})" for i in e["samples"]["joined"])))
+    return "; ".join(parts)
 
 
 def with_addenda(text: str, run_id: int, entries: list[dict], L: Lang) -> str:

@@ -200,7 +200,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
                             show_addresses=show_addresses).context()
         view["lead"] = view["lead"] | {"steps": lead_steps(starts.get(r["id"]))}  # issue 20: the steps it starts
         # downloads, addenda and the feed's date are part of the page as first written: each file once
-        entries = addenda(db, r["id"]) if r["id"] in published else None
+        entries = addenda(db, r["id"], view) if r["id"] in published else None
         when = date_line(r["started_at"])
         for lang, path, ev_path in zip(LANGUAGES, files, ev_files):
             text = render_run(view, lang, out_dir / "img", project, show_addresses=show_addresses)

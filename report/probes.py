@@ -171,8 +171,9 @@ def rule_outcomes(db, run_id: int) -> list[dict]:
         arms = json.loads(r["arms_json"] or "[]")
         # an outcome is a "pass" only by a rule that provably stood before the run
         shown = r["outcome"] if rule["pre_registered"] or r["outcome"] != "pass" else "unverified"
+        # ``stored``: the outcome as the run stored it, which publications made before recorded
         rule["models"].append({"model": r["model"], "pinned": bool(r["pinned"]), "outcome": shown,
-                               "arms": arms, "error": r["error_text"]})
+                               "stored": r["outcome"], "arms": arms, "error": r["error_text"]})
     return list(rules.values())
 
 

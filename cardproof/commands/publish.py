@@ -17,21 +17,24 @@ def register(cli: click.Group) -> None:
     @db_option
     @project_option
     @click.option("--note", default=None,
-                  help="Why the figures changed since the last publication (shown in each changed figure's addendum).")
+                  help="Why the statements changed since the last publication (shown in each addendum).")
     @click.option("--show-client-addresses", is_flag=True,
                   help="Publish client IP addresses from access logs unmasked (masked by default).")
     @click.option("--site-url", default=None,
                   help="The site's public address (https://host/path/): adds an RSS/JSON feed of the run articles.")
     def publish(db: Path | None, project: Path, note: str | None, show_client_addresses: bool,
                 site_url: str | None) -> None:
-        """Record every finished run's headline, table figures, verdicts and caveats, then build the site.
+        """Record every statement of every finished run's article, then build the site.
 
-        A later build whose figures differ from what was published shows an
-        Addenda section in the article: what was published, what replaced it,
-        when, and why (this note, or the samples that changed).
+        Headline, table figures, verdicts, the fastest variant, knees and
+        service levels, contradictions, gates, caveats and findings: a later
+        build that states one otherwise, no longer or anew shows an Addenda
+        section in the article: what was published, what replaced it, when,
+        and why (this note, or the samples that changed).
         """
         from cardproof.daemon.store import StoreError
         from cardproof.report.addenda import record_publication
+        from cardproof.report.contradictions.authored import AuthoredError
         from cardproof.report.build import ReportError, build
 
         from cardproof.report.feed import FeedError, check_site_url
@@ -46,9 +49,11 @@ def register(cli: click.Group) -> None:
         path = resolve_db(db)
         store = open_path(path, create=False)
         try:
-            pub = record_publication(store.db, note=note, version=__version__)
+            pub = record_publication(store.db, note=note, version=__version__, project=project)
             n = store.db.execute("select count(*) from published_figures where publication_id = ?",
                                  [pub]).fetchone()[0]
+        except AuthoredError as exc:  # the author's contradictions are stated too: nothing is recorded
+            fail(f"nothing published: {exc}", 2)
         finally:
             store.close()
         try:

@@ -97,24 +97,21 @@ def plain(f: Finding, L: Lang) -> str:
             f"{L.gettext(LIMIT)} {r['caveat']}")
 
 
-def published(db, view: dict) -> dict[str, dict]:
-    """Each finding as a publication records it (report/addenda.py): ``finding:<rule>|<key>`` -> its words.
+def published(findings: list[Finding]) -> dict[str, dict]:
+    """Each finding as a publication records it (report/statements.py): ``<rule>|<key>`` -> its words.
 
-    ``value`` is the English text (what is compared: a finding whose figures or wording a later build
-    changes, or that it no longer states, gets an addendum); ``label`` and ``shown`` are what readers
-    saw in each language, so an addendum quotes the published finding in both.
+    ``shown`` is what readers saw in each language (its English text is what is compared: a finding
+    whose figures or wording a later build changes, that it no longer states or newly states, gets an
+    addendum), ``label`` its title, so an addendum quotes the published finding in both languages.
+    The findings are the article's own (``views.ArticleView.findings``).
     """
     from ..i18n import LANGUAGES
-    from . import findings_for
-    from .inputs import gather
 
     out = {}
-    for f in findings_for(view | gather(db, view)):
-        shown = {lang: plain(f, Lang(lang)) for lang in LANGUAGES}
-        out[f"finding:{f.key}"] = {
-            "value": shown["en"],
+    for f in findings:
+        out[f.key] = {
             "label": {lang: f"{Lang(lang).gettext(SECTION)}: {_Say(Lang(lang), markdown=False).finding(f)['title']}"
                       for lang in LANGUAGES},
-            "shown": shown,
+            "shown": {lang: plain(f, Lang(lang)) for lang in LANGUAGES},
         }
     return out
