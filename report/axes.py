@@ -14,8 +14,10 @@ import sys
 from cardproof.daemon.campaign_check import CampaignError
 from cardproof.daemon.load.campaign import Slo
 from cardproof.daemon.load.slo import frozen_slo as slo_of
-from cardproof.daemon.load.slo import knee, meets, step_x
+from cardproof.daemon.load.slo import answers_unequal, knee, meets, step_x
 from cardproof.daemon.load.stats import StepFigures, rate_digits, run_steps
+
+from .mdsafe import MD
 
 
 
@@ -47,7 +49,22 @@ def _swept(figures: list[StepFigures], slo: Slo | None) -> dict:
                    if best and r["x"] > best["x"] and not r["meets"]), None)
     k = knee(figures)
     return {"rows": rows, "best": best, "beyond": beyond, "knee": step_x(k) if k else None,
-            "max_at_slo": best["x"] if best else (0 if slo else None)}
+            "max_at_slo": best["x"] if best else (0 if slo else None),
+            "unequal": answers_unequal(figures), "queueing": _queueing(rows)}
+
+
+def _queueing(rows: list[dict]) -> dict | None:
+    """Where streams outnumber the server's slots: from which step on, and what waiting did to TTFT and
+    to aggregate throughput against the first step (requests wait for a slot; the step measures the queue)."""
+    ordered = sorted((r for r in rows if r["x"] is not None), key=lambda r: r["x"])
+    first = ordered[0] if ordered else None
+    queued = next((r for r in ordered if r["queueing"]), None)
+    if not (first and queued) or queued is first:
+        return None
+    a, b = first["f"], queued["f"]
+    return {"streams": queued["streams"], "slots": queued["slots"], "first": first["streams"],
+            "ttft": b.ttft_ms.p50, "ttft_first": a.ttft_ms.p50, "tps": b.output_tps, "tps_first": a.output_tps,
+            "step": queued["step"], "step_first": first["step"]}
 
 
 def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
@@ -77,3 +94,35 @@ def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
 
 
 # -- charts ------------------------------------------------------------------
+
+
+def knee_sentence(L, axis: str, e: dict) -> MD:
+    """What one model's sweep of ``axis`` says of aggregate throughput: where it stops rising, that it
+    still rises, or that its steps' answers differ too much in length to compare it. The Load section
+    and a publication's record (report/statements.py) say it with these words."""
+    _ = L.gettext
+    if e.get("unequal"):
+        short, long = e["unequal"]
+        return MD(_("The steps' answers differ in length (median {short} to {long} tokens per request): their "
+                    "aggregate throughput is not compared, and no knee is stated.").format(
+            short=L.num(short, 0), long=L.num(long, 0)))
+    if e["knee"] is None:
+        return MD(_("Aggregate throughput still rises at the last step: the knee lies beyond it."))
+    if axis == "load":
+        return MD(_("Aggregate throughput stops rising at {n} streams: no later step adds 10 % or more.").format(
+            n=e["knee"]))
+    return MD(_("Aggregate throughput stops rising at {rate} requests per second offered: no later step adds "
+                "10 % or more.").format(rate=L.num(e["knee"], e["knee_digits"])))
+
+
+def queueing_sentence(L, e: dict) -> MD:
+    """Where streams outnumber the server's slots, what the steps from there on measure."""
+    q = e.get("queueing")
+    if not q:
+        return MD("")
+    return MD(L.gettext(
+        "From {n} streams on, the server has {slots}: requests wait for a slot, and the step measures "
+        "queueing. At {n} streams the median time to the first token is {ttft} ms against {ttft_first} ms in "
+        "the first step ({first}); aggregate throughput {tps} against {tps_first} tok/s.").format(
+        n=q["streams"], slots=L.ngettext("%(num)s slot", "%(num)s slots", q["slots"]), first=q["first"], ttft=L.num(q["ttft"], 0),
+        ttft_first=L.num(q["ttft_first"], 0), tps=L.num(q["tps"]), tps_first=L.num(q["tps_first"])))

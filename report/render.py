@@ -27,6 +27,7 @@ from .fingerprints import code_fingerprint
 from .home import latest_per_campaign
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, esc, markdown_environment, publishing, translator
+from .axes import knee_sentence, queueing_sentence
 from .observations import template_end_reason, template_say
 from .reconcile import reconciliations
 
@@ -48,6 +49,8 @@ def environment() -> jinja2.Environment:
     env.globals["ngettext"] = _template_ngettext
     env.globals["said"] = template_say  # stored observations (message id + values) in the page's language
     env.globals["end_reason"] = template_end_reason  # how a load ended, in the page's language
+    env.globals["knee_sentence"] = knee_sentence  # the Load section's and a publication's same words
+    env.globals["queueing_sentence"] = queueing_sentence
     env.bytecode_cache = _bytecode_cache()
     return env
 

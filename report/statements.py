@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .axes import knee_sentence
 from .i18n import LANGUAGES, Lang
 
 #: the record form of statements made by this code: an older record (no ``form``) compares by ``legacy``
@@ -284,19 +285,13 @@ def knees(view: dict) -> dict[str, Statement]:
             out[f"{axis}|{e['model']}"] = Statement(
                 label=both(lambda L: f"{L.gettext(_AXIS_TITLE[axis])}, {e['model']}: {L.gettext('knee')}"),
                 text=both(lambda L: _knee_sentence(L, axis, e)),
-                value="beyond the sweep" if e["knee"] is None else _x(e["knee"]))
+                value="not compared" if e.get("unequal") else "beyond the sweep" if e["knee"] is None
+                else _x(e["knee"]))
     return out
 
 
 def _knee_sentence(L: Lang, axis: str, e: dict) -> str:
-    _ = L.gettext
-    if e["knee"] is None:
-        return _("Aggregate throughput still rises at the last step: the knee lies beyond it.")
-    if axis == "load":
-        return _("Aggregate throughput stops rising at {n} streams: no later step adds 10 % or more.").format(
-            n=e["knee"])
-    return _("Aggregate throughput stops rising at {rate} requests per second offered: no later step adds 10 % "
-             "or more.").format(rate=L.num(e["knee"], e["knee_digits"]))
+    return str(knee_sentence(L, axis, e))
 
 
 def service_level(view: dict) -> dict[str, Statement]:

@@ -72,15 +72,48 @@ def test_service_level_names_the_largest_step_that_meets_it(axes_db):
     assert none["load"][0]["best"] is None and none["load"][0]["max_streams_at_slo"] == 0
 
 
-def test_knee_is_where_aggregate_throughput_stops_rising():
-    class F:
-        def __init__(self, streams, tps):
-            self.step, self.output_tps = {"streams": streams}, tps
+class F:
+    def __init__(self, streams, tps, answer=16, queueing=0, ttft=100.0):
+        from cardproof.daemon.load.stats import Spread
 
+        self.step, self.output_tps = {"streams": streams, "queueing": queueing, "total_slots": 1, "id": streams,
+                                      "cell_id": streams}, tps
+        self.answer_tokens = Spread.of([answer] * 3)
+        self.ttft_ms = Spread.of([ttft] * 3)
+
+
+def test_knee_is_where_aggregate_throughput_stops_rising():
     assert knee([F(1, 100), F(2, 190), F(4, 200), F(8, 205)]).step["streams"] == 2  # 4 and 8 add < 10 %
     assert knee([F(1, 100), F(2, 190), F(4, 380), F(8, 700)]) is None  # still rising at the last step
     assert knee([F(1, 100), F(2, 95)]).step["streams"] == 1
     assert knee([F(1, 100)]) is None
+
+
+def test_steps_whose_answers_differ_in_length_state_no_knee_and_say_why():
+    """The demo's 1-stream step answered 8-9 tokens, its 2-stream step 16: aggregate tok/s then differs by
+    the share of time before the first token alone, and "still rises" was an artefact."""
+    from cardproof.report.axes import _swept, knee_sentence
+
+    steps = [F(1, 100, answer=8), F(2, 190, answer=16), F(4, 200, answer=16)]
+    assert knee(steps) is None
+    e = _swept(steps, None)
+    assert e["unequal"] == (8, 16) and e["knee"] is None
+    en = str(knee_sentence(Lang("en"), "load", e))
+    assert "differ in length (median 8 to 16 tokens per request)" in en and "no knee is stated" in en
+    assert "Knick" in str(knee_sentence(Lang("de"), "load", e))
+    # within 20 % of each other the steps are compared as before
+    assert knee([F(1, 100, answer=15), F(2, 190, answer=16), F(4, 200, answer=17)]).step["streams"] == 2
+
+
+def test_streams_beyond_the_slots_are_said_to_measure_queueing():
+    from cardproof.report.axes import _swept, queueing_sentence
+
+    e = _swept([F(1, 100, ttft=300.0), F(2, 101, queueing=1, ttft=610.0)], None)
+    en = str(queueing_sentence(Lang("en"), e))
+    assert en.startswith("From 2 streams on, the server has 1 slot: requests wait for a slot")
+    assert "610 ms against 300 ms in the first step (1)" in en
+    assert "Warteschlange" in str(queueing_sentence(Lang("de"), e))
+    assert str(queueing_sentence(Lang("en"), _swept([F(1, 100), F(2, 190)], None))) == ""
 
 
 def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_path):

@@ -230,6 +230,9 @@ def _settle(db, run_id) -> None:
             for x, tps in targets.items():
                 _set_output(db, steps[x], tps)
                 db.execute("update samples set decode_tps = 100 where cell_id = ?", [steps[x]["cell"]])
+    # the rule as the settled figures decide it (decode.short 51 and 61 against 45): the outcome the run
+    # stored came from this shared machine's real timings, which may have been slower
+    db.execute("update rule_results set outcome = 'pass' where run_id = ?", [run_id])
 
 
 @pytest.fixture(scope="module")
@@ -308,6 +311,14 @@ def _step_requests(assign: str):
     def correction(db, run_id, _project):
         cell = _steps(db, run_id, "load", "tiny-a")[4]["cell"]
         db.execute(f"update samples set {assign} where cell_id = ?", [cell])
+    return correction
+
+
+def _step_wall(factor: float):
+    """tiny-a's 4-stream step took ``factor`` times its wall time: its aggregate output changes by 1 / factor."""
+    def correction(db, run_id, _project):
+        step = _steps(db, run_id, "load", "tiny-a")[4]
+        db.execute("update load_steps set wall_s = wall_s * ? where id = ?", [factor, step["id"]])
     return correction
 
 
@@ -392,8 +403,9 @@ KIND_CASES = {
     "probe": (_probe_rows("verdict = 'PASS', graded = 1"), _probe_rows("duration_ms = duration_ms + 1"),
               ("Probe verdicts: tiny-b, coding", "Befunde der Prüfungen: tiny-b, coding"), RECORDED,
               ("PASS 4/4", "PASS 4/4")),
-    # twice the tokens in the step's time: 400 tok/s, still rising; a later first token changes no output
-    "knee": (_step_requests("generated_tokens = generated_tokens * 2"), _step_requests("ttft_ms = ttft_ms + 1"),
+    # the same tokens in half the step's time: 400 tok/s, still rising (twice the tokens per request would
+    # make the steps' answers unequal, which states no knee); a later first token changes no output
+    "knee": (_step_wall(0.5), _step_requests("ttft_ms = ttft_ms + 1"),
              ("Load: concurrent streams, tiny-a: knee", "Last: gleichzeitige Streams, tiny-a: Knick"),
              ("Aggregate throughput stops rising at 2 streams: no later step adds 10 % or more.",
               "Der Gesamtdurchsatz steigt ab 2 Streams nicht mehr: keine spätere Stufe bringt 10 % oder mehr."),

@@ -65,15 +65,32 @@ def step_x(f: StepFigures) -> float | None:
     return value
 
 
+#: steps whose median answers differ by more than this factor are not compared by aggregate throughput
+ANSWER_SPREAD = 1.2
+
+
+def answers_unequal(figures: list[StepFigures]) -> tuple[float, float] | None:
+    """(shortest, longest) median answer in tokens where the answered steps' answers differ by more than
+    ``ANSWER_SPREAD``, else None. Aggregate tok/s counts the time to the first token of each request: a
+    step of 8-token answers spends more of its time before the first token than one of 16-token answers,
+    and its throughput is lower by that alone."""
+    medians = [f.answer_tokens.p50 for f in figures if f.output_tps and f.answer_tokens.n]
+    medians = [m for m in medians if m]
+    if len(medians) < 2 or max(medians) <= ANSWER_SPREAD * min(medians):
+        return None
+    return min(medians), max(medians)
+
+
 def knee(figures: list[StepFigures]) -> StepFigures | None:
     """The first step after which no later step raises aggregate output tok/s by ``KNEE_GAIN`` or more.
 
     Steps in the order of their axis (streams or offered rate). None with
-    fewer than two answered steps, or when the last step still gains (the
-    knee lies beyond the sweep).
+    fewer than two answered steps, when the last step still gains (the
+    knee lies beyond the sweep), or when the steps' answers differ in length
+    (``answers_unequal``): their throughput is then not comparable.
     """
     steps = sorted((f for f in figures if f.output_tps and step_x(f) is not None), key=step_x)
-    if len(steps) < 2:
+    if len(steps) < 2 or answers_unequal(steps):
         return None
     for i, f in enumerate(steps[:-1]):
         if max(g.output_tps for g in steps[i + 1:]) < KNEE_GAIN * f.output_tps:

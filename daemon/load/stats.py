@@ -69,6 +69,7 @@ class StepFigures:
     sent_rps: float | None = None  # requests sent per second between the first and the last send
     max_in_flight: int | None = None  # over every request sent, answered or not
     late_ms: Spread = field(default_factory=lambda: Spread(0))  # sent after its planned time, by this much
+    answer_tokens: Spread = field(default_factory=lambda: Spread(0))  # generated tokens per answered request
 
 
 def step_figures(conn: sqlite3.Connection, step: dict) -> StepFigures:
@@ -112,6 +113,7 @@ def step_figures(conn: sqlite3.Connection, step: dict) -> StepFigures:
         sent_rps=(len(sent) - 1) / (sent[-1] - sent[0]) if len(sent) > 1 and sent[-1] > sent[0] else None,
         max_in_flight=max(flights) if flights else None,
         late_ms=Spread.of(late),
+        answer_tokens=Spread.of([r[1] for r in ok]),
     )
 
 
