@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from cardproof.daemon.load.stats import rate_digits
+from cardproof.daemon.load.stats import _intervals, percentile, rate_digits
 from cardproof.daemon.logs.summary import crashed_loads, load_summaries
 
 #: Facts whose lines tell the speculative-decoding story of a load.
@@ -184,7 +184,7 @@ def step_samples(db, run_id: int) -> list[dict]:
         return []
     names = [d[0] for d in cur.description]
     steps = [dict(zip(names, row)) for row in cur.fetchall()]
-    extra = {"stream", "in_flight", "sent_s", "queue_ms"} & {
+    extra = {"stream", "in_flight", "sent_s", "queue_ms", "itl_ms_json"} & {
         r[1] for r in conn.execute("pragma table_info(load_samples)")}
     cols = ", ".join(f"ls.{c}" for c in sorted(extra))
     for st in steps:
@@ -194,4 +194,12 @@ def step_samples(db, run_id: int) -> list[dict]:
         snames = [d[0] for d in cur.description]
         st["samples"] = [dict(zip(snames, row)) for row in cur.fetchall()]
         st["rate_digits"] = rate_digits(st.get("rate_rps"))
+        for smp in st["samples"]:  # the median interval between a request's streamed chunks (ITL)
+            smp["itl_p50"] = percentile(_intervals(smp.pop("itl_ms_json", None)), 50)
+        answered = [smp for smp in st["samples"] if not smp.get("error_kind")]
+        # what the article's aggregate is made of: answered requests' tokens over the step's wall time
+        st["generated"] = sum(smp.get("generated_tokens") or 0 for smp in answered)
+        wall = st.get("wall_s")
+        st["aggregate_tps"] = st["generated"] / wall if isinstance(wall, (int, float)) and wall > 0 and answered \
+            else None
     return steps

@@ -36,6 +36,13 @@ def runs(db: sqlite_utils.Database) -> list[dict]:
     ))
 
 
+def _median_ids(valid: list[dict], key: str) -> set:
+    """The sample(s) a median of ``key`` is: the middle one, or the middle two where n is even."""
+    ranked = sorted((s for s in valid if isinstance(s.get(key), (int, float))), key=lambda s: s[key])
+    mid = len(ranked) // 2
+    return {s["id"] for s in (ranked[mid - 1:mid + 1] if len(ranked) % 2 == 0 else ranked[mid:mid + 1])}
+
+
 def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     """Everything one run article needs, computed from rows alone."""
     run = next(
@@ -108,9 +115,10 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         c["excluded"] = [s for s in ss if s["excluded_by"]]
         c["decode"] = spread(s["decode_tps"] for s in valid)
         # the sample(s) the median is: the middle one, or the middle two where n is even
-        ranked = sorted((s for s in valid if s["decode_tps"] is not None), key=lambda s: s["decode_tps"])
-        mid = len(ranked) // 2
-        c["median_ids"] = {s["id"] for s in (ranked[mid - 1:mid + 1] if len(ranked) % 2 == 0 else ranked[mid:mid + 1])}
+        c["median_ids"] = _median_ids(valid, "decode_tps")
+        # each figure its own: the prefill and TTFT medians are often other samples than decode's
+        c["prefill_median_ids"] = _median_ids(valid, "prefill_tps")
+        c["ttft_median_ids"] = _median_ids(valid, "ttft_ms")
         findings.judge_cell(c, limits)  # spread_ratio, median_interval, unstable_by, unstable
         c["prefill"] = spread(s["prefill_tps"] for s in valid)
         c["ttft"] = spread(s["ttft_ms"] for s in valid)

@@ -148,6 +148,16 @@ def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_
         ctx = md[md.index(context):]
         assert f"| 400 | {L.num(prompt_n, 0)} | 2/2 |" in ctx
         assert f"| 5000 | — | 0 | {refused}" in ctx
+        # the evidence page shows what each step's aggregate is made of, and each request's ITL
+        ev = (project / "site" / "runs" / f"run-{run_id}-evidence{suffix}.md").read_text()
+        for sid, generated, wall in conn.execute(
+                "select st.id, sum(s.generated_tokens), st.wall_s from load_steps st join samples s "
+                "on s.cell_id = st.cell_id where st.axis = 'load' and s.error_kind is null group by st.id"):
+            made = {"en": "{t} tokens in {w} s: {a} tok/s aggregate",
+                    "de": "{t} Token in {w} s: Gesamtdurchsatz {a} Tok./s"}[lang]
+            row = next(ln for ln in ev.splitlines() if f'<span id="step-{sid}"></span>' in ln)
+            assert made.format(t=L.num(generated, 0), w=L.num(wall, 3), a=L.num(generated / wall)) in row
+        assert "| ITL ms |" in ev
         for chart, title in (("load", heading[3:]), ("context", context[3:])):
             svg = (project / "build" / "site" / "runs" / "img" / f"run-{run_id}-{chart}-0-{lang}.svg").read_text()
             assert f"tiny-a · {title}" in svg  # the chart in the page's language
