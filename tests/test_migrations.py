@@ -40,6 +40,7 @@ APPLIED_ORDER = [
     "m023_model_shape",
     "m024_variants",
     "m025_row_salts",
+    "m026_run_setup",
 ]
 
 
