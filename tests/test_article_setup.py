@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from cardproof.cli import cli
 from cardproof.daemon import llamacpp
 from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.memory.capture import MemoryCapture
 from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
@@ -36,12 +37,15 @@ def article(own_router, tmp_path_factory):
     folder = tmp_path_factory.mktemp("setup")
     store = open_store(folder / "r.db")
     try:
-        assert run_campaign(store, parse_campaign(text, "setup.toml"), echo=lambda _l: None).exit_code == 0
+        outcome = run_campaign(store, parse_campaign(text, "setup.toml"), echo=lambda _l: None)
+        assert outcome.exit_code == 0
         sha = store.db.execute("select sha256 from campaigns").fetchone()[0]
+        # the self-report from the breakdown each load printed while fitting, as the demo stores it at its end
+        assert MemoryCapture(store, outcome.run_id).selfreports_llama_run() >= 1
     finally:
         store.close()
     en, de = _build(folder / "r.db", folder / "p")
-    return en, de, sha
+    return en, de, sha, folder
 
 
 def _setup(page: str, heading: str) -> str:
@@ -49,7 +53,7 @@ def _setup(page: str, heading: str) -> str:
 
 
 def test_the_article_closes_with_the_setup_to_repeat_it(article):
-    en, de, _sha = article
+    en, de, _sha, _folder = article
     setup = _setup(en, "Setup")
     assert en.index("## Evidence") < en.index("## Setup {#setup}")  # the last section
     assert en.count("## Setup") == 1
@@ -73,7 +77,7 @@ def test_the_article_closes_with_the_setup_to_repeat_it(article):
 
 
 def test_the_frozen_text_is_shown_exactly_as_hashed(article):
-    en, _de, sha = article
+    en, _de, sha, _folder = article
     setup = _setup(en, "Setup")
     assert "Shown exactly as stored: the SHA-256 above is the hash of this text." in setup
     block = setup.split("    ```toml\n", 1)[1].split("\n    ```", 1)[0]
@@ -99,3 +103,52 @@ def test_a_real_credential_is_masked_and_the_page_says_so(tmp_path):
     assert "sk-abcdefghijklmnopqrstuvwx" not in setup and "--api-key ***" in setup
     assert "**Not shown exactly as stored:** 1 line has a credential masked. The SHA-256 above is the hash of " \
            "the stored text, not of what is shown here." in setup
+
+
+#: llama-server's memory breakdown as it printed it for SmolLM2-135M-Instruct Q4_1 on this 2-core VM (demo log)
+BREAKDOWN = [
+    "[34029] 0.00.397.993 I common_memory_breakdown_print: | memory breakdown [MiB] | total   free    self   model   "
+    "context   compute    unaccounted |",
+    "[34029] 0.00.402.203 I common_memory_breakdown_print: |   - Host               |                  294 =    92 +  "
+    "   180 +      22                |",
+]
+
+
+def test_on_a_cpu_host_the_self_report_is_host_memory_not_zero(article):
+    """The sum of a load's buffer lines when none is a card's: host memory, not the 0 of its card figure."""
+    en, de, _sha, _folder = article
+    memory = en[en.index("## Memory on the card"):en.index("## Gates")]
+    row = next(line for line in memory.splitlines() if line.startswith("| tiny-a · load"))
+    assert re.search(r"\| \[[\d.,]+\]\(run-1-evidence\.md#line-\d+\) MiB in host memory \| llama-server buffer lines", row), row
+    assert "0.00 GiB" not in row
+
+
+def test_the_breakdowns_host_row_is_the_self_report_with_its_parts(article, tmp_path):
+    """``Host | 294 = 92 + 180 + 22`` (MiB): the self-report, with model, context and compute."""
+    import shutil
+
+    from cardproof.daemon.memory.selfreport import breakdown_selfreport, parse_breakdown
+    from cardproof.daemon.store import dumps
+
+    _en, _de, _sha, folder = article
+    copy = tmp_path / "b.db"
+    shutil.copy(folder / "r.db", copy)
+    store = open_store(copy)
+    try:
+        line_id = store.db.execute("select max(id) from log_lines where load_id = 1").fetchone()[0]
+        sr = breakdown_selfreport(parse_breakdown([(line_id, raw) for raw in BREAKDOWN]))
+        assert (sr["gpu_mib"], sr["total_mib"]) == (0.0, 294.0)
+        # the breakdown stands for the load, as in the demo (a tiny model's load printed none)
+        store.db.execute("delete from memory_selfreports where load_id = 1")
+        store.insert("memory_selfreports", {"run_id": 1, "load_id": 1, "ts": "2026-01-01T00:00:00+00:00",
+                                            "source": sr["source"], "kind": sr["kind"], "gpu_mib": sr["gpu_mib"],
+                                            "total_mib": sr["total_mib"], "items_json": dumps(sr["items"]),
+                                            "line_ids_json": dumps(sr["line_ids"])})
+    finally:
+        store.close()
+    en, de = _build(copy, tmp_path / "p")
+    memory = en[en.index("## Memory on the card"):en.index("## Gates")]
+    row = next(line for line in memory.splitlines() if line.startswith("| tiny-a · load 1 "))
+    assert f"| [294](run-1-evidence.md#line-{line_id}) MiB in host memory = model 92 + context 180 + compute 22 MiB " \
+           "| llama-server memory breakdown" in row, row
+    assert "MiB im Hauptspeicher = Modell 92 + Kontext 180 + Rechenpuffer 22 MiB" in de

@@ -72,3 +72,32 @@ def test_a_request_from_elsewhere_is_still_foreign(probed_run, own_router, tmp_p
     finally:
         store.close()
     assert sum(ld["observed"]["count"] for ld in loads) == 1
+
+
+def test_the_gates_section_says_which_gates_judged_no_step_sample(probed_run, tmp_path):
+    """"Every answered sample went through every gate" was false: some gates observe nothing on the samples of
+    the load and depth steps (they read what only a measured cell takes). The section names them, from the store."""
+    from click.testing import CliRunner
+
+    from cardproof.cli import cli
+
+    db, run_id = probed_run
+    result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(tmp_path), "--no-mkdocs"])
+    assert result.exit_code == 0, result.output
+    en = (tmp_path / "site" / "runs" / f"run-{run_id}.md").read_text()
+    de = (tmp_path / "site" / "runs" / f"run-{run_id}.de.md").read_text()
+    store = open_store(db, mode="ro")
+    try:
+        unjudged = [r[0] for r in store.db.execute(
+            "select g.gate from gate_results g join samples s on s.id = g.sample_id where s.run_id = ? "
+            "and s.kind = 'load' group by g.gate having sum(g.fired is null) = count(*) order by g.gate", [run_id])]
+    finally:
+        store.close()
+    assert "foreign_load" in unjudged
+    assert "Every answered sample went through every gate." not in en
+    said = en[en.index("Every answered sample of the measured cells went through every gate."):].split("\n", 1)[0]
+    assert "except for these gates, which could observe nothing there and judged none of them:" in said
+    for gate in unjudged:
+        assert f"`{gate}` (concurrency steps, depth steps)" in said, (gate, said)
+    assert "`load_time` (" not in said
+    assert "außer durch diese Gates" in de
