@@ -67,6 +67,9 @@ WORTH_NOT_BEHIND = ("Passing the rule is not the same as being worth adopting: t
                     "nobody.")
 WORTH_NONE_PASS = "No candidate passes the rule, so nothing in this run argues for replacing {incumbent}."
 
+CAVEAT_BUSY = ("Main caveat: the machine had more work than CPUs during the run (load average over one minute "
+               "{start} at its start and {end} at its end, on {cpus} CPUs), so other processes took time from the "
+               "server and every rate above is lower than this machine gives when idle.")
 CAVEAT_REQUANTIZED = ("Main caveat: {models} were made from {base} with llama-quantize and carry its weights, so this "
                       "ladder shows what each format costs in speed, not in quality.")
 CAVEAT_UNSTABLE = ("Main caveat: some cells were too unsteady to state anything from ({cells}); they are left out of "
@@ -304,6 +307,12 @@ def _worth(view: dict, rules: list[dict]) -> Line | None:
 
 def _caveat(view: dict) -> Line:
     from .findings.inputs import requantized
+
+    setup = view.get("setup") or {}
+    if setup.get("busy") and setup.get("load_start") and setup.get("load_end"):
+        # figures as the Setup section prints them: two decimals, the CPUs as a count
+        return Line(CAVEAT_BUSY, {"start": Fig(setup["load_start"].get("one"), digits=2),
+                                  "end": Fig(setup["load_end"].get("one"), digits=2), "cpus": Fig(setup["cpus"], "int")})
 
     made = requantized(view["run"].get("campaign_text"))
     names = {m["name"] for m in view["models"]}
