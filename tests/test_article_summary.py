@@ -142,3 +142,21 @@ def test_a_busy_machine_is_the_main_caveat_with_the_setups_figures(tmp_path):
     setup = pages["en"][pages["en"].index("## Setup {#setup}"):]
     assert "at the start 7.40, 5.31, 6.56; at the end 16.34, 14.17, 10.71; against 2 CPUs" in setup
     assert "Wichtigste Einschränkung: Die Maschine hatte während des Laufs mehr Arbeit als CPUs" in pages["de"]
+
+
+def test_a_rule_that_reads_unstable_cells_decides_nothing(tmp_path):
+    models = [M("q4", {"quantisation": "Q4_1"}, values=[30.0, 60.0, 90.0, 45.0, 50.0], prefill=370.0),
+              M("f16", {"quantisation": "F16", "requantized_from": "q4"}, decode=30.0, prefill=620.0, pinned=True)]
+    path = tmp_path / "u.db"
+    rid = make_run(path, models, extra=RULE)
+    store = open_store(path)
+    try:
+        evaluate_rules(store, rid, echo=lambda _line: None)
+    finally:
+        store.close()
+    _ctx, pages = _article(path, rid)
+    text = _summary_of(pages["en"])
+    assert "q4: unstable (decode.short = " in text
+    assert " (unstable)" in text  # its decode figure is shown, marked as the main table marks it
+    assert "this run decides nothing about replacing f16" in text
+    assert "nothing in this run argues for replacing" not in text
