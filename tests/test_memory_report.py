@@ -54,7 +54,7 @@ def test_no_driver_section_says_so_and_shows_no_card_figure(tmp_path):
     assert row["selfreport_mib"] == pytest.approx(25108.48, abs=0.01)
     en = render(view, "en")
     assert NOT_MEASURED in en
-    assert "| 24.52 |" in en and "not used in its place" in en
+    assert "| 24.52 GiB |" in en and "not used in its place" in en
     assert "| Card |" not in en and "Gap" not in en  # no card table at all
     de = render(view, "de")
     assert CATALOGUE[NOT_MEASURED] in de
