@@ -23,6 +23,9 @@ SECTION = "Summary"
 
 WHAT_CPU = ("This run measured {models} on the CPU alone (no GPU seen), served by {server}, in the prompt classes "
             "{classes} with {reps} samples per cell, one request at a time.")
+WHAT_CPU_NAMED = ("This run measured {models} on the CPU alone ({cpu}, {cpus} CPUs usable by the run, no GPU seen), "
+                  "served by {server}, in the prompt classes {classes} with {reps} samples per cell, one request at a "
+                  "time.")
 WHAT_GPU = ("This run measured {models} on {gpus}, served by {server}, in the prompt classes {classes} with {reps} "
             "samples per cell, one request at a time.")
 NOT_FINISHED = ("This run did not finish ({measured} of {planned} samples measured), so it states no conclusion: its "
@@ -126,6 +129,10 @@ def _what(view: dict) -> Line:
               "classes": Seq(tuple(Term(c) for c in view["classes"])),
               "reps": Seq(tuple(Fig(n, "int") for n in reps), "/") if reps else "—"}
     gpus = (view.get("gpus") or {}).get("gpus") or []
+    setup = view.get("setup") or {}
+    if not gpus and setup.get("cpu_model") and setup.get("usable_cpus"):
+        # as the Setup section names them
+        return Line(WHAT_CPU_NAMED, params | {"cpu": setup["cpu_model"], "cpus": Fig(setup["usable_cpus"], "int")})
     if not gpus:
         return Line(WHAT_CPU, params)
     return Line(WHAT_GPU, params | {"gpus": Seq(tuple(g.get("name") or "?" for g in gpus))})

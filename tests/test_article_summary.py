@@ -130,7 +130,7 @@ def test_a_busy_machine_is_the_main_caveat_with_the_setups_figures(tmp_path):
     path, rid = _ladder(tmp_path)
     store = open_store(path)
     try:
-        store.insert("run_setup", {"run_id": rid, "cpu_threads": 2, "usable_cpus": 2,
+        store.insert("run_setup", {"run_id": rid, "cpu_model": "AMD EPYC", "cpu_threads": 2, "usable_cpus": 2,
                                    "load_start_json": dumps({"one": 7.4, "five": 5.31, "fifteen": 6.56}),
                                    "load_end_json": dumps({"one": 16.34, "five": 14.17, "fifteen": 10.71})})
     finally:
@@ -139,7 +139,9 @@ def test_a_busy_machine_is_the_main_caveat_with_the_setups_figures(tmp_path):
     text = _summary_of(pages["en"])
     assert "Main caveat: the machine had more work than CPUs during the run (load average over one minute 7.40 at " \
            "its start and 16.34 at its end, on 2 CPUs)" in text
+    assert "on the CPU alone (AMD EPYC, 2 CPUs usable by the run, no GPU seen)" in text
     setup = pages["en"][pages["en"].index("## Setup {#setup}"):]
+    assert "**CPU:** AMD EPYC · physical cores — · logical CPUs 2 · usable by the run 2" in setup
     assert "at the start 7.40, 5.31, 6.56; at the end 16.34, 14.17, 10.71; against 2 CPUs" in setup
     assert "Wichtigste Einschränkung: Die Maschine hatte während des Laufs mehr Arbeit als CPUs" in pages["de"]
 
