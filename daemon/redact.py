@@ -29,8 +29,10 @@ _KEY_VALUE = re.compile(
     r"(?<![A-Za-z0-9_.\-])([A-Za-z0-9_.\-]++)"                            # the key
     r"(\"|')?(\s*[:=]\s*)"                                               # its separator
     r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s&,;\"'<>`]+)")                          # the value
-#: ``--api-key VALUE`` / ``--hf-token=VALUE`` on a logged command line.
-_FLAG = re.compile(r"(?i)(--?(?:api[_\-]?key|hf[_\-]?token|token|password|secret)(?:[_\-]file)?)(=|\s+)(\S+)")
+#: ``--api-key VALUE`` / ``--hf-token=VALUE`` on a logged command line: a flag stands on its own (after a
+#: blank, a quote, a bracket or a comma), so prose such as "8,192-token training context" is no flag.
+_FLAG = re.compile(r"(?i)(?<![^\s\"'\[,(])(--?(?:api[_\-]?key|hf[_\-]?token|token|password|secret)(?:[_\-]file)?)"
+                   r"(=|\s+)(\S+)")
 #: ``Bearer abc...`` after any key name, or standing alone in a log line; ``Basic`` only before
 #: something base64-like, so that prose ("basic information") stays.
 _SCHEME_TOKEN = re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=\-]{6,})"

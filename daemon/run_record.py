@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import hostinfo, liveness
+from . import hostinfo, liveness, runsetup
 from .campaign import Campaign
 from .crashes import describe_end
 from .logs import LogSourceError, attribute_run, capture_file, capture_journal
@@ -94,11 +94,25 @@ def start_run(store: Store, campaign: Campaign, planned: int, echo: Callable[[st
             "samples_failed": 0,
         },
     )
+    _setup(echo, runsetup.record_start, store, run_id, campaign.url)
     if lock is not None:
         lock.bind(run_id, identity)
         if lock.warning:
             echo(f"warning: {lock.warning}")
     return run_id
+
+
+def _setup(echo: Callable[[str], None], record, *args) -> None:
+    """One step of recording the run's setup (daemon/runsetup.py); a failure is a warning, never the run's end."""
+    try:
+        record(*args)
+    except Exception as exc:  # noqa: BLE001 -- a machine fact that cannot be read must not stop a measurement
+        echo(f"warning: run setup not fully recorded: {type(exc).__name__}: {exc}")
+
+
+def record_models(store: Store, run_id: int, model_ids: dict[str, int], echo: Callable[[str], None]) -> None:
+    """The registered models' files and origins in the run's setup row."""
+    _setup(echo, runsetup.record_models, store, run_id, model_ids)
 
 
 def capture_logs_once(store: Store, campaign: Campaign, run_id: int, state: RunState,
@@ -117,6 +131,7 @@ def finish_run(store: Store, campaign: Campaign, run_id: int, state: RunState, e
                lock: liveness.RunLock | None = None) -> RunOutcome:
     """Write the run's status, exit code and coverage (after its logs), and let go of its lock."""
     capture_logs_once(store, campaign, run_id, state, echo)
+    _setup(echo, runsetup.record_end, store, run_id)
     store.update(
         "runs",
         run_id,

@@ -28,8 +28,8 @@ from .rules.outcome import evaluate_rules
 from .run_loads import load_for_cell, note_crash, register_models, router_child_pid, samples_not_sent
 from .run_context import PlannedCell, RunContext, Walk
 from .run_record import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, RunOutcome, RunState,
-                         capture_logs_once, measuring_commits, register_campaign, start_run,
-                         sync_point)
+                         capture_logs_once, measuring_commits, record_models, register_campaign,
+                         start_run, sync_point)
 from .sampling import SampleRequest, take_sample
 from .store import Store, StoreError, dumps, utcnow
 
@@ -119,6 +119,7 @@ def _run(ctx: RunContext, cells: list[PlannedCell]) -> RunOutcome:
             except (LogSourceError, StoreError) as exc:
                 echo(f"warning: log capture: {exc}")
         ctx.model_ids = register_models(ctx)
+        record_models(store, ctx.run_id, ctx.model_ids, echo)
         try:
             for p in PARTICIPANTS:
                 p.start(ctx)

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from . import charts
 from .findings import reasoning_pairs
+from .findings.show import _Say
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, code_span, esc, translator
 from .observations import quoted
+from .summary import Code, Seq
 
 
 def cell_value(L: Lang, cell: dict | None) -> MD:
@@ -203,3 +205,20 @@ def variant_chart_rows(view: dict, metric: str, L) -> list[dict]:
                             "unstable": bool(c.get("unstable")),
                             "stability": L.gettext("unstable") if c.get("unstable") else L.gettext("stable")})
     return out
+
+
+class _SaySummary(_Say):
+    """The findings' way of saying values, plus ``Seq`` (a list with its own separator) and ``Code``."""
+
+    def value(self, v):
+        if isinstance(v, Seq):
+            return MD(v.sep).join(self.value(x) for x in v.items)
+        if isinstance(v, Code):
+            return code_span(v.text)
+        return super().value(v)
+
+
+def summary_paragraph(lines: list, L: Lang) -> MD:
+    """The summary's sentences (``report.summary.summary_lines``) as one paragraph in ``L``'s language."""
+    say = _SaySummary(L)
+    return MD(" ").join(say.line(line) for line in lines)

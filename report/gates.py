@@ -81,6 +81,18 @@ def gate_summary(db: sqlite_utils.Database, run_id: int) -> list[dict]:
         )
     }
     canaries = {c["gate"]: c for c in db.query("select * from canaries where run_id = ? order by id", [run_id])}
+    # a gate that could observe nothing on any sample of a kind of step judged none of them (it reads what
+    # only a measured cell takes: the counters and the embedding probe around the cell)
+    unjudged: dict[str, list[str]] = {}
+    for r in db.query(
+        """select gate, samples.kind as kind, count(*) as n, sum(fired is null) as unknown
+           from gate_results join samples on samples.id = sample_id
+           where samples.run_id = ? and samples.kind in ('load', 'rate', 'depth') group by gate, samples.kind
+           order by case samples.kind when 'load' then 0 when 'rate' then 1 else 2 end""",
+        [run_id],
+    ):
+        if r["n"] and r["unknown"] == r["n"]:
+            unjudged.setdefault(r["gate"], []).append(r["kind"])
     per_cell: dict[str, list[dict]] = {}
     for r in db.query(
         """select gate, models.name as model, cells.prompt_class, cells.reasoning, cells.id as cell_id,
@@ -108,6 +120,7 @@ def gate_summary(db: sqlite_utils.Database, run_id: int) -> list[dict]:
                 "fired_samples": fired,
                 "judged_samples": int(c.get("judged") or 0),
                 "unobservable_samples": int(c.get("unknown") or 0),
+                "unjudged_kinds": unjudged.get(name, []),  # kinds of step samples it judged none of
                 "canary": canary_result,
                 "canary_reason": canary["reason"] if canary else NO_CANARIES,
                 "canary_planned": canary is not None,

@@ -31,7 +31,7 @@ from markupsafe import Markup
 
 from cardproof.daemon.redact import redact_campaign_text
 
-from .privacy import public_text, source_name
+from .privacy import campaign_as_shown, public_text, source_name
 
 #: Longest foreign text shown in one place; more is cut with a note (a 1 MB log line is evidence
 #: in the database, not something a reader's browser has to lay out).
@@ -188,13 +188,26 @@ def fenced(value, lang: str = "", indent: int = 0) -> MD:
     it (a ```` ``` ```` in a campaign file) can close the block early; markup
     in it is made inert as in :func:`code_span`.
     """
-    text = publishable(value).replace("\r\n", "\n").replace("\r", "\n")
+    return _fence(publishable(value), lang, indent)
+
+
+def _fence(text: str, lang: str, indent: int) -> MD:
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _inert_tags(re.sub(r"[\v\f\x1c-\x1f\x85\u2028\u2029]", " ", text))
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     pad = " " * indent
     body = "\n".join(pad + line if line.strip() else "" for line in text.split("\n"))
     return MD(f"{pad}{fence}{re.sub(r'[^A-Za-z0-9_+-]', '', lang)}\n{body}\n{pad}{fence}")
+
+
+@jinja2.pass_context
+def frozen_campaign(ctx, text) -> dict:
+    """A frozen campaign text for a page, whole (never cut): ``block`` (a fenced TOML block indented for
+    a details box), ``exact`` (shown byte for byte as stored and hashed), ``secret_lines`` and
+    ``personal_lines`` (lines masked: credentials; addresses and user names). See ``privacy.campaign_as_shown``."""
+    shown = campaign_as_shown(text, show_addresses=_SHOW_ADDRESSES.get())
+    return shown | {"block": _fence(_UNPRINTABLE.sub("\ufffd", shown["text"]), "toml", 4)}
 
 
 _ANCHOR_OK = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -283,7 +296,7 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
     (id/fragment), ``join`` (items escaped), ``redact_campaign`` (secrets out of a campaign
     file), ``source_name`` (a log source by its file's name); ``e``/``escape`` are ``esc``;
     ``safe`` does not exist (trusted Markdown is made in Python, as ``MD``). Globals: ``yaml_title``
-    for front matter. The page environment (``report/render.py``) adds ``said`` and ``end_reason``
+    for front matter, ``frozen_campaign`` (a campaign text whole, with what was masked in it). The page environment (``report/render.py``) adds ``said`` and ``end_reason``
     from ``report/observations.py``, which sits above this module (it renders with its escapers).
     """
     env = jinja2.Environment(loader=loader, autoescape=True, finalize=finalize, **options)
@@ -293,4 +306,5 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
                         "fenced": fenced, "anchor": anchor, "join": join, "redact_campaign": redact_campaign_text,
                         "source_name": source_name})
     env.globals["yaml_title"] = yaml_title
+    env.globals["frozen_campaign"] = frozen_campaign
     return env

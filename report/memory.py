@@ -12,7 +12,7 @@ import json
 
 from cardproof.daemon.memory.attribution import load_window, not_measured_reason
 from cardproof.daemon.memory.budget import budget, free_check_for_load
-from cardproof.daemon.memory.readings import NOT_MEASURED
+from cardproof.daemon.memory.readings import NOT_MEASURED, is_card_device
 from cardproof.daemon.memory.reconcile import reconcile_load
 
 from .queries import is_measured_load
@@ -83,6 +83,7 @@ def _load_row(db, run_id: int, load: dict) -> dict:
         "per_device": card["per_device"],
         "pids": card["pids"],
         "selfreport_mib": sr["gpu_mib"] if sr else None,
+        "selfreport_host": _host_part(sr),
         "selfreport_total_mib": sr["total_mib"] if sr else None,
         "selfreport_source": sr["source"] if sr else None,
         "selfreport_kind": KIND_LABEL.get(sr["kind"], sr["kind"]) if sr else None,
@@ -107,6 +108,41 @@ def _load_row(db, run_id: int, load: dict) -> dict:
         "neighbours": card["neighbours"],
         "plan": _plan(db, load["id"]),
     }
+
+
+def _host_part(sr: dict | None) -> dict | None:
+    """The self-report's host rows where it names no card (a CPU host: llama-server's breakdown
+    ``Host | 294 = 92 + 180 + 22``): its total and parts in MiB, the lines that printed them; for a sum of
+    buffer lines none of which is a card's, that sum.
+
+    On such a host the card figure is 0 by construction, which is no self-report at all; this is."""
+    devices = ((sr or {}).get("items") or {}).get("devices") or {}
+    if not devices:
+        # the sum of the load's buffer lines: none on a card, so all of it is host memory (no parts printed)
+        if sr and sr.get("kind") == "facts" and not sr.get("gpu_mib") and (sr.get("total_mib") or 0) > 0:
+            return {"self_mib": sr["total_mib"], "model_mib": None, "context_mib": None, "compute_mib": None,
+                    "devices": [], "line_ids": _line_ids(sr)}
+        return None
+    if any(is_card_device(name) for name in devices):
+        return None
+    parts = [d for d in devices.values() if isinstance(d.get("self"), (int, float))]
+    if not parts:
+        return None
+
+    def total(key):
+        values = [d.get(key) for d in parts]
+        return sum(values) if all(isinstance(v, (int, float)) for v in values) else None
+
+    return {"self_mib": total("self"), "model_mib": total("model"), "context_mib": total("context"),
+            "compute_mib": total("compute"), "devices": sorted(devices), "line_ids": _line_ids(sr)}
+
+
+def _line_ids(sr: dict) -> list:
+    try:
+        ids = json.loads(sr.get("line_ids_json") or "[]")
+    except (TypeError, ValueError):
+        return []
+    return [i for i in ids if isinstance(i, int)] if isinstance(ids, list) else []
 
 
 def _plan(db, load_id: int) -> dict | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from cardproof.daemon.redact import redact_secrets
+from cardproof.daemon.redact import redact_campaign_text, redact_secrets
 
 # Dotted quads: not inside a longer run of digits and dots ("1.2.3.4.5" is a version, not an address).
 _IPV4 = re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?!\d|\.\d)")
@@ -153,6 +153,26 @@ def public_text(text: str | None, *, show_addresses: bool = False) -> str | None
         return text
     text = redact_secrets(text)
     return text if show_addresses else mask_home(mask_addresses(text))
+
+
+def campaign_as_shown(text: str | None, *, show_addresses: bool = False) -> dict:
+    """A frozen campaign text as a page shows it, and what was masked on the way.
+
+    Only what must not be published is changed: credentials (``redact_campaign_text``: a secret-named
+    key's value, a credential flag with its value, a bearer token, a key's shape, a server table's key
+    not known to be public) and, unless opted out, addresses and home folders' user names. ``text`` is
+    the shown text; ``secret_lines`` and ``personal_lines`` count the lines each kind changed, so a page
+    can say that what it shows is not byte for byte what was hashed.
+    """
+    text = text or ""
+    secrets_out = redact_campaign_text(text) or ""
+    shown = secrets_out if show_addresses else (mask_home(mask_addresses(secrets_out)) or "")
+
+    def changed(a: str, b: str) -> int:
+        return sum(1 for x, y in zip(a.split("\n"), b.split("\n")) if x != y)
+
+    return {"text": shown, "secret_lines": changed(text, secrets_out), "personal_lines": changed(secrets_out, shown),
+            "exact": shown == text}
 
 
 def requests_by_client(db, run_id: int, *, show_addresses: bool = False) -> list[dict]:

@@ -20,7 +20,8 @@ from cardproof.paths import cache_dir
 
 from . import charts
 from .axes_charts import axes_charts
-from .article_parts import author_notes, cell_value, exception_groups, merged_caveats, render_caveat, run_charts
+from .article_parts import (author_notes, cell_value, exception_groups, merged_caveats, render_caveat, run_charts,
+                            summary_paragraph)
 from .caveats import caveats_for
 from .findings.show import rendered as rendered_findings
 from .fingerprints import code_fingerprint
@@ -109,6 +110,7 @@ def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path
             axes_charts=axes_charts(view.get("axes"), view["run"]["id"], L, img_dir),
             caveats=merged_caveats(caveats_for(view), L),
             found=rendered_findings(view.get("findings") or [], L),
+            summary_said=summary_paragraph(view.get("summary") or [], L),
             reconciled=[render_caveat(c, L) for c in reconciliations(view)],
             _=translator(L.gettext, CATALOGUE),
             L=L,

@@ -18,6 +18,7 @@ import json
 import math
 import shlex
 
+from cardproof.daemon.memory.readings import is_card_device
 from cardproof.daemon.memory.reconcile import reconcile_load
 from cardproof.daemon.variants.evidence import check_variant
 
@@ -112,13 +113,17 @@ def _best(candidates: list[tuple[str, dict]], metric: str) -> dict | None:
 
 def _memory(db, load_id: int | None) -> dict:
     """Card memory of the variant's load (with the self-report beside it) and its KV cache as its log states it."""
-    out = {"card_mib": None, "selfreport_mib": None, "kv_mib": None, "kv_line": None}
+    out = {"card_mib": None, "selfreport_mib": None, "selfreport_host": False, "kv_mib": None, "kv_line": None}
     if load_id is None:
         return out
     try:
         rec = reconcile_load(db, load_id)
         out["card_mib"] = rec["card"].get("card_mib")
-        out["selfreport_mib"] = (rec.get("selfreport") or {}).get("gpu_mib")
+        sr = rec.get("selfreport") or {}
+        devices = (sr.get("items") or {}).get("devices") or {}
+        # a breakdown that names no card (a CPU host) reports host memory: its card figure is 0 by construction
+        out["selfreport_host"] = bool(devices) and not any(is_card_device(d) for d in devices)
+        out["selfreport_mib"] = sr.get("total_mib") if out["selfreport_host"] else sr.get("gpu_mib")
         kv = list(db.query("select value_num, line_id from facts where load_id = ? and name = 'kv_buffer_mib' "
                            "and value_num is not null order by id", [load_id]))
     except Exception:  # noqa: BLE001 -- a damaged row: the memory columns say "not measured"

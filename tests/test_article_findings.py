@@ -60,7 +60,7 @@ def test_load_column_counts_measured_loads_only(canary_run_db, tmp_path):
         assert sorted([m["load"].low, m["load"].high]) == [min(measured), max(measured)]
         for text, lang in ((en, "en"), (de, "de")):
             L = Lang(lang)
-            row = _row(text.replace("| tiny-a (in production)", "| tiny-a"), m["name"])
+            row = _row(text.replace("| tiny-a (pinned)", "| tiny-a"), m["name"])
             expected = f"{L.num(m['load'].median, 2)}<br><small>{L.num(min(measured), 2)}–" \
                        f"{L.num(max(measured), 2)} · n={len(measured)}</small>"
             assert expected in row, (lang, row)
@@ -189,7 +189,7 @@ def test_agreeing_classes_are_one_sentence_with_each_ratio(canary_run_db, tmp_pa
     _set_rates(canary_run_db, db_path, _rates())
     en, de, _ = _build(db_path, tmp_path / "p")
     head = en[en.index("## Headline"):en.index("## The numbers")]
-    assert "**tiny-b** is the fastest on every prompt class, against **tiny-a** (in production): " \
+    assert "**tiny-b** is the fastest on every prompt class, against **tiny-a** (pinned): " \
            "short ×2.00 (×1.82–2.20), medium ×2.00 (×1.82–2.20)" in head
 
 

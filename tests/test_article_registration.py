@@ -18,6 +18,8 @@ from cardproof.daemon.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 
+RULE = '\n[rules]\nfast = "decode.short >= 1"\n'
+
 
 def _article(db, project) -> str:
     result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project), "--no-mkdocs"])
@@ -29,7 +31,7 @@ def _article(db, project) -> str:
 def test_registered_days_before_and_at_run_start(llama_server, tmp_path):
     db = tmp_path / "r.db"
     path = tmp_path / "c.toml"
-    path.write_text(campaign_text(llama_server.url, reps=2))
+    path.write_text(campaign_text(llama_server.url, reps=2) + RULE)
     result = CliRunner().invoke(cli, ["register", str(path), "--db", str(db)])
     assert result.exit_code == 0 and "registered as 1 at" in result.output, result.output
     again = CliRunner().invoke(cli, ["register", str(path), "--db", str(db)])
@@ -48,9 +50,11 @@ def test_registered_days_before_and_at_run_start(llama_server, tmp_path):
     en, de = _article(db, tmp_path / "p1")
     assert "The campaign was registered 2 days before the run" in en
     assert "Die Kampagne wurde 2 Tage vor dem Lauf registriert" in de
+    assert "Fixed before the run: the campaign text was registered at " in en
+    assert "Vor dem Lauf festgelegt: Der Kampagnentext wurde am " in de
 
     # the file changes after its registration: the run counts as registered at its start, and says why
-    path.write_text(campaign_text(llama_server.url, reps=1))
+    path.write_text(campaign_text(llama_server.url, reps=1) + RULE)
     store = open_store(db)
     changed = load_campaign(path)
     assert "changed since its registration 1" in check_before_run(store.db, changed)
@@ -60,6 +64,10 @@ def test_registered_days_before_and_at_run_start(llama_server, tmp_path):
     en, _ = _article(db, tmp_path / "p2")
     assert "Registered at run start: no registration of this campaign text was made before the run" in en
     assert "days before the run" not in en
+    # one plain statement of when the rules were fixed: never "before the run" beside "no registration"
+    assert "Fixed when the run started: the campaign text was frozen" in en
+    assert "Fixed before the run" not in en and "Pass rules, written before the run" not in en
+    assert "frozen with the campaign before the run" not in en
 
 
 def test_register_refuses_an_invalid_campaign(tmp_path):

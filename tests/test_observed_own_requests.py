@@ -1,0 +1,103 @@
+"""Every request cardproof sent is its own in the server's log; only the rest is called foreign.
+
+Real parts: a router-mode llama-server of the module's own (its log holds this run's lines only), a real
+run with measured samples, canaries (one evicts its model and reloads it inside its request), probes,
+load and depth steps, the log captured and attributed, a real SQLite store.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.logs.summary import load_summaries
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
+from conftest import campaign_text
+
+
+@pytest.fixture(scope="module")
+def probed_run(own_router, tmp_path_factory):
+    text = (campaign_text(own_router.url, reps=2, max_tokens=8)
+            .replace('name = "test"', 'name = "test"\ncanaries = true')
+            .replace("request_timeout_s = 60", f'request_timeout_s = 60\nlog_file = "{own_router.log_path}"')
+            + '\n[probes]\nrun = ["tools", "coding"]\nrepeat = 1\nmax_tokens = 16\n'
+            + '\n[load]\nstreams = [1, 2]\nrequests_per_stream = 1\nprompt_class = "short"\nmax_tokens = 8\n'
+            + '\n[depth]\ntokens = [0, 128]\nrepetitions = 1\nmax_tokens = 8\n'
+            + "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n")
+    db = tmp_path_factory.mktemp("own") / "r.db"
+    store = open_store(db)
+    try:
+        outcome = run_campaign(store, parse_campaign(text, "own.toml"), echo=lambda _line: None)
+    finally:
+        store.close()
+    return db, outcome.run_id
+
+
+def test_no_request_cardproof_sent_is_called_foreign(probed_run):
+    db, run_id = probed_run
+    store = open_store(db, mode="ro")
+    try:
+        loads = load_summaries(store.db, run_id)
+        probes = store.db.execute("select count(*) from probe_results where run_id = ?", [run_id]).fetchone()[0]
+        canaries = store.db.execute("select count(*) from samples where run_id = ? and kind = 'canary'",
+                                    [run_id]).fetchone()[0]
+    finally:
+        store.close()
+    assert probes >= 2 and canaries >= 2
+    own = sum(ld["observed"]["own"] for ld in loads)
+    assert own >= probes + canaries  # the server counted them, and they were recognised
+    foreign = {ld["id"]: ld["observed"]["count"] for ld in loads if ld["observed"]["count"]}
+    assert foreign == {}
+
+
+def test_a_request_from_elsewhere_is_still_foreign(probed_run, own_router, tmp_path):
+    """One request nobody stored, sent to the same server while its log is captured, stays foreign."""
+    import shutil
+
+    import httpx
+
+    from cardproof.daemon.logs import attribute_run, capture_file
+
+    db, run_id = probed_run
+    copy = tmp_path / "r.db"
+    shutil.copy(db, copy)
+    httpx.post(own_router.url + "/v1/chat/completions", timeout=60,
+               json={"model": "tiny-a", "messages": [{"role": "user", "content": "someone else"}], "max_tokens": 5})
+    store = open_store(copy)
+    try:
+        capture_file(store, own_router.log_path, run_id=run_id)
+        attribute_run(store, run_id)
+        loads = load_summaries(store.db, run_id)
+    finally:
+        store.close()
+    assert sum(ld["observed"]["count"] for ld in loads) == 1
+
+
+def test_the_gates_section_says_which_gates_judged_no_step_sample(probed_run, tmp_path):
+    """"Every answered sample went through every gate" was false: some gates observe nothing on the samples of
+    the load and depth steps (they read what only a measured cell takes). The section names them, from the store."""
+    from click.testing import CliRunner
+
+    from cardproof.cli import cli
+
+    db, run_id = probed_run
+    result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(tmp_path), "--no-mkdocs"])
+    assert result.exit_code == 0, result.output
+    en = (tmp_path / "site" / "runs" / f"run-{run_id}.md").read_text()
+    de = (tmp_path / "site" / "runs" / f"run-{run_id}.de.md").read_text()
+    store = open_store(db, mode="ro")
+    try:
+        unjudged = [r[0] for r in store.db.execute(
+            "select g.gate from gate_results g join samples s on s.id = g.sample_id where s.run_id = ? "
+            "and s.kind = 'load' group by g.gate having sum(g.fired is null) = count(*) order by g.gate", [run_id])]
+    finally:
+        store.close()
+    assert "foreign_load" in unjudged
+    assert "Every answered sample went through every gate." not in en
+    said = en[en.index("Every answered sample of the measured cells went through every gate."):].split("\n", 1)[0]
+    assert "except for these gates, which could observe nothing there and judged none of them:" in said
+    for gate in unjudged:
+        assert f"`{gate}` (concurrency steps, depth steps)" in said, (gate, said)
+    assert "`load_time` (" not in said
+    assert "außer durch diese Gates" in de
