@@ -98,8 +98,11 @@ def test_thinking_failing_arms(resp, verdict, arm):
 
 
 def test_reasoning_answers_and_recall():
-    assert reasoning.extract("so it is 15 cents\nANSWER: 15") == (15.0, True)
-    assert reasoning.extract("the ball costs 0.15 dollars") == (0.15, False)
+    asked = reasoning.TASKS["bat_ball"]["asked"]
+    marked = reasoning.judge(answer("so it is 15 cents\nANSWER: 15"), [15, 0.15], None, asked)[2]
+    assert (marked["answer"], marked["read_from"], marked["format_followed"]) == (15.0, "answer_line", True)
+    dollars = reasoning.judge(answer("the ball costs 0.15 dollars"), [15, 0.15], None, asked)
+    assert dollars[:2] == ("PASS", "correct") and (dollars[2]["answer"], dollars[2]["format_followed"]) == (15.0, False)
     assert reasoning.judge(answer("ANSWER: 15"), [15, 0.15])[:2] == ("PASS", "correct")
     assert reasoning.judge(answer("ANSWER: 5"), [15], [5])[:2] == ("OK_model_ran_and_was_wrong", "recalled_famous_answer")
     assert reasoning.judge(answer("ANSWER: 30"), [15], [5])[:2] == ("OK_model_ran_and_was_wrong", "wrong_answer")
