@@ -88,6 +88,20 @@ def _dedupe(results: list[dict]) -> list[dict]:
     return results
 
 
+def _format_count(rows: list[dict]) -> dict | None:
+    """How many of a probe's stored answers had the form it asked for (``format_followed`` in their detail):
+    ``{"followed": n, "answers": m}``, or None for a probe that asks no form."""
+    flags = []
+    for r in rows:
+        try:
+            detail = json.loads(r["detail_json"] or "{}")
+        except ValueError:  # a damaged row: no answer to count, never a failed build
+            continue
+        if isinstance(detail, dict) and isinstance(detail.get("format_followed"), bool):
+            flags.append(detail["format_followed"])
+    return {"followed": sum(flags), "answers": len(flags)} if flags else None
+
+
 def probe_summaries(db, run_id: int, defects: dict | None = None) -> list[dict]:
     """Per model (campaign order): each probe's summary, defects, declaration and evidence rows."""
     if not _has(db, "probe_results"):
@@ -112,6 +126,8 @@ def probe_summaries(db, run_id: int, defects: dict | None = None) -> list[dict]:
             declared = ((m["capabilities"] or {}).get("declared") or {}).get(cap) if cap else None
             probes.append(s | {
                 "probe": name, "capability": cap, "declared": declared,
+                "format": _format_count(rows),
+                "asked_format": PROBES[name].asked_format if name in PROBES else None,
                 "defects": defects.get(name, []),
                 "results": _dedupe([_evidence(r) for r in rows]),
             })
@@ -268,6 +284,9 @@ def decision_view(db, run_id: int, view: dict | None = None, memory: dict | None
         "rules": rules,
         "probes": probes,
         "limits": _limits(run, probes, rules, incumbent, memory),
+        # each probe that asks its answers in a form, with that form (the article counts who kept it)
+        "asked_formats": list({p["probe"]: {"probe": p["probe"], "text": p["asked_format"]}
+                               for m in probes for p in m["probes"] if p["asked_format"]}.values()),
         "registration": run.get("registration"),  # the campaign text's pre-registration (None: registered at run start)
         "any": bool(probes or rules),
     }

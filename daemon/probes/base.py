@@ -87,6 +87,9 @@ class Probe:
     description: str
     run: Callable[[ProbeContext], list[Unit]]
     order: int = 1000  # where it runs among the campaign's default probes (and is listed)
+    # the form the probe asks its answers in, as the article names it (German in the report's .po);
+    # each answer's detail then says whether it had it (``format_followed``)
+    asked_format: str | None = None
 
 
 def request_sha256(body: dict) -> str:

@@ -4,7 +4,8 @@ Four tasks with a handful of tests each, from a floor that any instruct model
 should clear (summing a list) to three that separate models. The floor keeps
 the probe informative for small models: without it a 135M model and a broken
 chat template both read 0/3. The model's reply must contain a Python function
-of the given name (a fenced block is preferred; a bare ``def`` is taken too).
+of the given name (a fenced block is asked for and counted as the format
+followed; a bare ``def`` is taken too).
 Arms: ``all_tests_passed`` (PASS), ``tests_failed`` (the code ran and was
 wrong: OK_model_ran_and_was_wrong), ``does_not_compile`` / ``raised_on_load``
 / ``function_missing`` (FAIL_BROKEN: what came back is not a working
@@ -73,17 +74,23 @@ _STAGES = {
 }
 
 
+def followed_format(text: str, function: str) -> bool:
+    """Whether the reply holds the asked form: a fenced code block that defines ``function``."""
+    return any(re.search(rf"^\s*def\s+{function}\s*\(", b, re.MULTILINE) for b in _FENCE.findall(text))
+
+
 def judge(resp: dict, task: str, *, timeout_s: float = 10.0) -> tuple[str, str, dict, float]:
     """Verdict, arm, detail and the test run's milliseconds for one reply."""
     msg = message(resp)
     spec = TASKS[task]
     code = extract_code(msg["content"], task)
+    base = {"finish_reason": msg["finish_reason"], "format_followed": followed_format(msg["content"], task)}
     if code is None:
         arm = "no_code_within_max_tokens" if msg["finish_reason"] == "length" else "no_code"
-        return "FAIL", arm, {"finish_reason": msg["finish_reason"]}, 0.0
+        return "FAIL", arm, base, 0.0
     result = run_tests(code, task, spec["tests"], timeout_s=timeout_s)
     ms = result.pop("duration_ms", 0.0)
-    detail = {"code": code, "result": result}
+    detail = base | {"code": code, "result": result}
     if result["stage"] == "ran":
         if result["passed"] == result["total"]:
             return "PASS", "all_tests_passed", detail, ms
@@ -108,4 +115,5 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
-PROBE = Probe("coding", None, "small functions run against tests in a bounded subprocess", run, order=40)
+PROBE = Probe("coding", None, "small functions run against tests in a bounded subprocess", run, order=40,
+              asked_format="the function in one fenced `python` code block")

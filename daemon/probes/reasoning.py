@@ -103,4 +103,5 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
-PROBE = Probe("reasoning", None, "short tasks with checked answers, well-known and changed forms", run, order=30)
+PROBE = Probe("reasoning", None, "short tasks with checked answers, well-known and changed forms", run, order=30,
+              asked_format="a last line `ANSWER:` with the number")
