@@ -50,3 +50,16 @@ def test_how_many_answers_followed_the_asked_format_is_stated(ladder):
     assert "- smollm2-q8\\_0 · `reasoning`: 0 of 6 answers followed the asked format" in en
     assert de.count("0 von 6 Antworten hielten das verlangte Format ein") == 3
     assert "eine letzte Zeile `ANSWER:` mit der Zahl" in de
+
+
+def test_each_tasks_arm_is_shown_not_only_the_worst(ladder):
+    _, _, decision = ladder
+    coding = _probe(decision, "smollm2-f16", "coding")
+    assert [(t["variant"], t["arm"]) for t in coding["tasks"]] == [
+        ("sum_list", "all_tests_passed"), ("is_palindrome", "tests_failed"), ("merge_intervals", "tests_failed"),
+        ("roman_to_int", "looping")]
+    assert coding["arm"] == "looping"  # the summary's arm: that of the worst verdict only
+    en = _section(decision, "en")
+    assert ("| `FAIL_BROKEN` 1/4 | sum\\_list: `all_tests_passed`; is\\_palindrome: `tests_failed`; "
+            "merge\\_intervals: `tests_failed`; roman\\_to\\_int: `looping` |") in en
+    assert "| Arm of each task |" in en and "| Zweig jeder Aufgabe |" in _section(decision, "de")

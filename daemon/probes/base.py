@@ -156,7 +156,8 @@ def summarise(rows: list[dict]) -> dict:
     unstable probe gets INCONCLUSIVE: it does not grade the model. Otherwise
     all graded variants PASS -> PASS, else the most severe verdict among them,
     with the arm of the first variant that has it. ``passed``/``total`` count
-    graded variants.
+    graded variants; ``tasks`` gives each graded variant's own verdict and arm,
+    since the summary's arm is only that of the worst one.
     """
     graded = [r for r in rows if r.get("graded", 1)]
     by_variant: dict[str, list[dict]] = {}
@@ -176,7 +177,8 @@ def summarise(rows: list[dict]) -> dict:
     attempts_n = max((len(a) for a in by_variant.values()), default=0)
     passed = sum(1 for v, _ in final.values() if v == "PASS")
     out = {"passed": passed, "total": len(final), "unstable": unstable, "attempts": attempts_n,
-           "duration_ms": sum(r.get("duration_ms") or 0 for r in rows)}
+           "duration_ms": sum(r.get("duration_ms") or 0 for r in rows),
+           "tasks": [{"variant": v, "verdict": verdict, "arm": arm} for v, (verdict, arm) in final.items()]}
     if not final:
         return out | {"verdict": "SKIP", "arm": "no graded task"}
     if unstable:

@@ -15,13 +15,16 @@ reply followed the asked format is kept as a fact (``format_followed``).
 
 Arms of the scored form: ``correct`` (PASS), ``wrong_answer`` /
 ``recalled_famous_answer`` (OK_model_ran_and_was_wrong: an answer came and
-was wrong), ``no_answer`` / ``no_answer_within_max_tokens`` (FAIL).
+was wrong), ``no_answer`` / ``no_answer_within_max_tokens`` (FAIL),
+``looping`` (the reply repeats itself until the token limit, and declares no
+answer: FAIL_BROKEN).
 """
 
 from __future__ import annotations
 
 from .answers import Asked, read
 from .base import Probe, ProbeContext, Unit, failed_request, message
+from .looping import looping
 
 SUFFIX = "\nExplain briefly, then end with a last line of the form ANSWER: <number>."
 
@@ -62,6 +65,10 @@ def judge(resp: dict, accepted: list[float], recall: list[float] | None = None,
     if recall:
         detail["recall"] = recall
     value = reading.value
+    if msg["finish_reason"] == "length" and reading.how not in ("answer_line", "answer_statement"):
+        loop = looping(msg["content"])
+        if loop:  # a number read from a reply that repeats itself until the limit is no answer
+            return "FAIL_BROKEN", "looping", detail | {"looping": loop}
     if value is None:
         if msg["finish_reason"] == "length":
             return "FAIL", "no_answer_within_max_tokens", detail
