@@ -192,6 +192,33 @@ def rule_outcomes(db, run_id: int) -> list[dict]:
     return list(rules.values())
 
 
+def _passed(summary: dict) -> frozenset | None:
+    """The graded tasks a probe summary passed (None: a summary without its tasks)."""
+    tasks = summary.get("tasks")
+    return None if tasks is None else frozenset(t["variant"] for t in tasks if t["verdict"] == "PASS")
+
+
+def not_separating(probes: list[dict]) -> list[dict]:
+    """Probes on which every model passed exactly the tasks every model passed: they do not tell the models
+    apart, whatever their verdicts' arms say. ``[{"probe", "passed": [task, ...], "models": n}]``, in the
+    order the probes ran; only probes every model of the run answered, and none of them unstable."""
+    by_probe: dict[str, list[dict]] = {}
+    for m in probes:
+        for p in m["probes"]:
+            by_probe.setdefault(p["probe"], []).append(p)
+    out = []
+    for name, summaries in by_probe.items():
+        if len(summaries) < 2 or len(summaries) < len(probes) or any(s["unstable"] for s in summaries):
+            continue
+        passed = {_passed(s) for s in summaries}
+        if None in passed or len(passed) != 1:
+            continue
+        common = passed.pop()
+        out.append({"probe": name, "passed": [t["variant"] for t in summaries[0]["tasks"] if t["variant"] in common],
+                    "models": len(summaries)})
+    return out
+
+
 def _difference(probe: str, cand: dict | None, inc: dict | None, cand_name: str, inc_name: str) -> dict:
     """Does a probe difference between candidate and incumbent count, and if not, why."""
     d = {"probe": probe, "cand": cand, "inc": inc, "kind": "does_not_count", "reason": None, "model": None,
@@ -209,10 +236,16 @@ def _difference(probe: str, cand: dict | None, inc: dict | None, cand_name: str,
     for s, name in ((cand, cand_name), (inc, inc_name)):
         if s["verdict"] in NO_GRADE:
             return d | {"reason": "no_grade", "model": name}
+    if _passed(cand) is not None and _passed(cand) == _passed(inc):
+        # the same tasks passed on both: only the way the others failed differs, which grades nothing
+        return d | {"reason": "same_tasks"}
     voiding = [x for x in cand["defects"] if not x["counts"]]
     if voiding:
         return d | {"reason": "defect", "defect": voiding[0]}
-    return d | {"kind": "counts", "tasks": abs(cand["passed"] - inc["passed"])}
+    mine, theirs = _passed(cand), _passed(inc)
+    # tasks that one passed and the other did not: one each, but not the same one, is two tasks of difference
+    tasks = len(mine ^ theirs) if mine is not None and theirs is not None else abs(cand["passed"] - inc["passed"])
+    return d | {"kind": "counts", "tasks": tasks}
 
 
 def _speed(view: dict, cand: str, inc: str) -> list[dict]:
@@ -284,6 +317,7 @@ def decision_view(db, run_id: int, view: dict | None = None, memory: dict | None
         "rules": rules,
         "probes": probes,
         "limits": _limits(run, probes, rules, incumbent, memory),
+        "not_separating": not_separating(probes) if len(probes) > 1 else [],
         # each probe that asks its answers in a form, with that form (the article counts who kept it)
         "asked_formats": list({p["probe"]: {"probe": p["probe"], "text": p["asked_format"]}
                                for m in probes for p in m["probes"] if p["asked_format"]}.values()),

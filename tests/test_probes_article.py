@@ -8,11 +8,13 @@ pages are rendered with the report's own environment in both languages.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from cardproof.report.i18n import CATALOGUE, Lang
 from cardproof.report.mdsafe import translator
-from cardproof.report.probes import decision_view
+from cardproof.report.probes import _difference, decision_view, not_separating
 from cardproof.report.render import environment
 from probe_ladder import LADDER, ladder_store
 
@@ -63,3 +65,34 @@ def test_each_tasks_arm_is_shown_not_only_the_worst(ladder):
     assert ("| `FAIL_BROKEN` 1/4 | sum\\_list: `all_tests_passed`; is\\_palindrome: `tests_failed`; "
             "merge\\_intervals: `tests_failed`; roman\\_to\\_int: `looping` |") in en
     assert "| Arm of each task |" in en and "| Zweig jeder Aufgabe |" in _section(decision, "de")
+
+
+def test_a_probe_on_which_every_model_passes_the_same_tasks_does_not_separate_them(ladder):
+    """All three rungs passed sum_list and no other coding task, and no reasoning task: neither probe tells
+    them apart, whatever the arms of their failures."""
+    _, _, decision = ladder
+    got = {n["probe"]: n["passed"] for n in decision["not_separating"]}
+    assert got["coding"] == ["sum_list"] and got["reasoning"] == []
+    en, de = _section(decision, "en"), _section(decision, "de")
+    assert "**Probes that do not separate the models**" in en
+    assert "- `coding`: each model passed `sum_list` and no other task" in en
+    assert "- `reasoning`: no model passed a task" in en
+    assert "- `coding`: jedes Modell bestand `sum_list` und keine andere Aufgabe" in de
+    # one model passing one more task separates them: the probe is no longer listed
+    probes = copy.deepcopy(decision["probes"])
+    task = next(t for p in probes[1]["probes"] if p["probe"] == "coding" for t in p["tasks"] if t["variant"] == "roman_to_int")
+    task["verdict"] = "PASS"
+    assert "coding" not in {n["probe"] for n in not_separating(probes)}
+
+
+def test_the_same_tasks_passed_is_no_difference_between_candidate_and_incumbent():
+    s = lambda verdict, arms: {"verdict": verdict, "passed": 1, "total": 2, "unstable": [], "arm": arms[-1][1],
+                               "defects": [], "tasks": [{"variant": v, "verdict": x, "arm": a} for v, x, a in arms]}
+    cand = s("FAIL_BROKEN", [("sum_list", "PASS", "all_tests_passed"), ("roman", "FAIL_BROKEN", "looping")])
+    inc = s("OK_model_ran_and_was_wrong", [("sum_list", "PASS", "all_tests_passed"), ("roman", "OK_model_ran_and_was_wrong",
+                                                                                     "tests_failed")])
+    d = _difference("coding", cand, inc, "c", "i")
+    assert (d["kind"], d["reason"]) == ("does_not_count", "same_tasks")
+    inc["tasks"][0]["verdict"], inc["tasks"][1]["verdict"] = "OK_model_ran_and_was_wrong", "PASS"
+    assert _difference("coding", cand, inc, "c", "i")["kind"] == "counts"  # one task each, but not the same one
+    assert _difference("coding", cand, inc, "c", "i")["tasks"] == 2
