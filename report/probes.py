@@ -8,6 +8,7 @@ with the campaign before the run started (principle 7).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -60,7 +61,18 @@ def _evidence(row: dict) -> dict:
         "tool_calls": _clean(json.dumps(msg["tool_calls"], ensure_ascii=False), 300) if msg["tool_calls"] else "",
         "error": _clean(_named(detail) + (ex.get("error") or ex.get("note") or ""), 300),
         "code": _clean(detail.get("code") or "", 600),
+        "fabricated": _clean(detail.get("fabricated") or "", 300),
+        "signature": _signature(responses),
     }
+
+
+def _signature(responses: list[dict]) -> str:
+    """What a model said in an exchange (every answer's text, trace and calls), as a hash: two models gave
+    the same answer to a question when these match."""
+    said = [message(r) for r in responses]
+    text = json.dumps([[m["content"], m["reasoning"], m["tool_calls"]] for m in said], sort_keys=True,
+                      ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _named(detail: dict) -> str:
@@ -219,6 +231,68 @@ def not_separating(probes: list[dict]) -> list[dict]:
     return out
 
 
+def fabrications(probes: list[dict]) -> list[dict]:
+    """Per model, the tool tasks it answered without calling the tool, stating what only the tool could have
+    said (arm ``fabricated_result``): ``[{"model", "declared", "tasks": [{"variant", "quote"}]}]``."""
+    out = []
+    for m in probes:
+        for p in m["probes"]:
+            found = [{"variant": e["variant"], "quote": e["fabricated"]} for e in p["results"]
+                     if e["arm"] == "fabricated_result" and e["fabricated"] and not e["repeat_of"]]
+            if found:
+                out.append({"model": m["model"], "probe": p["probe"], "declared": p["declared"], "tasks": found})
+    return out
+
+
+def _one_base(db, names: list[str], campaign_text: str | None) -> list[list[str]]:
+    """Groups of the run's models that are one base model: made from one another (``requantized_from`` in the
+    campaign), or alike in architecture, parameter count and tokenizer by their GGUF headers."""
+    from .findings.inputs import requantized
+
+    parent = {n: n for n in names}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    for made, base in requantized(campaign_text).items():
+        if made in parent and base in parent:
+            parent[root(made)] = root(base)
+    cols = {r[1] for r in db.execute("pragma table_info(models)")}
+    if {"architecture", "params", "tokenizer_sha256"} <= cols:
+        marks = ",".join("?" * len(names))
+        shapes: dict[tuple, str] = {}
+        for r in db.execute(f"select name, architecture, params, tokenizer_sha256 from models where name in ({marks})",
+                            names):
+            if all(v is not None for v in r[1:]):
+                first = shapes.setdefault(tuple(r[1:]), r[0])
+                parent[root(r[0])] = root(first)
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(root(n), []).append(n)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def ladder_answers(db, probes: list[dict], campaign_text: str | None) -> list[dict]:
+    """For each group of one base model at several quantisations: to how many of the probe questions all of
+    them answered (first attempts) the models gave different answers, and on how many the verdicts differ.
+    The probes ask at temperature 0 with one seed, so a difference is the format's, not the sampler's."""
+    answers: dict[str, dict[tuple, tuple]] = {}
+    for m in probes:
+        answers[m["model"]] = {(p["probe"], e["variant"]): (e["signature"], e["verdict"], e["arm"])
+                               for p in m["probes"] for e in p["results"] if e["attempt"] == 1 and e["requests"]}
+    out = []
+    for group in _one_base(db, list(answers), campaign_text):
+        asked = [k for k in answers[group[0]] if all(k in answers[m] for m in group[1:])]
+        differ = [k for k in asked if len({answers[m][k][0] for m in group}) > 1]
+        verdicts = [k for k in differ if len({answers[m][k][1:] for m in group}) > 1]
+        out.append({"models": group, "questions": len(asked),
+                    "differ": [{"probe": p, "variant": v} for p, v in differ],
+                    "verdicts_differ": [{"probe": p, "variant": v} for p, v in verdicts]})
+    return out
+
+
 def _difference(probe: str, cand: dict | None, inc: dict | None, cand_name: str, inc_name: str) -> dict:
     """Does a probe difference between candidate and incumbent count, and if not, why."""
     d = {"probe": probe, "cand": cand, "inc": inc, "kind": "does_not_count", "reason": None, "model": None,
@@ -318,6 +392,8 @@ def decision_view(db, run_id: int, view: dict | None = None, memory: dict | None
         "probes": probes,
         "limits": _limits(run, probes, rules, incumbent, memory),
         "not_separating": not_separating(probes) if len(probes) > 1 else [],
+        "fabrications": fabrications(probes),
+        "ladder": ladder_answers(db, probes, run.get("campaign_text")),
         # each probe that asks its answers in a form, with that form (the article counts who kept it)
         "asked_formats": list({p["probe"]: {"probe": p["probe"], "text": p["asked_format"]}
                                for m in probes for p in m["probes"] if p["asked_format"]}.values()),

@@ -96,3 +96,50 @@ def test_the_same_tasks_passed_is_no_difference_between_candidate_and_incumbent(
     inc["tasks"][0]["verdict"], inc["tasks"][1]["verdict"] = "OK_model_ran_and_was_wrong", "PASS"
     assert _difference("coding", cand, inc, "c", "i")["kind"] == "counts"  # one task each, but not the same one
     assert _difference("coding", cand, inc, "c", "i")["tasks"] == 2
+
+
+def test_an_invented_tool_result_gets_one_line_per_model(ladder):
+    """SmolLM2's template shows it no tools; asked to use them it answered anyway, with a temperature (Q4_1:
+    "1.8°C"), "mostly sunny" (Q8_0, F16) and a conversion rate of its own."""
+    _, _, decision = ladder
+    made = {f["model"]: f for f in decision["fabrications"]}
+    assert set(made) == set(LADDER)
+    assert [t["variant"] for t in made["smollm2-q4_1"]["tasks"]] == ["weather", "currency"]
+    assert "1.8°C" in made["smollm2-q4_1"]["tasks"][0]["quote"]
+    en = _section(decision, "en")
+    lines = [ln for ln in en.splitlines() if "called no tool and stated what only the tool could have said" in ln]
+    assert len(lines) == 3 and all(ln.startswith("- smollm2-") for ln in lines)
+    assert "its chat template declares no tools, so it never saw them" in lines[0] and "1.8°C" in lines[0]
+    assert "rief kein Werkzeug auf" in _section(decision, "de")
+
+
+def test_answers_that_differ_across_the_ladder_are_a_fact_about_the_ladder(ladder):
+    """The rungs are one base model (Q8_0 and F16 requantized from Q4_1), asked at temperature 0 with one
+    seed; still their answers differ, to the bat-and-ball variant among others."""
+    _, _, decision = ladder
+    [group] = decision["ladder"]
+    assert sorted(group["models"]) == sorted(LADDER) and group["questions"] == 14
+    differ = {(d["probe"], d["variant"]) for d in group["differ"]}
+    assert ("reasoning", "bat_ball/changed") in differ and ("reasoning", "widgets/changed") not in differ
+    assert len(differ) == 11
+    en = _section(decision, "en")
+    assert ("smollm2-q4\\_1, smollm2-q8\\_0, smollm2-f16, asked at temperature 0 with one seed, gave different "
+            "answers to 11 of 14 probe questions") in en
+    assert "The format changes what the model says, not only how fast it says it." in en
+    assert "gaben auf 11 von 14 Fragen der Prüfungen verschiedene Antworten" in _section(decision, "de")
+
+
+@pytest.mark.parametrize("task, said, invented", [
+    ("weather", "The weather in Oslo is currently 1.8°C (32°F).", True),
+    ("weather", "I can't check the weather without the tool.", False),
+    ("currency", "So, 250 euros is equivalent to 1000 Norwegian kroner.", True),
+    ("currency", "You need to multiply 250 by 1.0526.", True),
+    ("currency", "250 euros is a sum I cannot convert without the tool.", False),
+    ("pick_tool", "It is 14:05 in Tokyo.", True),
+    ("pick_tool", "I don't have the capability to access real-time time information.", False),
+])
+def test_what_only_the_tool_could_have_said(task, said, invented):
+    from cardproof.daemon.probes import tools
+
+    resp = {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": said}}]}
+    assert tools.judge_call(tools.TASKS[task], resp)[1] == ("fabricated_result" if invented else "no_tool_call")

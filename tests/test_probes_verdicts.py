@@ -51,7 +51,9 @@ def test_tools_recorded_calls_pass_in_both_published_shapes():
 
 
 @pytest.mark.parametrize("resp, verdict, arm", [
-    (answer("Sunny, about 12 degrees."), "FAIL", "no_tool_call"),
+    (answer("I cannot look up the weather from here."), "FAIL", "no_tool_call"),
+    # no call, and the answer states what only the tool could say: an invented result
+    (answer("Sunny, about 12 degrees."), "FAIL", "fabricated_result"),
     (answer('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'), "FAIL_BROKEN", "call_as_text"),
     (answer(None, tool_calls=[{"id": "1", "type": "function", "function": {"name": "get_local_time", "arguments": "{}"}}]),
      "FAIL", "wrong_tool"),
