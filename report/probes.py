@@ -42,26 +42,84 @@ def capabilities(db, run_id: int) -> dict[str, dict]:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-def _clean(text: str, limit: int) -> str:
-    """A model's raw output, cut to ``limit`` and without control characters (they break pages)."""
-    return _CONTROL.sub("\ufffd", text[:limit])
+def _clean(text: str) -> str:
+    """A model's raw output, whole, without control characters (they break pages); the page's escaper
+    still caps a text at ``mdsafe.MAX_SHOWN_CHARS``."""
+    return _CONTROL.sub("\ufffd", text or "")
+
+
+#: an exchange longer than this (characters of its answers, or lines) is folded on the evidence page
+FOLD_CHARS, FOLD_LINES = 600, 12
+
+
+def _question(request: dict) -> str:
+    """The user's words of a request, whole; an image is named by its kind and size, not printed."""
+    parts = []
+    for msg in (request or {}).get("messages") or []:
+        if not isinstance(msg, dict) or msg.get("role") != "user":
+            continue
+        content = msg.get("content")
+        for c in ([{"type": "text", "text": content}] if isinstance(content, str) else content or []):
+            if isinstance(c, dict) and c.get("type") == "text":
+                parts.append(str(c.get("text") or ""))
+            elif isinstance(c, dict) and c.get("type") == "image_url":
+                url = str((c.get("image_url") or {}).get("url") or "")
+                parts.append(f"[image: {url.split(',', 1)[0]}, {len(url)} characters]")
+    return _clean("\n\n".join(parts))
+
+
+def _tools_offered(request: dict) -> list[dict]:
+    """The tools a request offered the model: name, parameters, description."""
+    out = []
+    for t in (request or {}).get("tools") or []:
+        fn = t.get("function") if isinstance(t, dict) and isinstance(t.get("function"), dict) else {}
+        params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+        names = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+        out.append({"name": str(fn.get("name") or "?"), "parameters": ", ".join(map(str, names)),
+                    "description": str(fn.get("description") or "")})
+    return out
+
+
+def _turns(requests: list, responses: list) -> list[dict]:
+    """Each answer of an exchange, whole, with the tool results sent before it (a second turn)."""
+    out = []
+    for i, resp in enumerate(responses):
+        sent = []
+        if i and i < len(requests) and isinstance(requests[i], dict) and isinstance(requests[i - 1], dict):
+            later = (requests[i].get("messages") or [])[len(requests[i - 1].get("messages") or []):]
+            sent = [str(m.get("content") or "") for m in later if isinstance(m, dict) and m.get("role") == "tool"]
+        msg = message(resp)
+        calls = json.dumps(msg["tool_calls"], ensure_ascii=False, indent=1) if msg["tool_calls"] else ""
+        out.append({"tool_results": _clean("\n".join(sent)), "answer": _clean(msg["content"]),
+                    "reasoning": _clean(msg["reasoning"]), "tool_calls": _clean(calls),
+                    "finish_reason": msg["finish_reason"]})
+    return out
 
 
 def _evidence(row: dict) -> dict:
-    """The parts of a stored exchange a reader needs first: the last answer, its trace, its calls."""
+    """A stored exchange for the evidence page, whole: the question, the tools offered, every answer (its
+    trace and calls), and the detail the probe decided on (what it read and why)."""
     ex = json.loads(row["exchange_json"] or "{}")
+    requests = [r for r in ex.get("requests") or [] if isinstance(r, dict)]
     responses = [r for r in ex.get("responses") or [] if r]
     msg = message(responses[-1]) if responses else message(None)
     detail = json.loads(row["detail_json"] or "{}")
+    detail = detail if isinstance(detail, dict) else {}
+    turns = _turns(requests, responses)
+    said = "\n".join(t["answer"] + t["reasoning"] + t["tool_calls"] for t in turns)
     return {
         "id": row["id"], "variant": row["variant"], "attempt": row["attempt"], "verdict": row["verdict"],
         "raw_verdict": row["raw_verdict"], "arm": row["arm"], "graded": bool(row["graded"]),
-        "duration_ms": row["duration_ms"], "requests": len(ex.get("requests") or []),
-        "answer": _clean(msg["content"], 400), "reasoning": _clean(msg["reasoning"], 300),
-        "tool_calls": _clean(json.dumps(msg["tool_calls"], ensure_ascii=False), 300) if msg["tool_calls"] else "",
-        "error": _clean(_named(detail) + (ex.get("error") or ex.get("note") or ""), 300),
-        "code": _clean(detail.get("code") or "", 600),
-        "fabricated": _clean(detail.get("fabricated") or "", 300),
+        "duration_ms": row["duration_ms"], "requests": len(requests),
+        "question": _question(requests[0]) if requests else "",
+        "tools_offered": _tools_offered(requests[0]) if requests else [],
+        "turns": turns, "detail": detail,
+        "long": len(said) > FOLD_CHARS or said.count("\n") >= FOLD_LINES,
+        "answer": _clean(msg["content"]), "reasoning": _clean(msg["reasoning"]),
+        "tool_calls": _clean(json.dumps(msg["tool_calls"], ensure_ascii=False)) if msg["tool_calls"] else "",
+        "error": _clean(_named(detail) + (ex.get("error") or ex.get("note") or "")),
+        "code": _clean(detail.get("code") or ""),
+        "fabricated": _clean(detail.get("fabricated") or ""),
         "signature": _signature(responses),
     }
 

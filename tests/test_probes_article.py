@@ -9,9 +9,11 @@ pages are rendered with the report's own environment in both languages.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
+from cardproof.daemon.store import open_store
 from cardproof.report.i18n import CATALOGUE, Lang
 from cardproof.report.mdsafe import translator
 from cardproof.report.probes import _difference, decision_view, not_separating
@@ -143,3 +145,56 @@ def test_what_only_the_tool_could_have_said(task, said, invented):
 
     resp = {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": said}}]}
     assert tools.judge_call(tools.TASKS[task], resp)[1] == ("fabricated_result" if invented else "no_tool_call")
+
+
+def _exchanges(decision: dict, lang: str) -> str:
+    L = Lang(lang)
+    return str(environment().get_template("sections/probe_exchanges.md.j2").render(
+        decision=decision, run={"id": 7}, _=translator(L.gettext, CATALOGUE), L=L))
+
+
+def test_every_exchange_is_on_the_evidence_page_whole(ladder):
+    store, run_id, decision = ladder
+    page = _exchanges(decision, "en")
+    rows = list(store.db.query("select id, exchange_json from probe_results where run_id = ?", [run_id]))
+    for r in rows:
+        assert f'<span id="probe-{r["id"]}"></span>' in page
+        for resp in json.loads(r["exchange_json"])["responses"]:
+            content = resp["choices"][0]["message"].get("content") or ""
+            for line in content.splitlines():  # every line of every answer, none cut
+                assert line.strip() in page, line
+    roman = next(e for m in decision["probes"] if m["model"] == "smollm2-q4_1" for p in m["probes"]
+                 for e in p["results"] if e["variant"] == "roman_to_int")
+    assert len(roman["answer"]) > 400 and roman["long"]  # 400 characters was the old cut
+    # the question whole, the tools offered, what was read and why
+    assert "Write a Python function roman_to_int(s: str) -> int that converts a Roman numeral to an integer." in page
+    assert "**Tools offered**: `get_weather(city)` — Current weather for a city." in page
+    assert ("- Read: **7**, the last number attached to the asked unit, not said of something else: "
+            "`It would take 70 machines 7 minutes to make 140 gadgets`. Expected: 14; the well-known form’s answer: 7.") in page
+    assert "- Repeats itself: `the key 'CMXXIIXCIX'" in page
+    assert "- Tests: 4 of 6 passed; `[\"A man, a plan, a canal: Panama\"]` → `false`, expected `true`" in page
+    # short exchanges open, long ones folded
+    assert '    ??? abstract "roman\\_to\\_int #1: FAIL\\_BROKEN, looping' in page
+    assert '    ???+ abstract "sum\\_list #1: PASS, all\\_tests\\_passed' in page
+    de = _exchanges(decision, "de")
+    assert "**Angebotene Werkzeuge**" in de and "- Gelesen: **7**" in de
+
+
+def test_an_exchange_is_shown_as_text_whatever_it_holds(ladder, tmp_path):
+    """A hostile answer (fences, HTML, an admonition) stays inside its code block; a question too."""
+    store, run_id, _ = ladder
+    hostile = "```\n</details><script>alert(1)</script>\n!!! danger \"x\"\n    <!-- open"
+    row = store.db.execute("select id, exchange_json from probe_results where run_id = ? and variant = 'weather' "
+                           "order by id limit 1", [run_id]).fetchone()
+    ex = json.loads(row[1])
+    ex["responses"][0]["choices"][0]["message"]["content"] = hostile
+    ex["requests"][0]["messages"][0]["content"] = "Weather? <img src=x onerror=alert(2)>"
+    copy_db = tmp_path / "hostile.db"
+    store.db.conn.execute(f"vacuum into '{copy_db}'")
+    other = open_store(copy_db)
+    other.db.execute("update probe_results set exchange_json = ? where id = ?", [json.dumps(ex), row[0]])
+    other.db.conn.commit()
+    page = _exchanges(decision_view(other.db, run_id), "en")
+    other.close()
+    assert "````text\n        ```\n        <\u2060/details><\u2060script>alert(1)<\u2060/script>" in page
+    assert "<script>" not in page and "<img" not in page and "<!--" not in page
