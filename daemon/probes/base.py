@@ -90,6 +90,8 @@ class Probe:
     # the form the probe asks its answers in, as the article names it (German in the report's .po);
     # each answer's detail then says whether it had it (``format_followed``)
     asked_format: str | None = None
+    # lang -> the counts its known defects quote, from its own definition (daemon/probes/defects.py)
+    facts: Callable[[str], dict[str, str]] | None = None
 
 
 def request_sha256(body: dict) -> str:

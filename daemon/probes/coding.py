@@ -175,5 +175,15 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
+def facts(lang: str) -> dict[str, str]:
+    """The counts the defects register quotes, from :data:`TASKS` itself: tasks, tests per task, a full score."""
+    from .defects import number_words, span_words
+
+    tests = sorted(len(spec["tests"]) for spec in TASKS.values())
+    n = len(TASKS)
+    return {"tasks": number_words(n, lang), "tests": span_words(tests[0], tests[-1], lang),
+            "all": f"{n}/{n}", "all_but_one": f"{n - 1}/{n}"}
+
+
 PROBE = Probe("coding", None, "small functions run against tests in a bounded subprocess", run, order=40,
-              asked_format="the function in one fenced `python` code block")
+              asked_format="the function in one fenced `python` code block", facts=facts)

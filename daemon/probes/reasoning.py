@@ -110,5 +110,12 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
+def facts(lang: str) -> dict[str, str]:
+    """The counts the defects register quotes, from :data:`TASKS` itself."""
+    from .defects import number_words
+
+    return {"tasks": number_words(len(TASKS), lang)}
+
+
 PROBE = Probe("reasoning", None, "short tasks with checked answers, well-known and changed forms", run, order=30,
-              asked_format="a last line `ANSWER:` with the number")
+              asked_format="a last line `ANSWER:` with the number", facts=facts)

@@ -184,4 +184,12 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
-PROBE = Probe("tools", "tools", "well-formed tool calls for a given schema, and the result used", run, order=10)
+def facts(lang: str) -> dict[str, str]:
+    """The counts the defects register quotes, from :data:`TASKS` itself."""
+    from .defects import number_words
+
+    return {"tasks": number_words(len(TASKS), lang)}
+
+
+PROBE = Probe("tools", "tools", "well-formed tool calls for a given schema, and the result used", run, order=10,
+              facts=facts)
