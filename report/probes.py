@@ -8,6 +8,7 @@ with the campaign before the run started (principle 7).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -41,26 +42,95 @@ def capabilities(db, run_id: int) -> dict[str, dict]:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-def _clean(text: str, limit: int) -> str:
-    """A model's raw output, cut to ``limit`` and without control characters (they break pages)."""
-    return _CONTROL.sub("\ufffd", text[:limit])
+def _clean(text: str) -> str:
+    """A model's raw output, whole, without control characters (they break pages); the page's escaper
+    still caps a text at ``mdsafe.MAX_SHOWN_CHARS``."""
+    return _CONTROL.sub("\ufffd", text or "")
+
+
+#: an exchange longer than this (characters of its answers, or lines) is folded on the evidence page
+FOLD_CHARS, FOLD_LINES = 600, 12
+
+
+def _question(request: dict) -> str:
+    """The user's words of a request, whole; an image is named by its kind and size, not printed."""
+    parts = []
+    for msg in (request or {}).get("messages") or []:
+        if not isinstance(msg, dict) or msg.get("role") != "user":
+            continue
+        content = msg.get("content")
+        for c in ([{"type": "text", "text": content}] if isinstance(content, str) else content or []):
+            if isinstance(c, dict) and c.get("type") == "text":
+                parts.append(str(c.get("text") or ""))
+            elif isinstance(c, dict) and c.get("type") == "image_url":
+                url = str((c.get("image_url") or {}).get("url") or "")
+                parts.append(f"[image: {url.split(',', 1)[0]}, {len(url)} characters]")
+    return _clean("\n\n".join(parts))
+
+
+def _tools_offered(request: dict) -> list[dict]:
+    """The tools a request offered the model: name, parameters, description."""
+    out = []
+    for t in (request or {}).get("tools") or []:
+        fn = t.get("function") if isinstance(t, dict) and isinstance(t.get("function"), dict) else {}
+        params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+        names = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+        out.append({"name": str(fn.get("name") or "?"), "parameters": ", ".join(map(str, names)),
+                    "description": str(fn.get("description") or "")})
+    return out
+
+
+def _turns(requests: list, responses: list) -> list[dict]:
+    """Each answer of an exchange, whole, with the tool results sent before it (a second turn)."""
+    out = []
+    for i, resp in enumerate(responses):
+        sent = []
+        if i and i < len(requests) and isinstance(requests[i], dict) and isinstance(requests[i - 1], dict):
+            later = (requests[i].get("messages") or [])[len(requests[i - 1].get("messages") or []):]
+            sent = [str(m.get("content") or "") for m in later if isinstance(m, dict) and m.get("role") == "tool"]
+        msg = message(resp)
+        calls = json.dumps(msg["tool_calls"], ensure_ascii=False, indent=1) if msg["tool_calls"] else ""
+        out.append({"tool_results": _clean("\n".join(sent)), "answer": _clean(msg["content"]),
+                    "reasoning": _clean(msg["reasoning"]), "tool_calls": _clean(calls),
+                    "finish_reason": msg["finish_reason"]})
+    return out
 
 
 def _evidence(row: dict) -> dict:
-    """The parts of a stored exchange a reader needs first: the last answer, its trace, its calls."""
+    """A stored exchange for the evidence page, whole: the question, the tools offered, every answer (its
+    trace and calls), and the detail the probe decided on (what it read and why)."""
     ex = json.loads(row["exchange_json"] or "{}")
+    requests = [r for r in ex.get("requests") or [] if isinstance(r, dict)]
     responses = [r for r in ex.get("responses") or [] if r]
     msg = message(responses[-1]) if responses else message(None)
     detail = json.loads(row["detail_json"] or "{}")
+    detail = detail if isinstance(detail, dict) else {}
+    turns = _turns(requests, responses)
+    said = "\n".join(t["answer"] + t["reasoning"] + t["tool_calls"] for t in turns)
     return {
         "id": row["id"], "variant": row["variant"], "attempt": row["attempt"], "verdict": row["verdict"],
         "raw_verdict": row["raw_verdict"], "arm": row["arm"], "graded": bool(row["graded"]),
-        "duration_ms": row["duration_ms"], "requests": len(ex.get("requests") or []),
-        "answer": _clean(msg["content"], 400), "reasoning": _clean(msg["reasoning"], 300),
-        "tool_calls": _clean(json.dumps(msg["tool_calls"], ensure_ascii=False), 300) if msg["tool_calls"] else "",
-        "error": _clean(_named(detail) + (ex.get("error") or ex.get("note") or ""), 300),
-        "code": _clean(detail.get("code") or "", 600),
+        "duration_ms": row["duration_ms"], "requests": len(requests),
+        "question": _question(requests[0]) if requests else "",
+        "tools_offered": _tools_offered(requests[0]) if requests else [],
+        "turns": turns, "detail": detail,
+        "long": len(said) > FOLD_CHARS or said.count("\n") >= FOLD_LINES,
+        "answer": _clean(msg["content"]), "reasoning": _clean(msg["reasoning"]),
+        "tool_calls": _clean(json.dumps(msg["tool_calls"], ensure_ascii=False)) if msg["tool_calls"] else "",
+        "error": _clean(_named(detail) + (ex.get("error") or ex.get("note") or "")),
+        "code": _clean(detail.get("code") or ""),
+        "fabricated": _clean(detail.get("fabricated") or ""),
+        "signature": _signature(responses),
     }
+
+
+def _signature(responses: list[dict]) -> str:
+    """What a model said in an exchange (every answer's text, trace and calls), as a hash: two models gave
+    the same answer to a question when these match."""
+    said = [message(r) for r in responses]
+    text = json.dumps([[m["content"], m["reasoning"], m["tool_calls"]] for m in said], sort_keys=True,
+                      ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _named(detail: dict) -> str:
@@ -88,6 +158,20 @@ def _dedupe(results: list[dict]) -> list[dict]:
     return results
 
 
+def _format_count(rows: list[dict]) -> dict | None:
+    """How many of a probe's stored answers had the form it asked for (``format_followed`` in their detail):
+    ``{"followed": n, "answers": m}``, or None for a probe that asks no form."""
+    flags = []
+    for r in rows:
+        try:
+            detail = json.loads(r["detail_json"] or "{}")
+        except ValueError:  # a damaged row: no answer to count, never a failed build
+            continue
+        if isinstance(detail, dict) and isinstance(detail.get("format_followed"), bool):
+            flags.append(detail["format_followed"])
+    return {"followed": sum(flags), "answers": len(flags)} if flags else None
+
+
 def probe_summaries(db, run_id: int, defects: dict | None = None) -> list[dict]:
     """Per model (campaign order): each probe's summary, defects, declaration and evidence rows."""
     if not _has(db, "probe_results"):
@@ -112,6 +196,8 @@ def probe_summaries(db, run_id: int, defects: dict | None = None) -> list[dict]:
             declared = ((m["capabilities"] or {}).get("declared") or {}).get(cap) if cap else None
             probes.append(s | {
                 "probe": name, "capability": cap, "declared": declared,
+                "format": _format_count(rows),
+                "asked_format": PROBES[name].asked_format if name in PROBES else None,
                 "defects": defects.get(name, []),
                 "results": _dedupe([_evidence(r) for r in rows]),
             })
@@ -177,6 +263,95 @@ def rule_outcomes(db, run_id: int) -> list[dict]:
     return list(rules.values())
 
 
+def _passed(summary: dict) -> frozenset | None:
+    """The graded tasks a probe summary passed (None: a summary without its tasks)."""
+    tasks = summary.get("tasks")
+    return None if tasks is None else frozenset(t["variant"] for t in tasks if t["verdict"] == "PASS")
+
+
+def not_separating(probes: list[dict]) -> list[dict]:
+    """Probes on which every model passed exactly the tasks every model passed: they do not tell the models
+    apart, whatever their verdicts' arms say. ``[{"probe", "passed": [task, ...], "models": n}]``, in the
+    order the probes ran; only probes every model of the run answered, and none of them unstable."""
+    by_probe: dict[str, list[dict]] = {}
+    for m in probes:
+        for p in m["probes"]:
+            by_probe.setdefault(p["probe"], []).append(p)
+    out = []
+    for name, summaries in by_probe.items():
+        if len(summaries) < 2 or len(summaries) < len(probes) or any(s["unstable"] for s in summaries):
+            continue
+        passed = {_passed(s) for s in summaries}
+        if None in passed or len(passed) != 1:
+            continue
+        common = passed.pop()
+        out.append({"probe": name, "passed": [t["variant"] for t in summaries[0]["tasks"] if t["variant"] in common],
+                    "models": len(summaries)})
+    return out
+
+
+def fabrications(probes: list[dict]) -> list[dict]:
+    """Per model, the tool tasks it answered without calling the tool, stating what only the tool could have
+    said (arm ``fabricated_result``): ``[{"model", "declared", "tasks": [{"variant", "quote"}]}]``."""
+    out = []
+    for m in probes:
+        for p in m["probes"]:
+            found = [{"variant": e["variant"], "quote": e["fabricated"]} for e in p["results"]
+                     if e["arm"] == "fabricated_result" and e["fabricated"] and not e["repeat_of"]]
+            if found:
+                out.append({"model": m["model"], "probe": p["probe"], "declared": p["declared"], "tasks": found})
+    return out
+
+
+def _one_base(db, names: list[str], campaign_text: str | None) -> list[list[str]]:
+    """Groups of the run's models that are one base model: made from one another (``requantized_from`` in the
+    campaign), or alike in architecture, parameter count and tokenizer by their GGUF headers."""
+    from .findings.inputs import requantized
+
+    parent = {n: n for n in names}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    for made, base in requantized(campaign_text).items():
+        if made in parent and base in parent:
+            parent[root(made)] = root(base)
+    cols = {r[1] for r in db.execute("pragma table_info(models)")}
+    if {"architecture", "params", "tokenizer_sha256"} <= cols:
+        marks = ",".join("?" * len(names))
+        shapes: dict[tuple, str] = {}
+        for r in db.execute(f"select name, architecture, params, tokenizer_sha256 from models where name in ({marks})",
+                            names):
+            if all(v is not None for v in r[1:]):
+                first = shapes.setdefault(tuple(r[1:]), r[0])
+                parent[root(r[0])] = root(first)
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(root(n), []).append(n)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def ladder_answers(db, probes: list[dict], campaign_text: str | None) -> list[dict]:
+    """For each group of one base model at several quantisations: to how many of the probe questions all of
+    them answered (first attempts) the models gave different answers, and on how many the verdicts differ.
+    The probes ask at temperature 0 with one seed, so a difference is the format's, not the sampler's."""
+    answers: dict[str, dict[tuple, tuple]] = {}
+    for m in probes:
+        answers[m["model"]] = {(p["probe"], e["variant"]): (e["signature"], e["verdict"], e["arm"])
+                               for p in m["probes"] for e in p["results"] if e["attempt"] == 1 and e["requests"]}
+    out = []
+    for group in _one_base(db, list(answers), campaign_text):
+        asked = [k for k in answers[group[0]] if all(k in answers[m] for m in group[1:])]
+        differ = [k for k in asked if len({answers[m][k][0] for m in group}) > 1]
+        verdicts = [k for k in differ if len({answers[m][k][1:] for m in group}) > 1]
+        out.append({"models": group, "questions": len(asked),
+                    "differ": [{"probe": p, "variant": v} for p, v in differ],
+                    "verdicts_differ": [{"probe": p, "variant": v} for p, v in verdicts]})
+    return out
+
+
 def _difference(probe: str, cand: dict | None, inc: dict | None, cand_name: str, inc_name: str) -> dict:
     """Does a probe difference between candidate and incumbent count, and if not, why."""
     d = {"probe": probe, "cand": cand, "inc": inc, "kind": "does_not_count", "reason": None, "model": None,
@@ -194,10 +369,16 @@ def _difference(probe: str, cand: dict | None, inc: dict | None, cand_name: str,
     for s, name in ((cand, cand_name), (inc, inc_name)):
         if s["verdict"] in NO_GRADE:
             return d | {"reason": "no_grade", "model": name}
+    if _passed(cand) is not None and _passed(cand) == _passed(inc):
+        # the same tasks passed on both: only the way the others failed differs, which grades nothing
+        return d | {"reason": "same_tasks"}
     voiding = [x for x in cand["defects"] if not x["counts"]]
     if voiding:
         return d | {"reason": "defect", "defect": voiding[0]}
-    return d | {"kind": "counts", "tasks": abs(cand["passed"] - inc["passed"])}
+    mine, theirs = _passed(cand), _passed(inc)
+    # tasks that one passed and the other did not: one each, but not the same one, is two tasks of difference
+    tasks = len(mine ^ theirs) if mine is not None and theirs is not None else abs(cand["passed"] - inc["passed"])
+    return d | {"kind": "counts", "tasks": tasks}
 
 
 def _speed(view: dict, cand: str, inc: str) -> list[dict]:
@@ -269,6 +450,12 @@ def decision_view(db, run_id: int, view: dict | None = None, memory: dict | None
         "rules": rules,
         "probes": probes,
         "limits": _limits(run, probes, rules, incumbent, memory),
+        "not_separating": not_separating(probes) if len(probes) > 1 else [],
+        "fabrications": fabrications(probes),
+        "ladder": ladder_answers(db, probes, run.get("campaign_text")),
+        # each probe that asks its answers in a form, with that form (the article counts who kept it)
+        "asked_formats": list({p["probe"]: {"probe": p["probe"], "text": p["asked_format"]}
+                               for m in probes for p in m["probes"] if p["asked_format"]}.values()),
         "registration": run.get("registration"),  # the campaign text's pre-registration (None: registered at run start)
         "any": bool(probes or rules),
     }

@@ -51,7 +51,9 @@ def test_tools_recorded_calls_pass_in_both_published_shapes():
 
 
 @pytest.mark.parametrize("resp, verdict, arm", [
-    (answer("Sunny, about 12 degrees."), "FAIL", "no_tool_call"),
+    (answer("I cannot look up the weather from here."), "FAIL", "no_tool_call"),
+    # no call, and the answer states what only the tool could say: an invented result
+    (answer("Sunny, about 12 degrees."), "FAIL", "fabricated_result"),
     (answer('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'), "FAIL_BROKEN", "call_as_text"),
     (answer(None, tool_calls=[{"id": "1", "type": "function", "function": {"name": "get_local_time", "arguments": "{}"}}]),
      "FAIL", "wrong_tool"),
@@ -98,8 +100,11 @@ def test_thinking_failing_arms(resp, verdict, arm):
 
 
 def test_reasoning_answers_and_recall():
-    assert reasoning.extract("so it is 15 cents\nANSWER: 15") == (15.0, True)
-    assert reasoning.extract("the ball costs 0.15 dollars") == (0.15, False)
+    asked = reasoning.TASKS["bat_ball"]["asked"]
+    marked = reasoning.judge(answer("so it is 15 cents\nANSWER: 15"), [15, 0.15], None, asked)[2]
+    assert (marked["answer"], marked["read_from"], marked["format_followed"]) == (15.0, "answer_line", True)
+    dollars = reasoning.judge(answer("the ball costs 0.15 dollars"), [15, 0.15], None, asked)
+    assert dollars[:2] == ("PASS", "correct") and (dollars[2]["answer"], dollars[2]["format_followed"]) == (15.0, False)
     assert reasoning.judge(answer("ANSWER: 15"), [15, 0.15])[:2] == ("PASS", "correct")
     assert reasoning.judge(answer("ANSWER: 5"), [15], [5])[:2] == ("OK_model_ran_and_was_wrong", "recalled_famous_answer")
     assert reasoning.judge(answer("ANSWER: 30"), [15], [5])[:2] == ("OK_model_ran_and_was_wrong", "wrong_answer")
@@ -280,3 +285,29 @@ def test_a_probe_bug_is_an_error_with_its_traceback_not_a_lost_run(tmp_path, mon
     assert out["coding"]["verdict"] == "ERROR" and out["coding"]["arm"] == "probe_raised:KeyError"
     row = store.db.execute("select exchange_json from probe_results").fetchone()[0]
     assert "KeyError" in json.loads(row)["error"]
+
+
+def test_the_coding_defect_counts_come_from_the_probes_own_tasks(monkeypatch):
+    """The note said "three small functions with five or six tests each" of a probe with four tasks of four
+    to six tests; the counts are now the definition's, in both languages, and follow it when it changes."""
+    first = load_defects()["coding"][0]
+    assert first["defect"] == "Four small functions with four to six tests each."
+    assert first["defect_de"] == "Vier kleine Funktionen mit je vier bis sechs Tests."
+    assert first["effect"].startswith("4/4 against 3/4 ") and first["effect_de"].startswith("4/4 gegenüber 3/4 ")
+    assert load_defects()["reasoning"][0]["defect"].startswith("Three public puzzles.")
+    bigger = dict(coding.TASKS) | {"extra": {"prompt": "x", "tests": [[[1], 1]] * 7, "reference": "def extra(x):\n    return x\n"}}
+    monkeypatch.setattr(coding, "TASKS", bigger)
+    grown = load_defects()["coding"][0]
+    assert grown["defect"] == "Five small functions with four to seven tests each."
+    assert grown["defect_de"] == "Fünf kleine Funktionen mit je vier bis sieben Tests."
+    assert grown["effect"].startswith("5/5 against 4/5 ")
+
+
+def test_a_count_the_probe_does_not_give_is_refused_naming_the_entry(tmp_path):
+    from cardproof.daemon.probes.defects import DefectsError
+
+    bad = tmp_path / "defects.toml"
+    bad.write_text('[[coding]]\ndefect = "{Tasks} functions, {widgets} widgets"\ndefect_de = "x"\nsince = "0.1"\n'
+                   'effect = "y"\neffect_de = "z"\n')
+    with pytest.raises(DefectsError, match=r"defects\.toml: coding\[0\]\.defect: the probe's definition gives no \{widgets\}"):
+        load_defects(bad)

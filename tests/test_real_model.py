@@ -72,7 +72,9 @@ faster = 'decode.short >= 1.1 * incumbent.decode.short'
 [server]
 backend = "llama-server"
 url = "{url}"
-request_timeout_s = 300
+# a coding task may now ask for 254 tokens (twice its reference solution): at the 0.8 tok/s this test
+# has seen on a crowded two-core host that is more than 300 s
+request_timeout_s = 600
 log_file = "{log}"
 
 [[models]]
@@ -241,3 +243,10 @@ def test_probe_verdicts_the_model_earns(ladder_run):
     assert detail["result"]["passed"] == 4 and detail["result"]["total"] == 6
     # the summary is not PASS: one task of four is a floor, not a coding result
     assert {v for (m, _), (v, _) in verdicts.items() if m == "smollm2-q4_1"} != {"PASS"}
+    # roman_to_int: each rung writes a dict of made-up numerals with the same keys again and again until
+    # its budget, twice the reference solution in SmolLM2's own tokens (/tokenize), ends it. The verdict
+    # names the loop; the campaign's 160 tokens would have cut even a correct answer.
+    for model in LADDER:
+        detail = json.loads(next(r["detail_json"] for r in rows if (r["model"], r["variant"]) == (model, "roman_to_int")))
+        assert verdicts[(model, "roman_to_int")] == ("FAIL_BROKEN", "looping"), detail.get("looping")
+        assert detail["budget"]["counted_by"] == "tokenizer" and detail["budget"]["max_tokens"] > 160, detail["budget"]

@@ -135,6 +135,11 @@ class Backend(ABC):
         """An argument on the command line of the process serving ``name``, for finding it in /proc."""
         return None
 
+    def count_tokens(self, model: str, text: str) -> int | None:
+        """How many tokens ``text`` is in ``model``'s own tokenizer (no special tokens added); None where the
+        server offers no tokenizer (the coding probe then estimates its budgets from characters)."""
+        return None
+
     def model_card(self, name: str) -> dict | None:
         """The server's own record of a model's capabilities (Ollama's ``/api/show``); None: it has none."""
         return None

@@ -141,6 +141,18 @@ class LlamaServerBackend(OpenAICompatBackend):
             return None
         return tokens[0] if len(tokens) == 1 and isinstance(tokens[0], int) else None
 
+    def count_tokens(self, model: str, text: str) -> int | None:
+        """The length of ``text`` in the model's tokenizer, from ``/tokenize`` (router: the model's child)."""
+        body = {"content": text, "add_special": False, "parse_special": False}
+        if self.is_router():
+            body["model"] = model
+        try:
+            data = request_json(self.client, "POST", "/tokenize", json_body=body)
+        except BackendError:
+            return None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
     def unload(self, name: str) -> None:
         """Ask the router to unload ``name`` (used only for canaries, never on a pin)."""
         self.client.post("/models/unload", json={"model": name}, timeout=30.0)

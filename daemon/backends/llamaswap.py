@@ -99,6 +99,17 @@ class LlamaSwapBackend(OpenAICompatBackend):
             return None
         return tokens[0] if len(tokens) == 1 and isinstance(tokens[0], int) else None
 
+    def count_tokens(self, model: str, text: str) -> int | None:
+        """The length of ``text`` in the running model's tokenizer (its llama-server's ``/tokenize``)."""
+        try:
+            self._require_running(model, "tokenize")
+            data = request_json(self.client, "POST", f"/upstream/{model}/tokenize",
+                                json_body={"content": text, "add_special": False, "parse_special": False})
+        except BackendError:
+            return None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
     # -- loads ---------------------------------------------------------------
     def load(self, name: str, *, poll_s: float = 0.05, limit_s: float | None = None, **_) -> LoadResult:
         """Start ``name`` through ``/upstream/{name}/health`` and wait for ``/running`` to say ready."""

@@ -11,7 +11,7 @@ from ..registry import declared
 from .base import VERDICTS, Probe, ProbeContext, Unit, summarise
 
 #: modules of this package that are machinery, not probes
-_NOT_PROBES = {"base", "capabilities", "defects", "run", "sandbox"}
+_NOT_PROBES = {"answers", "base", "capabilities", "defects", "looping", "run", "sandbox"}
 
 PROBES: dict[str, Probe] = declared(__name__, __path__, _NOT_PROBES, "PROBE", Probe)
 

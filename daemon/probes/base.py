@@ -87,6 +87,11 @@ class Probe:
     description: str
     run: Callable[[ProbeContext], list[Unit]]
     order: int = 1000  # where it runs among the campaign's default probes (and is listed)
+    # the form the probe asks its answers in, as the article names it (German in the report's .po);
+    # each answer's detail then says whether it had it (``format_followed``)
+    asked_format: str | None = None
+    # lang -> the counts its known defects quote, from its own definition (daemon/probes/defects.py)
+    facts: Callable[[str], dict[str, str]] | None = None
 
 
 def request_sha256(body: dict) -> str:
@@ -153,7 +158,8 @@ def summarise(rows: list[dict]) -> dict:
     unstable probe gets INCONCLUSIVE: it does not grade the model. Otherwise
     all graded variants PASS -> PASS, else the most severe verdict among them,
     with the arm of the first variant that has it. ``passed``/``total`` count
-    graded variants.
+    graded variants; ``tasks`` gives each graded variant's own verdict and arm,
+    since the summary's arm is only that of the worst one.
     """
     graded = [r for r in rows if r.get("graded", 1)]
     by_variant: dict[str, list[dict]] = {}
@@ -173,7 +179,8 @@ def summarise(rows: list[dict]) -> dict:
     attempts_n = max((len(a) for a in by_variant.values()), default=0)
     passed = sum(1 for v, _ in final.values() if v == "PASS")
     out = {"passed": passed, "total": len(final), "unstable": unstable, "attempts": attempts_n,
-           "duration_ms": sum(r.get("duration_ms") or 0 for r in rows)}
+           "duration_ms": sum(r.get("duration_ms") or 0 for r in rows),
+           "tasks": [{"variant": v, "verdict": verdict, "arm": arm} for v, (verdict, arm) in final.items()]}
     if not final:
         return out | {"verdict": "SKIP", "arm": "no graded task"}
     if unstable:

@@ -7,16 +7,24 @@ numbers (scored). A model that passes the well-known form and fails the
 changed one, or answers the changed one with the famous answer, is shown as
 having recalled it (arms ``memorised_suspect`` / ``recalled_famous_answer``).
 
+The answer is read as a reader reads it (:mod:`.answers`): the ``ANSWER:``
+line where the model wrote one, else the answer it declares in words, else
+the number attached to the asked quantity (the minutes of "It would take 100
+machines 5 minutes"), never simply the last number of the reply. Whether the
+reply followed the asked format is kept as a fact (``format_followed``).
+
 Arms of the scored form: ``correct`` (PASS), ``wrong_answer`` /
 ``recalled_famous_answer`` (OK_model_ran_and_was_wrong: an answer came and
-was wrong), ``no_answer`` / ``no_answer_within_max_tokens`` (FAIL).
+was wrong), ``no_answer`` / ``no_answer_within_max_tokens`` (FAIL),
+``looping`` (the reply repeats itself until the token limit, and declares no
+answer: FAIL_BROKEN).
 """
 
 from __future__ import annotations
 
-import re
-
+from .answers import Asked, read
 from .base import Probe, ProbeContext, Unit, failed_request, message
+from .looping import looping
 
 SUFFIX = "\nExplain briefly, then end with a last line of the form ANSWER: <number>."
 
@@ -27,6 +35,8 @@ TASKS = {
         "changed": ("A racket and a shuttlecock cost $2.30 in total. The racket costs $2.00 more than the "
                     "shuttlecock. How much does the shuttlecock cost, in cents?", [15, 0.15]),
         "recall": [5, 0.05],
+        "asked": Asked("cents", subject=("ball", "shuttlecock"), others=("bat", "racket"),
+                       totals=("total", "together", "combined")),
     },
     "widgets": {
         "known": ("If it takes 5 machines 5 minutes to make 5 widgets, how many minutes would it take "
@@ -34,6 +44,7 @@ TASKS = {
         "changed": ("If it takes 7 machines 7 minutes to make 7 gadgets, how many minutes would it take "
                     "70 machines to make 140 gadgets?", [14]),
         "recall": [7],
+        "asked": Asked("minutes"),
     },
     "lily_pad": {
         "known": ("A patch of lily pads doubles in size every day. It takes 48 days to cover the whole lake. "
@@ -41,27 +52,23 @@ TASKS = {
         "changed": ("A patch of algae doubles in size every day. It covers the whole pond on day 30. "
                     "On which day did it cover a quarter of the pond?", [28]),
         "recall": [29],
+        "asked": Asked("day", subject=("half", "quarter"), others=("whole", "entire", "full")),
     },
 }
 
-_MARKED = re.compile(r"ANSWER\s*[:=]\s*\**\s*\$?\s*(-?\d+(?:[.,]\d+)?)", re.IGNORECASE)
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def extract(text: str) -> tuple[float | None, bool]:
-    """The answer as a number and whether it came from the ANSWER line (else the last number)."""
-    marked = _MARKED.findall(text)
-    if marked:
-        return float(marked[-1].replace(",", ".")), True
-    numbers = _NUMBER.findall(text)
-    return (float(numbers[-1]), False) if numbers else (None, False)
-
-
-def judge(resp: dict, accepted: list[float], recall: list[float] | None = None) -> tuple[str, str, dict]:
+def judge(resp: dict, accepted: list[float], recall: list[float] | None = None,
+          asked: Asked = Asked("")) -> tuple[str, str, dict]:
     """Verdict, arm and detail for one answer (pure: tested with recorded responses)."""
     msg = message(resp)
-    value, marked = extract(msg["content"])
-    detail = {"answer": value, "marked": marked, "expected": accepted, "finish_reason": msg["finish_reason"]}
+    reading = read(msg["content"], asked)
+    detail = reading.as_detail() | {"expected": accepted, "finish_reason": msg["finish_reason"]}
+    if recall:
+        detail["recall"] = recall
+    value = reading.value
+    if msg["finish_reason"] == "length" and reading.how not in ("answer_line", "answer_statement"):
+        loop = looping(msg["content"])
+        if loop:  # a number read from a reply that repeats itself until the limit is no answer
+            return "FAIL_BROKEN", "looping", detail | {"looping": loop}
     if value is None:
         if msg["finish_reason"] == "length":
             return "FAIL", "no_answer_within_max_tokens", detail
@@ -94,7 +101,7 @@ def run(ctx: ProbeContext) -> list[Unit]:
             if err:
                 unit = failed_request(variant, err, ms, exchange)
             else:
-                verdict, arm, detail = judge(resp, accepted, spec["recall"] if form == "changed" else None)
+                verdict, arm, detail = judge(resp, accepted, spec["recall"] if form == "changed" else None, spec["asked"])
                 unit = Unit(variant, verdict, arm, ms, exchange, detail=detail)
             unit.graded = form == "changed"
             made[form] = unit
@@ -103,4 +110,12 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
-PROBE = Probe("reasoning", None, "short tasks with checked answers, well-known and changed forms", run, order=30)
+def facts(lang: str) -> dict[str, str]:
+    """The counts the defects register quotes, from :data:`TASKS` itself."""
+    from .defects import number_words
+
+    return {"tasks": number_words(len(TASKS), lang)}
+
+
+PROBE = Probe("reasoning", None, "short tasks with checked answers, well-known and changed forms", run, order=30,
+              asked_format="a last line `ANSWER:` with the number", facts=facts)

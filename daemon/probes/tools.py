@@ -8,8 +8,11 @@ Three tasks, each decided at the first arm that fails:
 - ``currency``: a number and an enum argument, checked against the schema.
 - ``pick_tool``: two tools offered, the question fits only one.
 
-Arms: ``no_tool_call`` (FAIL), ``call_as_text`` (the model wrote a call into
-the text that the server did not parse: FAIL_BROKEN), ``wrong_tool`` (FAIL),
+Arms: ``no_tool_call`` (FAIL), ``fabricated_result`` (no call, and the answer
+states what only the tool could have said: a temperature, an exchange rate, a
+clock time; FAIL, and the article names it in one line), ``call_as_text`` (the
+model wrote a call into the text that the server did not parse: FAIL_BROKEN),
+``wrong_tool`` (FAIL),
 ``arguments_not_json`` / ``arguments_off_schema`` (FAIL_BROKEN),
 ``wrong_argument`` and ``result_ignored`` (OK_model_ran_and_was_wrong),
 ``no_final_answer`` (FAIL), ``result_used`` / ``call_ok`` (PASS).
@@ -39,14 +42,21 @@ CONVERT = {"type": "function", "function": {
 
 WEATHER_RESULT = {"city": "Oslo", "temperature_c": 37, "condition": "sandstorm"}
 
+# What only the tool could have told: an answer without a call that states it invented it.
+_WEATHER_FACT = re.compile(r"-?\d+(?:[.,]\d+)?\s*(?:°|degrees?\b)|\b(?:sunny|cloudy|overcast|rain(?:y|ing)?|snow(?:y|ing)?"
+                           r"|breeze|windy|foggy|clear skies|humidity)\b", re.IGNORECASE)
+_RATE_FACT = re.compile(r"\b(?!250\b)\d+(?:[.,]\d+)?\s*(?:norwegian\s+)?(?:NOK|kroner|krone|kr)\b|\b(?:multiply|divide)\s+250\s+by\s+\d"
+                        r"|\brate\s+(?:of|is)\s+\d", re.IGNORECASE)
+_TIME_FACT = re.compile(r"\b\d{1,2}:\d{2}\b|\b\d{1,2}\s*(?:a\.?m\.?|p\.?m\.?)(?!\w)", re.IGNORECASE)
+
 TASKS = {
     "weather": {"tools": [WEATHER], "prompt": "What is the weather in Oslo right now? Use the get_weather tool.",
-                "tool": "get_weather", "args": {"city": "oslo"}, "use_result": True},
+                "tool": "get_weather", "args": {"city": "oslo"}, "use_result": True, "invented": _WEATHER_FACT},
     "currency": {"tools": [CONVERT], "prompt": "How much is 250 euros in Norwegian kroner? Use the conversion tool.",
                  "tool": "convert_currency", "args": {"amount": 250, "from_currency": "EUR", "to_currency": "NOK"},
-                 "use_result": False},
+                 "use_result": False, "invented": _RATE_FACT},
     "pick_tool": {"tools": [WEATHER, TIME], "prompt": "What time is it in Tokyo at the moment? Use a tool.",
-                  "tool": "get_local_time", "args": {"city": "tokyo"}, "use_result": False},
+                  "tool": "get_local_time", "args": {"city": "tokyo"}, "use_result": False, "invented": _TIME_FACT},
 }
 
 _CALL_IN_TEXT = re.compile(r"<tool_call>|\"name\"\s*:\s*\"(get_weather|get_local_time|convert_currency)\"|"
@@ -88,6 +98,13 @@ def _matches(args: dict, expected: dict) -> bool:
     return True
 
 
+def _sentence_around(text: str, start: int, end: int) -> str:
+    """The sentence (or line) holding ``text[start:end]``, as the evidence for an invented result."""
+    begin = max(text.rfind(". ", 0, start) + 2 if text.rfind(". ", 0, start) >= 0 else 0, text.rfind("\n", 0, start) + 1)
+    stops = [i for i in (text.find(". ", end), text.find("\n", end)) if i >= 0]
+    return " ".join(text[begin:min(stops) + 1 if stops else len(text)].split())[:300]
+
+
 def judge_call(task: dict, resp: dict) -> tuple[str, str, dict]:
     """Verdict, arm and detail for the first turn of a task (pure: tested with recorded responses)."""
     msg = message(resp)
@@ -96,6 +113,10 @@ def judge_call(task: dict, resp: dict) -> tuple[str, str, dict]:
         text = msg["content"]
         if _CALL_IN_TEXT.search(text):
             return "FAIL_BROKEN", "call_as_text", {"content_head": text[:200]}
+        invented = task["invented"].search(text)
+        if invented:
+            return "FAIL", "fabricated_result", {"finish_reason": msg["finish_reason"],
+                                                 "fabricated": _sentence_around(text, invented.start(), invented.end())}
         return "FAIL", "no_tool_call", {"finish_reason": msg["finish_reason"]}
     name, raw_args, call_id = _call_parts(calls[0])
     tool = next((t for t in task["tools"] if t["function"]["name"] == name), None)
@@ -163,4 +184,12 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
-PROBE = Probe("tools", "tools", "well-formed tool calls for a given schema, and the result used", run, order=10)
+def facts(lang: str) -> dict[str, str]:
+    """The counts the defects register quotes, from :data:`TASKS` itself."""
+    from .defects import number_words
+
+    return {"tasks": number_words(len(TASKS), lang)}
+
+
+PROBE = Probe("tools", "tools", "well-formed tool calls for a given schema, and the result used", run, order=10,
+              facts=facts)
