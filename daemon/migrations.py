@@ -774,3 +774,14 @@ def m026_statement_kinds(db: sqlite_utils.Database) -> None:
     # a contradiction opened) from one of a kind an older publication did not record at all
     if "statement_kinds" not in db["publications"].columns_dict:
         db["publications"].add_column("statement_kinds", str)
+
+
+@migrations(name="m027_run_host")
+def m027_run_host(db: sqlite_utils.Database) -> None:
+    # a comparison across runs names what differs between them (report/history/conditions.py): the
+    # cardproof that measured, and the machine's CPU and load (host_json: CPU model, logical CPUs, the
+    # 1-minute load average at the start and end of the run); rows of earlier runs stay unknown, which
+    # is no difference
+    for name in ("cardproof_version", "host_json"):
+        if name not in db["runs"].columns_dict:
+            db["runs"].add_column(name, str)
