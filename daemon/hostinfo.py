@@ -1,7 +1,8 @@
-"""What the run happened on: host name and the GPU inventory from NVML."""
+"""What the run happened on: host name, CPU, the machine's load and the GPU inventory from NVML."""
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 
@@ -60,3 +61,34 @@ def host_facts() -> dict:
         "platform": platform.platform(),
         "python": platform.python_version(),
     }
+
+
+def cpu_name() -> str | None:
+    """The CPU's model name as the kernel states it (``/proc/cpuinfo``), else the platform's; None where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                # x86 says "model name"; many ARM kernels only "Hardware" or "Model"
+                if key.strip() in ("model name", "Hardware", "Model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (runnable processes), or None where the system has none (Windows)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def run_host() -> dict:
+    """The machine as a run's row keeps it (``runs.host_json``): CPU model, logical CPUs, load at the start.
+
+    A comparison of two runs names a different CPU or a machine busier by a core or more
+    (report/history/conditions.py); the load at the run's end is added by ``run_record.finish_run``.
+    """
+    return {"cpu": cpu_name(), "cpus": os.cpu_count(), "load_1m": {"start": load_average()}}

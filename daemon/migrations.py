@@ -789,3 +789,14 @@ def m027_run_setup(db: sqlite_utils.Database) -> None:
         pk="id", foreign_keys=[("run_id", "runs", "id")], if_not_exists=True)
     db["run_setup"].create_index(["run_id"], if_not_exists=True)
     follow_rows(db, "run_setup")
+
+
+@migrations(name="m028_run_host")
+def m028_run_host(db: sqlite_utils.Database) -> None:
+    # a comparison across runs names what differs between them (report/history/conditions.py): the
+    # cardproof that measured, and the machine's CPU and load (host_json: CPU model, logical CPUs, the
+    # 1-minute load average at the start and end of the run); rows of earlier runs stay unknown, which
+    # is no difference
+    for name in ("cardproof_version", "host_json"):
+        if name not in db["runs"].columns_dict:
+            db["runs"].add_column(name, str)

@@ -8,11 +8,13 @@ before judging or, on an early end, before the status is written.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .. import __version__
 from . import hostinfo, liveness, runsetup
 from .campaign import Campaign
 from .crashes import describe_end
@@ -84,6 +86,8 @@ def start_run(store: Store, campaign: Campaign, planned: int, echo: Callable[[st
             "campaign_id": campaign_id,
             **identity,
             "host": hostinfo.host_name(),
+            "host_json": dumps(hostinfo.run_host()),
+            "cardproof_version": __version__,
             "gpus_json": dumps(hostinfo.gpu_inventory()),
             "backend": campaign.backend,
             "server_url": public_url(campaign.url),  # shown in the article: no login
@@ -136,6 +140,7 @@ def finish_run(store: Store, campaign: Campaign, run_id: int, state: RunState, e
         "runs",
         run_id,
         {
+            "host_json": _with_end_load(store, run_id),
             "ended_at": utcnow(),
             "status": status,
             "exit_code": code,
@@ -148,6 +153,20 @@ def finish_run(store: Store, campaign: Campaign, run_id: int, state: RunState, e
     if lock is not None:
         lock.release(finished=True)
     return RunOutcome(run_id, status, code, state.planned, state.measured, state.failed)
+
+
+def _with_end_load(store: Store, run_id: int) -> str | None:
+    """The run's ``host_json`` with the machine's load at its end beside the load at its start."""
+    row = store.db.execute("select host_json from runs where id = ?", [run_id]).fetchone()
+    try:
+        host = json.loads(row[0] or "{}") if row else {}
+    except (ValueError, TypeError, RecursionError):
+        host = {}
+    if not isinstance(host, dict):
+        host = {}
+    load = host.get("load_1m") if isinstance(host.get("load_1m"), dict) else {}
+    host["load_1m"] = load | {"end": hostinfo.load_average()}
+    return dumps(host)
 
 
 def _capture_logs(store: Store, campaign: Campaign, run_id: int, echo) -> str | None:

@@ -199,6 +199,8 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
         view = article_view(db, base, previous_id=prev[r["id"]], ratio=ratio, views=views, project=project,
                             show_addresses=show_addresses).context()
         view["lead"] = view["lead"] | {"steps": lead_steps(starts.get(r["id"]))}  # issue 20: the steps it starts
+        for h in (view["comparison"] or {}).get("held", []):  # the previous headline's ratio across runs
+            h["across"] = ratio_range(all_runs, summaries, r, h["before"]["best"], h["before"]["other"], h["cls"])
         # downloads, addenda and the feed's date are part of the page as first written: each file once
         entries = addenda(db, r["id"], view) if r["id"] in published else None
         when = date_line(r["started_at"])

@@ -8,6 +8,11 @@ of the ratio of medians that excludes "no change", a change of at least the
 campaign's ``min_effect_pct``). With fewer than ``MIN_SAMPLES_FOR_CHANGE``
 valid samples on either side no change is called at all: two samples
 against two cannot tell a shift from their own noise.
+
+A comparison also names what differs between the two runs (the one rule of
+``history.conditions.differences``: what can move a figure, and apart from it
+what cannot, such as a server's port), and says per prompt class whether the
+earlier run's headline held in the later one.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import statistics
 import sqlite_utils
 
 from . import queries
+from .history.conditions import Difference, differences, model_conditions, run_conditions
 from .history.series import campaign_settings
 from .history.steps import judge
 
@@ -81,16 +87,9 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict 
             "cell_a": a["id"], "cell_b": b["id"],
         })
     devs = [r["deviation"] for r in rows]
-    conditions = []
     ra, rb = va["run"], vb["run"]
-    if (ra["server_build"] or "") != (rb["server_build"] or ""):
-        conditions.append(("server build", ra["server_build"], rb["server_build"]))
-    if ra["campaign_sha256"] != rb["campaign_sha256"]:
-        conditions.append(("campaign file", ra["campaign_sha256"][:12], rb["campaign_sha256"][:12]))
-    if (ra["host"] or "") != (rb["host"] or ""):
-        conditions.append(("host", ra["host"], rb["host"]))
-    if (ra["started_at"] or "")[:10] != (rb["started_at"] or "")[:10]:
-        conditions.append(("date", (ra["started_at"] or "")[:10], (rb["started_at"] or "")[:10]))
+    diffs = run_differences(db, va, vb)
+    held = headline_held(va.get("headline"), vb.get("headline"))
     return {
         "a": ra, "b": rb,
         # asked for explicitly (cardproof compare A B): still compared, but said
@@ -101,8 +100,92 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict 
         "low": min(devs) if devs else None,
         "high": max(devs) if devs else None,
         "moved": sorted({r["model"] for r in rows if r["beyond_spread"]}),
-        "conditions": conditions,
+        # what differs between the runs: (model or None, Difference); the first can move a figure
+        "differences": [x for x in diffs if x[1].moves],
+        "aside": [x for x in diffs if not x[1].moves],
+        "held": held,
+        "held_summary": held_summary(held),
     }
+
+
+def run_differences(db: sqlite_utils.Database, va: dict, vb: dict) -> list[tuple[str | None, Difference]]:
+    """What differs between two run views: the runs' own conditions and campaign settings (model None),
+    then per model both runs measured its file and load facts (``history.conditions.differences``)."""
+    out: list[tuple[str | None, Difference]] = [(None, d) for d in differences(run_conditions(va["run"]),
+                                                                                 run_conditions(vb["run"]))]
+    ids = [va["run"]["id"], vb["run"]["id"]]
+    facts = model_conditions(db, ids)
+    both = sorted({m["name"] for m in va["models"]} & {m["name"] for m in vb["models"]})
+    for name in both:
+        out += [(name, d) for d in differences(facts.get((ids[0], name), {}), facts.get((ids[1], name), {}))]
+    return out
+
+
+#: whether run A's headline held in run B, per prompt class (``headline_held``)
+HELD = "held"
+MARGIN_MOVED = "margin moved"
+NOT_HELD = "not held"
+NOT_MEASURABLE = "not measurable"
+NOT_TESTED = "not tested"
+
+
+def _side(row: dict) -> dict:
+    """One run's headline row of a class as the comparison prints it: names, cells, ratio and its range."""
+    other = row.get("other")
+    return {"best": row["best"]["name"], "best_cell": row["best_cell"]["id"],
+            "other": other["name"] if other else None,
+            "other_cell": row["other_cell"]["id"] if other else None,
+            "ratio": row.get("ratio"), "low": row.get("ratio_low"), "high": row.get("ratio_high"),
+            "measurable": bool(other and row.get("measurable"))}
+
+
+def _verdict(before: dict, after: dict | None) -> str:
+    if after is None or after["other"] is None:
+        return NOT_TESTED  # no stable cell of the class, or only one: nothing to compare in this run
+    if after["best"] != before["best"]:
+        return NOT_HELD
+    if not after["measurable"]:
+        return NOT_MEASURABLE
+    if after["other"] != before["other"]:
+        return HELD  # the same winner, measured against another reference: no range to set beside the first
+    if None in (before["low"], before["high"], after["low"], after["high"]):
+        return HELD  # a range with no bound (a zero sample): nothing to set apart
+    return MARGIN_MOVED if before["low"] > after["high"] or after["low"] > before["high"] else HELD
+
+
+def headline_held(before: dict | None, after: dict | None) -> list[dict]:
+    """Per prompt class where run A's headline stated a measurable ratio, whether it held in run B.
+
+    ``before``/``after``: the runs' headlines (``findings.headline``). Held: the same model is fastest,
+    measurably, and the two runs' ratio ranges (over all sample pairs) overlap; the margin moved: the
+    same winner with ranges apart; not held: another model is fastest in B; not measurable: the same
+    model is fastest in B, by no measurable difference; not tested: B has no two stable cells of the class.
+    """
+    if not before:
+        return []
+    rows_after = {r["cls"]: r for r in (after or {}).get("rows", [])}
+    out = []
+    for row in before["rows"]:
+        if not (row.get("other") and row.get("measurable")):
+            continue  # run A stated no ratio for this class: nothing to hold
+        a = _side(row)
+        b = _side(rows_after[row["cls"]]) if row["cls"] in rows_after else None
+        # across: the ratio of the same two models over the campaign's runs, where the build knows them
+        out.append({"cls": row["cls"], "before": a, "after": b, "verdict": _verdict(a, b), "across": None})
+    return out
+
+
+def held_summary(held: list[dict]) -> str | None:
+    """One word for the whole headline: ``not held`` where any class did not hold, else ``margin moved``
+    where a margin moved, ``held`` where every tested class held, ``not tested`` where none was."""
+    verdicts = {h["verdict"] for h in held}
+    if not verdicts:
+        return None
+    if verdicts & {NOT_HELD, NOT_MEASURABLE}:
+        return NOT_HELD
+    if MARGIN_MOVED in verdicts:
+        return MARGIN_MOVED
+    return HELD if HELD in verdicts else NOT_TESTED
 
 
 def ratio_range(db: sqlite_utils.Database, campaign_name: str, model_a: str, model_b: str,

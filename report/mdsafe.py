@@ -297,7 +297,8 @@ def markdown_environment(loader: jinja2.BaseLoader, **options) -> jinja2.Environ
     file), ``source_name`` (a log source by its file's name); ``e``/``escape`` are ``esc``;
     ``safe`` does not exist (trusted Markdown is made in Python, as ``MD``). Globals: ``yaml_title``
     for front matter, ``frozen_campaign`` (a campaign text whole, with what was masked in it). The page environment (``report/render.py``) adds ``said`` and ``end_reason``
-    from ``report/observations.py``, which sits above this module (it renders with its escapers).
+    from ``report/observations.py``, which sits above this module (it renders with its escapers), and
+    ``difference`` (what differs between two runs, ``report/history/conditions.py``).
     """
     env = jinja2.Environment(loader=loader, autoescape=True, finalize=finalize, **options)
     env.template_class = _Template

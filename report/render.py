@@ -25,6 +25,7 @@ from .article_parts import (author_notes, cell_value, exception_groups, merged_c
 from .caveats import caveats_for
 from .findings.show import rendered as rendered_findings
 from .fingerprints import code_fingerprint
+from .history.conditions import describe as describe_difference
 from .home import latest_per_campaign
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, esc, markdown_environment, publishing, translator
@@ -52,6 +53,7 @@ def environment() -> jinja2.Environment:
     env.globals["end_reason"] = template_end_reason  # how a load ended, in the page's language
     env.globals["knee_sentence"] = knee_sentence  # the Load section's and a publication's same words
     env.globals["queueing_sentence"] = queueing_sentence
+    env.globals["difference"] = _template_difference  # what differs between two runs, in the page's language
     env.bytecode_cache = _bytecode_cache()
     return env
 
@@ -96,6 +98,12 @@ def _template_ngettext(ctx, singular: str, plural: str, n, **params) -> MD:
     L = ctx["L"]
     text = L.ngettext(singular, plural, n, **{k: esc(v) for k, v in params.items()})
     return MD(text) if singular in CATALOGUE else esc(text)
+
+
+@jinja2.pass_context
+def _template_difference(ctx, d) -> MD:
+    """A difference between two runs (``history.conditions.Difference``) as ``name: before → after``."""
+    return describe_difference(d, ctx["L"])
 
 
 def render_run(view: dict, lang: str, img_dir: Path | None = None, project: Path | None = None, *,

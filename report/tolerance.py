@@ -46,8 +46,8 @@ SKIP_TABLES = {"log_lines"}
 
 # JSON columns whose readers take an array or an object; any other *_json column only has to be JSON.
 _ARRAYS = {"samples_ns_json", "samples_ts_json", "arms_json", "line_ids_json"}
-_OBJECTS = {"request_json", "response_json", "server_props_json", "gpus_json", "detail_json", "exchange_json",
-            "value_json", "items_json", "per_device_json", "capabilities_json"}
+_OBJECTS = {"request_json", "response_json", "server_props_json", "gpus_json", "host_json", "detail_json",
+            "exchange_json", "value_json", "items_json", "per_device_json", "capabilities_json"}
 #: JSON objects in a column whose name does not say so (the capabilities a model declared, m007)
 _JSON_NAMED = {("capabilities", "json")}
 

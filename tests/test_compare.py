@@ -46,7 +46,9 @@ def test_deviation_per_cell_equals_the_stored_medians(two_runs):
         assert r["a"] == pytest.approx(vals[a]) and r["b"] == pytest.approx(vals[b])
         assert r["deviation"] == pytest.approx(vals[b] / vals[a] - 1)
     assert {w["prompt_class"] for w in cmp["only_b"]} == {"medium"} and cmp["only_a"] == []
-    assert any(name == "campaign file" for name, _, _ in cmp["conditions"])
+    # the campaigns differ in their prompt classes, named as the setting, never as the file's hash
+    assert ("setting:campaign.prompt_classes", '["short"]', '["short", "medium"]') in [d for _, d in cmp["differences"]]
+    assert not any(d.name == "campaign file" for _, d in cmp["differences"] + cmp["aside"])
 
 
 def test_compare_cli_and_articles(two_runs, tmp_path):

@@ -42,6 +42,7 @@ APPLIED_ORDER = [
     "m025_row_salts",
     "m026_statement_kinds",
     "m027_run_setup",
+    "m028_run_host",
 ]
 
 

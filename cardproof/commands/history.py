@@ -27,6 +27,7 @@ def cell_text(series: dict) -> str:
 
 def step_sentence(series: dict, step: dict) -> str:
     """One step in plain English, e.g. 'decode of X fell 12.0 % (9.1–15.2 %) between run 41 (build b7342) and ...'."""
+    from cardproof.report.history.conditions import plain
     from cardproof.report.history.render import METRIC_NAMES  # the trend pages' names (their English msgids)
 
     def build(p):
@@ -40,7 +41,7 @@ def step_sentence(series: dict, step: dict) -> str:
             f"between run {step['before']['run_id']}{build(step['before'])} and run "
             f"{step['after']['run_id']}{build(step['after'])}, and stayed there for {step['stayed']} run(s)")
     if step["changes"]:
-        text += "; changed: " + "; ".join(f"{n} {a} -> {b}" for n, a, b in step["changes"])
+        text += "; changed: " + "; ".join(plain(d) for d in step["changes"])
     else:
         text += "; no stored condition changed"
     return text
@@ -49,6 +50,7 @@ def step_sentence(series: dict, step: dict) -> str:
 def _point_json(p: dict) -> dict:
     return {"run": p["run_id"], "started_at": p["started_at"], "state": p["state"], "cell": p["cell_id"],
             "conditions": p["conditions"], "changed": [list(c) for c in p["changes"]],
+            "changed_not_moving_figures": [list(c) for c in p.get("aside", [])],
             **{m: ({"median": s.median, "low": s.low, "high": s.high, "n": s.n} if s else None)
                for m, s in p["spread"].items()}}
 

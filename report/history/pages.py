@@ -44,8 +44,9 @@ from .conditions import _among
 from .series import KIND_METRICS, _excluded_samples, _run_points, run_settings, series_of_points, slug
 
 #: the layout of the cache files; another one is read as no cache (5 and before: a file per campaign;
-#: 7: spreads with slots, whose pickled state is no longer a dict)
-FORMAT = 7
+#: 7: spreads with slots, whose pickled state is no longer a dict; 8: campaign settings as conditions, and
+#: the differences that cannot move a figure kept apart, ``aside``)
+FORMAT = 8
 HEAD = ".cardproof-trends-head.pickle"
 _STEM = ".cardproof-series"
 #: a campaign with at most this many new or changed runs reads their rows once for all its models; with

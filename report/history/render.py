@@ -21,6 +21,7 @@ from ..i18n import CATALOGUE, LANGUAGES, Lang
 from ..mdsafe import MD, publishable, publishing, translator
 from ..site import write_if_changed as _write_if_changed
 from . import chart
+from .conditions import label
 from .llama_bench import bench_series
 from .numbers import dates, formatter
 from .tables import row_maker
@@ -103,7 +104,7 @@ def step_sentence(series: dict, step: dict, L: Lang) -> MD:
         stayed=L.ngettext("%(num)s run", "%(num)s runs", step["stayed"]))
     if step["changes"]:
         text += MD(" ") + _("Changed between them:") + MD(" ") + MD("; ").join(
-            MD("{} {} → {}").format(L.gettext(n), a, b) for n, a, b in step["changes"]) + MD(".")
+            MD("{} {} → {}").format(label(d, L), d.before, d.after) for d in step["changes"]) + MD(".")
     else:
         text += MD(" ") + _("No stored condition changed between them.")
     if step["skipped"]:
@@ -152,8 +153,9 @@ def series_print(page_series: list[dict]) -> str:
 
     def point(p):
         if p.get("_print"):  # the run's fingerprint stands for its values and spreads (report/fingerprints.py)
-            return [p["run_id"], p["_print"], p["started_at"], p["cell_id"], p["state"], p["changes"], p.get("anchor")]
-        return [p["run_id"], p["started_at"], p["server_build"], p["cell_id"], p["state"], p["changes"],
+            return [p["run_id"], p["_print"], p["started_at"], p["cell_id"], p["state"], p["changes"],
+                    p.get("aside"), p.get("anchor")]
+        return [p["run_id"], p["started_at"], p["server_build"], p["cell_id"], p["state"], p["changes"], p.get("aside"),
                 [(m, sp and (sp.median, sp.low, sp.high, sp.n)) for m, sp in p["spread"].items()], p.get("anchor")]
 
     for s in page_series:
@@ -237,8 +239,9 @@ def _page_view(page_series: list[dict], L: Lang) -> dict:
     changes: dict[int, dict] = {}
     for s in page_series:
         for p in s["points"]:
-            if p["changes"] and p["run_id"] not in changes:
-                changes[p["run_id"]] = {"point": p, "changes": p["changes"]}
+            # what cannot move a figure (a port, a file's place) is listed too, in small print
+            if (p["changes"] or p.get("aside")) and p["run_id"] not in changes:
+                changes[p["run_id"]] = {"point": p, "changes": p["changes"], "aside": p.get("aside") or []}
     return {
         "campaign": first["campaign"], "model": first["model"], "page": first["page"],
         "n_runs": len(runs), "first": dates[0] if dates else None, "last": dates[-1] if dates else None,

@@ -20,7 +20,7 @@ from .. import findings, queries
 from ..gates import run_gate_config
 from ..privacy import public_text
 from ..stats import Spread
-from .conditions import _among, changed, model_conditions, run_conditions
+from .conditions import _among, aside, differences, model_conditions, moving, run_conditions
 from .steps import find_steps
 
 #: metric -> (samples column, higher is better)
@@ -172,6 +172,7 @@ def run_settings(db, runs: list[dict]) -> dict[int, dict]:
                 by_sha[key] = campaign_settings(texts.get(r["campaign_id"]))
             settings_by_campaign[r["campaign_id"]] = by_sha[key]
         r["_limits"] = settings_by_campaign[r["campaign_id"]]
+        r["_campaign_text"] = texts.get(r["campaign_id"])  # its settings are conditions (conditions.py)
     return settings_by_campaign
 
 
@@ -184,7 +185,9 @@ def series_of_points(grouped: dict[tuple, list[dict]], min_effect_of, memo: tupl
     for (camp, mname, kind, streams, depth, rate, cls, reasoning), points in grouped.items():
         points.sort(key=lambda p: (p["started_at"] or "", p["run_id"]))
         for prev, p in zip([None, *points], points):
-            p["changes"] = changed(prev["conditions"], p["conditions"]) if prev else []
+            # what can move a figure marks the point; a port or a file's place is said apart, in small print
+            diffs = differences(prev["conditions"], p["conditions"]) if prev else []
+            p["changes"], p["aside"] = moving(diffs), aside(diffs)
         min_effect = min_effect_of(points[-1]["_campaign_id"])
         out.append({"campaign": camp, "model": mname, "prompt_class": cls, "reasoning": reasoning,
                     "kind": kind, "streams": streams, "depth_tokens": depth, "rate_rps": rate,
@@ -372,7 +375,7 @@ def _steps(series: dict, metrics: list[str], memo: tuple[dict, dict] | None = No
                 "low": st.low - 1, "high": st.high - 1, "stayed": st.stayed, "regression": worse,
                 "before_median": statistics.median(a["values"][metric]),
                 "after_median": statistics.median(b["values"][metric]),
-                "changes": changed(a["conditions"], b["conditions"]),
+                "changes": moving(differences(a["conditions"], b["conditions"])),
                 # runs between the two that could not carry the step (interrupted, unstable): shown, named
                 "skipped": [p["run_id"] for p in points[usable[st.before] + 1:usable[st.after]]],
             })

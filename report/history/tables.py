@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..i18n import Lang
 from ..mdsafe import MD, code_span, esc
+from .conditions import label
 from .numbers import dates, formatter
 from .series import OK
 
@@ -65,7 +66,7 @@ def row_maker(L: Lang, _):
                 parts.append("— | ")
         parts.append(esc(state(p["state"])))
         if p["changes"]:
-            parts += [" · ", esc(changed), ": ", ", ".join(esc(_(n)) for n, _a, _b in p["changes"])]
+            parts += [" · ", esc(changed), ": ", ", ".join(esc(label(d, L)) for d in p["changes"])]
         parts.append(" |")
         return MD("".join(parts))
 
