@@ -47,6 +47,9 @@ class Participant:
     def loaded(self, ctx: RunContext, load_id: int, pid: int | None, model: str) -> None:
         """A request of a cell made the server load ``model`` (a router's on-demand load)."""
 
+    def cell_start(self, ctx: RunContext, cell_id: int, load_id: int | None) -> None:
+        """A cell's first repetition is about to be sent (``load_id``: None until a request loads the model)."""
+
     def cell_done(self, ctx: RunContext, cell_id: int, load_id: int | None) -> None:
         """A cell's repetitions are taken."""
 
@@ -64,7 +67,8 @@ class Participant:
 
 
 class Memory(Participant):
-    """Memory from the card: started with the run, read after each load and at the end of each cell."""
+    """Memory from the card and of the server process: started with the run, read after each load and
+    around each cell."""
 
     name = "memory"
 
@@ -74,6 +78,9 @@ class Memory(Participant):
 
     def loaded(self, ctx, load_id, pid, model):
         ctx.mem.after_load(load_id, pid=pid, arg=ctx.backend.runner_arg(model))
+
+    def cell_start(self, ctx, cell_id, load_id):
+        ctx.mem.start_cell(cell_id, load_id)
 
     def cell_done(self, ctx, cell_id, load_id):
         ctx.mem.end_cell(cell_id, load_id)

@@ -231,6 +231,8 @@ def _measure_cell(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: Walk) 
     checks = dict(embedding_url=campaign.embedding_url, embedding_model=campaign.embedding_model)
     cellchecks.snapshot(ctx.store, backend, cell_id, cell.model, "before", **checks)
     prompt_tokens = campaign.prompt_tokens[cell.prompt_class]
+    for p in PARTICIPANTS:
+        p.cell_start(ctx, cell_id, walk.load_id)
     for rep in range(1, cell.repetitions + 1):
         walk.done += 1
         label = (

@@ -3,7 +3,9 @@
 ``memory_view(db, run_id)`` is all the template ``sections/memory.md.j2``
 needs (variable name ``memory``). Card figures come from NVML rows only; a
 self-report is shown beside them and never stands in for them. Without a
-driver the view says "not measured (no NVIDIA driver)".
+driver the view says "not measured (no NVIDIA driver)". The server process's
+own memory on the host (``daemon/memory/host.py``, psutil) is in every load's
+``process`` on every machine, beside the self-report, each with its source.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 
 from cardproof.daemon.memory.attribution import load_window, not_measured_reason
 from cardproof.daemon.memory.budget import budget, free_check_for_load
+from cardproof.daemon.memory.host import load_summary
 from cardproof.daemon.memory.readings import NOT_MEASURED
 from cardproof.daemon.memory.reconcile import reconcile_load
 
@@ -106,7 +109,35 @@ def _load_row(db, run_id: int, load: dict) -> dict:
         "cells": _cells(db, load["id"]),
         "neighbours": card["neighbours"],
         "plan": _plan(db, load["id"]),
+        "process": _process(db, load["id"]),
+        "process_cells": _process_cells(db, load["id"]),
     }
+
+
+def _process(db, load_id: int) -> dict:
+    """The load's server process as the OS counts it, or why there is no figure (never a guessed one)."""
+    summary = load_summary(db, load_id)
+    if summary:
+        pids = [r[0] for r in db.execute("select distinct pid from host_memory_samples where load_id = ? "
+                                         "order by pid", [load_id])]
+        return {**summary, "pids": pids, "note": None}
+    pids = [r[0] for r in db.execute("select distinct pid from memory_load_pids where load_id = ?", [load_id])]
+    if not pids:
+        return {"note": "the load's server process was not identified on this host (no port, no PID)"}
+    return {"note": "the server process was gone before it was read", "pids": pids}
+
+
+def _process_cells(db, load_id: int) -> list[dict]:
+    try:
+        return list(db.query(
+            """select h.cell_id, c.prompt_class, c.reasoning, h.peak_rss_mib, h.median_rss_mib, h.peak_pss_mib,
+                      h.anon_mib, h.file_mib, h.n_samples
+               from host_memory_cells h left join cells c on c.id = h.cell_id
+               where h.load_id = ? and h.status = 'ok' order by h.id""", [load_id]))
+    except Exception as exc:  # noqa: BLE001 -- a store from before the table: no per-cell figures
+        if "no such table" in str(exc):
+            return []
+        raise
 
 
 def _plan(db, load_id: int) -> dict | None:
@@ -159,6 +190,8 @@ def memory_view(db, run_id: int) -> dict:
         "compute_devices": compute_devices,
         "any_selfreport": any(r["selfreport_mib"] is not None for r in rows),
         "any_plan": any(r["plan"] for r in rows),
+        "any_process": any(r["process"].get("peak_rss_mib") is not None for r in rows),
+        "any_process_split": any(r["process"].get("file_mib") is not None for r in rows),
         "foreign_pids": foreign,
         "labels": CATEGORY_LABEL,
     }
