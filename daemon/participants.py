@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from .canaries import run_canaries
+from .energy.capture import EnergyCapture
 from .load.campaign import planned_samples as axes_samples
 from .load.fit import run_fit
 from .load.run import run_axes
@@ -90,6 +91,26 @@ class Memory(Participant):
             ctx.mem.stop()
 
 
+class Energy(Participant):
+    """The machine's energy counters: the idle draw before the first cell, then each cell's start and end."""
+
+    name = "energy"
+
+    def start(self, ctx):
+        ctx.energy = EnergyCapture(ctx.store, ctx.run_id, sources=ctx.energy_sources).start()
+        ctx.echo(ctx.energy.status_line())
+
+    def cell_start(self, ctx, cell_id, load_id):
+        ctx.energy.cell_start(cell_id)
+
+    def cell_done(self, ctx, cell_id, load_id):
+        ctx.energy.cell_end(cell_id)
+
+    def stop(self, ctx):
+        if ctx.energy is not None:
+            ctx.energy.stop()
+
+
 class Axes(Participant):
     """``[load]`` and ``[depth]`` steps on each model as it is left, while it is loaded."""
 
@@ -161,4 +182,4 @@ class Fit(Participant):
 
 
 #: every participant of a run, in the order each phase calls them
-PARTICIPANTS: tuple[Participant, ...] = (Memory(), Axes(), Probes(), Canaries(), Variants(), Fit())
+PARTICIPANTS: tuple[Participant, ...] = (Energy(), Memory(), Axes(), Probes(), Canaries(), Variants(), Fit())
