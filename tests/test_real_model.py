@@ -236,30 +236,3 @@ def test_probe_verdicts_the_model_earns(ladder_run):
     # the summary is not PASS: one task of four is a floor, not a coding result
     assert {v for (m, _), (v, _) in verdicts.items() if m == "smollm2-q4_1"} != {"PASS"}
 
-
-def test_ladder_order_in_the_server_processs_measured_memory(ladder_run, capsys):
-    """The host has no card here: each rung's router child was read by psutil during its cells, and the
-    measured peak resident memory follows the ladder. The file-backed part (the memory-mapped weights)
-    grows with the file, by at least half the difference in file size between two rungs; what is stated
-    comes from the stored readings, never from the file sizes."""
-    store, run_id, _, _ = ladder_run
-    rows = _rows(store, (
-        "select m.name, l.id as load_id, max(h.rss_mib) as rss, max(h.file_mib) as file, max(h.anon_mib) as anon, "
-        "count(*) as n, count(distinct h.pid) as pids from host_memory_samples h join loads l on l.id = h.load_id "
-        "join models m on m.id = l.model_id where l.run_id = ? group by l.id"), [run_id])
-    peak = {r["name"]: r for r in rows}
-    assert set(peak) == set(LADDER) and all(r["n"] >= 3 and r["pids"] == 1 for r in rows), rows
-    files = {r["name"]: r["file_bytes"] / 2**20 for r in _rows(store, "select name, file_bytes from models")}
-    with capsys.disabled():
-        print("\nmeasured server process peak RSS (MiB): "
-              + ", ".join(f"{m} {peak[m]['rss']:.0f} (file-backed {peak[m]['file']:.0f})" for m in LADDER))
-    assert peak["smollm2-q4_1"]["rss"] < peak["smollm2-q8_0"]["rss"] < peak["smollm2-f16"]["rss"], peak
-    grown = peak["smollm2-f16"]["file"] - peak["smollm2-q4_1"]["file"]
-    assert grown > 0.5 * (files["smollm2-f16"] - files["smollm2-q4_1"]), (grown, files)
-    # each load's own child, not the router: a load's PID is the one its readings carry
-    pids = {r[0]: r[1] for r in store.db.execute(
-        "select load_id, pid from host_memory_samples where run_id = ? group by load_id", [run_id])}
-    assert all(pids[r["load_id"]] == store.db["loads"].get(r["load_id"])["pid"] for r in rows), pids
-    cells = _rows(store, "select h.* from host_memory_cells h join cells c on c.id = h.cell_id "
-                         "where h.run_id = ? and c.kind = 'measure'", [run_id])
-    assert cells and all(c["status"] == "ok" and c["peak_rss_mib"] > 0 and c["n_samples"] >= 2 for c in cells), cells
