@@ -16,7 +16,7 @@ from cardproof.daemon.memory.attribution import load_window, not_measured_reason
 from cardproof.daemon.memory.budget import budget, free_check_for_load
 from cardproof.daemon.memory.host import load_summary
 from cardproof.daemon.memory.readings import NOT_MEASURED
-from cardproof.daemon.memory.reconcile import reconcile_load
+from cardproof.daemon.memory.reconcile import CATEGORY as CATEGORY_FACTS, reconcile_load
 
 from .queries import is_measured_load
 
@@ -110,6 +110,7 @@ def _load_row(db, run_id: int, load: dict) -> dict:
         "neighbours": card["neighbours"],
         "plan": _plan(db, load["id"]),
         "process": _process(db, load["id"]),
+        "unified": _unified(db, load["id"]),
         "process_cells": _process_cells(db, load["id"]),
     }
 
@@ -125,6 +126,23 @@ def _process(db, load_id: int) -> dict:
     if not pids:
         return {"note": "the load's server process was not identified on this host (no port, no PID)"}
     return {"note": "the server process was gone before it was read", "pids": pids}
+
+
+def _unified(db, load_id: int) -> dict | None:
+    """Apple Metal's buffers of a load (``MTL0``, ``MTL0_Mapped``, older ``Metal``) as its log states them:
+    unified memory, in the process's own memory, never a card. None for a load on no Metal device."""
+    rows = db.execute(
+        "select name, device, value_num, line_id from facts where load_id = ? and value_num is not null "
+        "and (device like 'MTL%' or device like 'Metal%' or name = 'metal_working_set_mib') order by id",
+        [load_id]).fetchall()
+    buffers = [(v, lid) for name, dev, v, lid in rows if dev and name in CATEGORY_FACTS]
+    working = [(v, lid) for name, _dev, v, lid in rows if name == "metal_working_set_mib"]
+    if not buffers:
+        return None
+    return {"platform": "Apple Metal", "buffers_mib": round(sum(v for v, _ in buffers), 3),
+            "line_ids": sorted({lid for _, lid in buffers if lid is not None}),
+            "working_set_mib": working[-1][0] if working else None,
+            "working_set_line": working[-1][1] if working else None}
 
 
 def _process_cells(db, load_id: int) -> list[dict]:

@@ -160,3 +160,29 @@ def test_a_store_without_the_table_has_no_host_figure(tmp_path):
 def _render(view: dict, lang: str) -> str:
     L = Lang(lang)
     return _env().get_template("sections/memory.md.j2").render(_=L.gettext, L=L, memory=view, run={})
+
+
+def test_apple_metal_buffers_are_stated_as_unified_memory(tmp_path):
+    """The Apple M4 load of tests/fixtures/logs/real/llama-runner-metal-2026.log (real): its MTL0 buffers and
+    Metal's recommended working set are named as unified memory in the process's own memory, never a card."""
+    from cardproof.daemon.logs import import_path
+    from cardproof.daemon.memory.reconcile import items_from_facts, load_facts
+
+    store, run_id, model_id = make_run(tmp_path / "metal.db", model="gemma-4-E4B-it-Q8_0")
+    import_path(store, Path(__file__).parent / "fixtures" / "logs" / "real" / "llama-runner-metal-2026.log",
+                run_id=run_id)
+    # the runner's own load, as one whose lines the log import attributed to it
+    store.db.execute("update loads set run_id = ?, model_id = ?, origin = null, trigger = 'explicit'",
+                     [run_id, model_id])
+    store.db.conn.commit()
+    view = memory_view(store.db, run_id)
+    (row,) = view["loads"]
+    unified = row["unified"]
+    # MTL0_Mapped weights 7,798.32 + KV 1,024 + SWA KV 40 + compute 517.5 + projector compute 101.27 MiB
+    assert unified["buffers_mib"] == pytest.approx(7798.32 + 1024 + 40 + 517.5 + 101.27, abs=0.01)
+    assert unified["working_set_mib"] == pytest.approx(12713.12e6 / 2**20, abs=0.01)
+    assert items_from_facts(load_facts(store.db, row["load_id"]))[0] == []  # not one item on a card
+    en = _render(view, "en")
+    assert "unified memory (Apple Metal)" in en and "not on a card" in en and "12,124 MiB" in en
+    de = _render(view, "de")
+    assert "gemeinsamer Speicher (Apple Metal)" in de

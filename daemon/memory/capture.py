@@ -18,10 +18,41 @@ from ..store import Store, utcnow
 from .attribution import cell_stats, resolve_load_pids, settle_after_load
 from .budget import free_before_load
 from .host import HostMemorySampler, cell_summary
+from .amdsmi import AmdSmiSource
 from .nvml import NvmlSource
-from .readings import NOT_MEASURED
+from .readings import NOT_MEASURED, SourceUnavailable
 from .sampler import MemorySampler
 from .selfreport import record_llama_selfreport, record_ollama_selfreport
+
+
+class _NoCard:
+    """No card library answered: every read says why (NVML's reason first, AMD's beside it)."""
+
+    kind = "nvml"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def open(self):
+        raise SourceUnavailable(self.reason)
+
+    read = open
+
+    def close(self) -> None:
+        pass
+
+
+def default_source():
+    """NVML where an NVIDIA driver answers, else AMD SMI where it finds an AMD GPU, else the reasons of both."""
+    nvml = NvmlSource()
+    try:
+        return nvml.open()
+    except SourceUnavailable as nv_exc:
+        amd = AmdSmiSource()
+        try:
+            return amd.open()
+        except SourceUnavailable as amd_exc:
+            return _NoCard(f"{nv_exc}; AMD: {amd_exc}")
 
 
 class MemoryCapture:
@@ -31,7 +62,7 @@ class MemoryCapture:
                  settle_timeout_s: float = 15.0, settle_poll_s: float = 0.5):
         self.store = store
         self.run_id = run_id
-        self.source = source if source is not None else NvmlSource()
+        self.source = source if source is not None else default_source()
         self.sampler = MemorySampler(store, self.source, run_id=run_id, interval_s=interval_s)
         self.settle_timeout_s = settle_timeout_s
         self.settle_poll_s = settle_poll_s
