@@ -798,6 +798,11 @@ def m027_host_memory_energy(db: sqlite_utils.Database) -> None:
          "total_mib": float, "required_mib": float, "basis": str, "source": str, "note": str},
         pk="id", if_not_exists=True)
     db["host_memory_checks"].create_index(["run_id", "model_id", "ts"], if_not_exists=True)
+    # the fit test on a host: MemAvailable before the load, the server process's peak after its request
+    for col, kind in (("host_available_mib", float), ("host_total_mib", float), ("host_peak_mib", float),
+                      ("host_anon_mib", float), ("host_verdict", str)):
+        if col not in db["fit_checks"].columns_dict:
+            db["fit_checks"].add_column(col, kind)
     # energy counters read at each cell's start and end, and twice around an idle wait before the run
     db["energy_readings"].create(
         {"id": int, "run_id": int, "cell_id": int, "phase": str, "ts": str, "mono_s": float, "source": str,
