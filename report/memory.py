@@ -111,6 +111,7 @@ def _load_row(db, run_id: int, load: dict) -> dict:
         "plan": _plan(db, load["id"]),
         "process": _process(db, load["id"]),
         "unified": _unified(db, load["id"]),
+        "log_buffers": _buffers(db, load["id"]),
         "process_cells": _process_cells(db, load["id"]),
     }
 
@@ -126,6 +127,23 @@ def _process(db, load_id: int) -> dict:
     if not pids:
         return {"note": "the load's server process was not identified on this host (no port, no PID)"}
     return {"note": "the server process was gone before it was read", "pids": pids}
+
+
+def _buffers(db, load_id: int) -> dict:
+    """The load's weights and KV cache on every device (card and host alike) and its context, as its log
+    states them, each with the first line it rests on: what the memory finding sets against each other."""
+    out: dict = {}
+    for key, names in (("weights", ("model_buffer_mib",)), ("kv", ("kv_buffer_mib", "kv_swa_buffer_mib")),
+                       ("ctx", ("ctx_size",))):
+        marks = ",".join("?" * len(names))
+        rows = db.execute(f"select value_num, line_id from facts where load_id = ? and name in ({marks}) "
+                          "and value_num is not null order by id", [load_id, *names]).fetchall()
+        if key == "ctx":
+            out["ctx_size"] = rows[-1][0] if rows else None
+            continue
+        out[f"{key}_mib"] = round(sum(v for v, _ in rows), 3) if rows else None
+        out[f"{key}_line"] = next((lid for _, lid in rows if lid is not None), None)
+    return out
 
 
 def _unified(db, load_id: int) -> dict | None:
