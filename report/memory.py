@@ -119,14 +119,17 @@ def _load_row(db, run_id: int, load: dict) -> dict:
 def _process(db, load_id: int) -> dict:
     """The load's server process as the OS counts it, or why there is no figure (never a guessed one)."""
     summary = load_summary(db, load_id)
+    none = dict.fromkeys(("n", "peak_rss_mib", "median_rss_mib", "peak_pss_mib", "peak_uss_mib", "hwm_mib",
+                          "anon_mib", "file_mib", "shmem_mib", "swap_mib", "reason"))
+    none["pids"] = []
     if summary:
         pids = [r[0] for r in db.execute("select distinct pid from host_memory_samples where load_id = ? "
                                          "order by pid", [load_id])]
         return {**summary, "pids": pids, "note": None}
     pids = [r[0] for r in db.execute("select distinct pid from memory_load_pids where load_id = ?", [load_id])]
     if not pids:
-        return {"note": "the load's server process was not identified on this host (no port, no PID)"}
-    return {"note": "the server process was gone before it was read", "pids": pids}
+        return {**none, "note": "the load's server process was not identified on this host (no port, no PID)"}
+    return {**none, "note": "the server process was gone before it was read", "pids": pids}
 
 
 def _buffers(db, load_id: int) -> dict:

@@ -186,3 +186,19 @@ def test_apple_metal_buffers_are_stated_as_unified_memory(tmp_path):
     assert "unified memory (Apple Metal)" in en and "not on a card" in en and "12,124 MiB" in en
     de = _render(view, "de")
     assert "gemeinsamer Speicher (Apple Metal)" in de
+
+
+def test_a_load_without_readings_beside_one_with_them_says_why_in_its_row(holder, tmp_path):
+    store, run_id, model_id = make_run(tmp_path / "two.db")
+    cap = MemoryCapture(store, run_id, source=_no_driver_source(), interval_s=0.05).start()
+    try:
+        read = add_load(store, run_id, model_id, pid=holder.pid)
+        cap.after_load(read, pid=holder.pid)
+    finally:
+        cap.stop()
+    unread = add_load(store, run_id, model_id)  # no PID, no port: nothing to read
+    view = memory_view(store.db, run_id)
+    assert view["any_process"]
+    en = _render(view, "en")
+    row = next(ln for ln in en.splitlines() if ln.startswith(f"| qwen3.8:27b · load {unread} |"))
+    assert "not measured" in row and "was not identified on this host" in row, row
