@@ -33,6 +33,7 @@ exclude = false
 backend = "llama-server"
 url = "{url}"
 request_timeout_s = 300
+log_file = "{log}"
 
 [[models]]
 name = "smollm2-q4_1"
@@ -50,13 +51,14 @@ def ladder_run(tmp_path_factory):
     except realmodel.RealModelUnavailable as exc:
         pytest.fail(f"the real model is required for this test: {exc}")
     work = tmp_path_factory.mktemp("host-ladder")
-    preset = llamacpp.write_preset(work / "models.ini", {n: files[n] for n in RUNGS}, ctx_size=4096)
+    # the demo's context, SmolLM2's own: its KV cache (180 MiB) outweighs the Q4_1's weights (92 MiB)
+    preset = llamacpp.write_preset(work / "models.ini", {n: files[n] for n in RUNGS}, ctx_size=8192)
     server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset), log_path=work / "llama-server.log")
     server.start()
     try:
         store = open_store(work / "ladder.db")
-        outcome = run_campaign(store, parse_campaign(CAMPAIGN.format(url=server.url), "ladder.toml"),
-                               echo=lambda _: None)
+        outcome = run_campaign(store, parse_campaign(CAMPAIGN.format(url=server.url, log=server.log_path),
+                                                     "ladder.toml"), echo=lambda _: None)
     finally:
         server.stop()
     yield store, outcome.run_id, files
@@ -83,3 +85,22 @@ def test_the_f16_process_holds_more_than_the_q4_1_process(ladder_run, capsys):
         pid = store.db["loads"].get(row["load_id"])["pid"]
         assert row["process"]["pids"] == [pid] and row["process"]["n"] >= 2, row["process"]
         assert row["process_cells"] and row["process_cells"][0]["peak_rss_mib"] > 0
+
+
+def test_the_article_says_the_kv_cache_makes_the_q4_1_save_less_than_its_file_suggests(ladder_run):
+    """At 8,192 tokens the KV cache is the same for both rungs and larger than the Q4_1's weights: the measured
+    saving is stated against the one the file sizes suggest, from this run's own readings and log lines."""
+    from cardproof.report import queries
+    from cardproof.report.findings import findings_for
+    from cardproof.report.findings.inputs import gather
+    from cardproof.report.findings.show import plain
+    from cardproof.report.i18n import Lang
+
+    store, run_id, files = ladder_run
+    view = queries.run_view(store.db, run_id)
+    found = [f for f in findings_for(view | gather(store.db, view)) if f.rule == "kvcache"]
+    assert [f.key for f in found] == ["kvcache:smollm2-q4_1:smollm2-f16"], [f.key for f in found]
+    saved, file_saved = found[0].params["saved"].value, found[0].params["file_saved"].value
+    assert 0 < saved < file_saved - 0.10, (saved, file_saved)
+    assert found[0].params["kv"].value > found[0].params["weights"].value
+    assert "smollm2-q4_1 holds" in plain(found[0], Lang("en"))
