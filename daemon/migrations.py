@@ -800,3 +800,40 @@ def m028_run_host(db: sqlite_utils.Database) -> None:
     for name in ("cardproof_version", "host_json"):
         if name not in db["runs"].columns_dict:
             db["runs"].add_column(name, str)
+
+
+@migrations(name="m029_host_memory_energy")
+def m029_host_memory_energy(db: sqlite_utils.Database) -> None:
+    # the server process's own memory from the OS (daemon/memory/host.py), on every host: the card's
+    # figure exists only where an NVIDIA card does, and CPU and unified-memory hosts had no figure
+    db["host_memory_samples"].create(
+        {"id": int, "run_id": int, "load_id": int, "pid": int, "ts": str, "rss_mib": float, "uss_mib": float,
+         "pss_mib": float, "swap_mib": float, "anon_mib": float, "file_mib": float, "shmem_mib": float,
+         "hwm_mib": float, "source": str, "note": str, "reason": str},
+        pk="id", if_not_exists=True)
+    db["host_memory_samples"].create_index(["load_id", "ts"], if_not_exists=True)
+    db["host_memory_cells"].create(
+        {"id": int, "run_id": int, "load_id": int, "cell_id": int, "ts_from": str, "ts_to": str, "status": str,
+         "n_samples": int, "peak_rss_mib": float, "median_rss_mib": float, "peak_pss_mib": float,
+         "peak_uss_mib": float, "anon_mib": float, "file_mib": float, "hwm_mib": float},
+        pk="id", if_not_exists=True)
+    db["host_memory_cells"].create_index(["load_id"], if_not_exists=True)
+    # the host's available memory before a load, and the fit verdict against the process's peak after it
+    db["host_memory_checks"].create(
+        {"id": int, "run_id": int, "model_id": int, "load_id": int, "ts": str, "available_mib": float,
+         "total_mib": float, "required_mib": float, "basis": str, "source": str, "note": str},
+        pk="id", if_not_exists=True)
+    db["host_memory_checks"].create_index(["run_id", "model_id", "ts"], if_not_exists=True)
+    # the fit test on a host: MemAvailable before the load, the server process's peak after its request
+    for col, kind in (("host_available_mib", float), ("host_total_mib", float), ("host_peak_mib", float),
+                      ("host_anon_mib", float), ("host_verdict", str)):
+        if col not in db["fit_checks"].columns_dict:
+            db["fit_checks"].add_column(col, kind)
+    # energy counters read at each cell's start and end, and twice around an idle wait before the run
+    db["energy_readings"].create(
+        {"id": int, "run_id": int, "cell_id": int, "phase": str, "ts": str, "mono_s": float, "source": str,
+         "domain": str, "joules": float, "wrap_joules": float, "note": str, "reason": str},
+        pk="id", if_not_exists=True)
+    db["energy_readings"].create_index(["run_id", "cell_id"], if_not_exists=True)
+    for table in ("host_memory_samples", "host_memory_cells", "host_memory_checks", "energy_readings"):
+        follow_rows(db, table)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from .canaries import run_canaries
+from .energy.capture import EnergyCapture
 from .load.campaign import planned_samples as axes_samples
 from .load.fit import run_fit
 from .load.run import run_axes
@@ -47,6 +48,9 @@ class Participant:
     def loaded(self, ctx: RunContext, load_id: int, pid: int | None, model: str) -> None:
         """A request of a cell made the server load ``model`` (a router's on-demand load)."""
 
+    def cell_start(self, ctx: RunContext, cell_id: int, load_id: int | None) -> None:
+        """A cell's first repetition is about to be sent (``load_id``: None until a request loads the model)."""
+
     def cell_done(self, ctx: RunContext, cell_id: int, load_id: int | None) -> None:
         """A cell's repetitions are taken."""
 
@@ -64,7 +68,8 @@ class Participant:
 
 
 class Memory(Participant):
-    """Memory from the card: started with the run, read after each load and at the end of each cell."""
+    """Memory from the card and of the server process: started with the run, read after each load and
+    around each cell."""
 
     name = "memory"
 
@@ -75,12 +80,35 @@ class Memory(Participant):
     def loaded(self, ctx, load_id, pid, model):
         ctx.mem.after_load(load_id, pid=pid, arg=ctx.backend.runner_arg(model))
 
+    def cell_start(self, ctx, cell_id, load_id):
+        ctx.mem.start_cell(cell_id, load_id)
+
     def cell_done(self, ctx, cell_id, load_id):
         ctx.mem.end_cell(cell_id, load_id)
 
     def stop(self, ctx):
         if ctx.mem is not None:
             ctx.mem.stop()
+
+
+class Energy(Participant):
+    """The machine's energy counters: the idle draw before the first cell, then each cell's start and end."""
+
+    name = "energy"
+
+    def start(self, ctx):
+        ctx.energy = EnergyCapture(ctx.store, ctx.run_id, sources=ctx.energy_sources).start()
+        ctx.echo(ctx.energy.status_line())
+
+    def cell_start(self, ctx, cell_id, load_id):
+        ctx.energy.cell_start(cell_id)
+
+    def cell_done(self, ctx, cell_id, load_id):
+        ctx.energy.cell_end(cell_id)
+
+    def stop(self, ctx):
+        if ctx.energy is not None:
+            ctx.energy.stop()
 
 
 class Axes(Participant):
@@ -154,4 +182,4 @@ class Fit(Participant):
 
 
 #: every participant of a run, in the order each phase calls them
-PARTICIPANTS: tuple[Participant, ...] = (Memory(), Axes(), Probes(), Canaries(), Variants(), Fit())
+PARTICIPANTS: tuple[Participant, ...] = (Energy(), Memory(), Axes(), Probes(), Canaries(), Variants(), Fit())

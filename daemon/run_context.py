@@ -14,6 +14,7 @@ from typing import Callable
 from . import liveness
 from .backends import Backend
 from .campaign import Campaign
+from .energy.capture import EnergyCapture
 from .memory.capture import MemoryCapture
 from .run_record import RunOutcome, RunState, finish_run
 from .store import Store
@@ -59,6 +60,8 @@ class RunContext:
     lock: liveness.RunLock | None = None
     mem: MemoryCapture | None = None  # started once the models are registered
     model_ids: dict[str, int] = field(default_factory=dict)
+    energy_sources: list | None = None  # replaces the machine's energy counters (tests: recorded counters)
+    energy: EnergyCapture | None = None  # started with the memory capture
 
     def finish(self, status: str, code: int, error: str | None = None) -> RunOutcome:
         return finish_run(self.store, self.campaign, self.run_id, self.state, self.echo, status, code, error,

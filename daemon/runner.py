@@ -64,10 +64,12 @@ def run_campaign(
     echo: Callable[[str], None] = print,
     backend: Backend | None = None,
     memory_source=None,
+    energy_sources=None,
 ) -> RunOutcome:
     """Run ``campaign`` against its server, storing every sample as it is taken.
 
-    ``memory_source`` replaces the NVML reader (tests: recorded readings).
+    ``memory_source`` replaces the NVML reader, ``energy_sources`` the machine's energy counters
+    (tests: recorded readings and counters).
     """
     own_backend = backend is None
     backend = backend or backend_for(campaign)
@@ -78,7 +80,8 @@ def run_campaign(
             state = RunState(planned=sum(c.repetitions for c in cells)
                              + sum(p.planned(campaign) for p in PARTICIPANTS))
             run_id = start_run(store, campaign, state.planned, echo, lock)
-            ctx = RunContext(store, campaign, backend, echo, run_id, state, memory_source, lock)
+            ctx = RunContext(store, campaign, backend, echo, run_id, state, memory_source, lock,
+                             energy_sources=energy_sources)
             echo(f"run {run_id}: campaign {campaign.name} ({campaign.sha256[:12]}), {len(cells)} cells, "
                  f"{state.planned} samples planned")
             return _run(ctx, cells)
@@ -232,6 +235,8 @@ def _measure_cell(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: Walk) 
     checks = dict(embedding_url=campaign.embedding_url, embedding_model=campaign.embedding_model)
     cellchecks.snapshot(ctx.store, backend, cell_id, cell.model, "before", **checks)
     prompt_tokens = campaign.prompt_tokens[cell.prompt_class]
+    for p in PARTICIPANTS:
+        p.cell_start(ctx, cell_id, walk.load_id)
     for rep in range(1, cell.repetitions + 1):
         walk.done += 1
         label = (

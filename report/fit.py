@@ -68,6 +68,10 @@ def fit_view(db, run_id: int) -> list[dict]:
             "resident_mib": resident, "card_total_mib": total, "free_mib": _num(r.get("free_mib")),
             "share": resident / total if resident is not None and total else None,
             "memory_note": r.get("memory_note"),
+            # a load in host memory (CPU, unified): its process's peak against MemAvailable before it
+            "host_verdict": r.get("host_verdict"), "host_verdict_words": VERDICT_WORDS.get(r.get("host_verdict")),
+            "host_peak_mib": _num(r.get("host_peak_mib")), "host_anon_mib": _num(r.get("host_anon_mib")),
+            "host_available_mib": _num(r.get("host_available_mib")),
             "request_ok": r.get("request_ok"), "load_id": r.get("load_id"),
             "cite": cite, "missing": missing if r.get("verdict") == "fits" else [],
         })

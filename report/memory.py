@@ -3,7 +3,9 @@
 ``memory_view(db, run_id)`` is all the template ``sections/memory.md.j2``
 needs (variable name ``memory``). Card figures come from NVML rows only; a
 self-report is shown beside them and never stands in for them. Without a
-driver the view says "not measured (no NVIDIA driver)".
+driver the view says "not measured (no NVIDIA driver)". The server process's
+own memory on the host (``daemon/memory/host.py``, psutil) is in every load's
+``process`` on every machine, beside the self-report, each with its source.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import json
 
 from cardproof.daemon.memory.attribution import load_window, not_measured_reason
 from cardproof.daemon.memory.budget import budget, free_check_for_load
+from cardproof.daemon.memory.host import load_summary
 from cardproof.daemon.memory.readings import NOT_MEASURED, is_card_device
-from cardproof.daemon.memory.reconcile import reconcile_load
+from cardproof.daemon.memory.reconcile import CATEGORY as CATEGORY_FACTS, reconcile_load
 
 from .queries import is_measured_load
 
@@ -107,6 +110,10 @@ def _load_row(db, run_id: int, load: dict) -> dict:
         "cells": _cells(db, load["id"]),
         "neighbours": card["neighbours"],
         "plan": _plan(db, load["id"]),
+        "process": _process(db, load["id"]),
+        "unified": _unified(db, load["id"]),
+        "log_buffers": _buffers(db, load["id"]),
+        "process_cells": _process_cells(db, load["id"]),
     }
 
 
@@ -143,6 +150,69 @@ def _line_ids(sr: dict) -> list:
     except (TypeError, ValueError):
         return []
     return [i for i in ids if isinstance(i, int)] if isinstance(ids, list) else []
+
+
+def _process(db, load_id: int) -> dict:
+    """The load's server process as the OS counts it, or why there is no figure (never a guessed one)."""
+    summary = load_summary(db, load_id)
+    none = dict.fromkeys(("n", "peak_rss_mib", "median_rss_mib", "peak_pss_mib", "peak_uss_mib", "hwm_mib",
+                          "anon_mib", "file_mib", "shmem_mib", "swap_mib", "reason"))
+    none["pids"] = []
+    if summary:
+        pids = [r[0] for r in db.execute("select distinct pid from host_memory_samples where load_id = ? "
+                                         "order by pid", [load_id])]
+        return {**summary, "pids": pids, "note": None}
+    pids = [r[0] for r in db.execute("select distinct pid from memory_load_pids where load_id = ?", [load_id])]
+    if not pids:
+        return {**none, "note": "the load's server process was not identified on this host (no port, no PID)"}
+    return {**none, "note": "the server process was gone before it was read", "pids": pids}
+
+
+def _buffers(db, load_id: int) -> dict:
+    """The load's weights and KV cache on every device (card and host alike) and its context, as its log
+    states them, each with the first line it rests on: what the memory finding sets against each other."""
+    out: dict = {}
+    for key, names in (("weights", ("model_buffer_mib",)), ("kv", ("kv_buffer_mib", "kv_swa_buffer_mib")),
+                       ("ctx", ("ctx_size",))):
+        marks = ",".join("?" * len(names))
+        rows = db.execute(f"select value_num, line_id from facts where load_id = ? and name in ({marks}) "
+                          "and value_num is not null order by id", [load_id, *names]).fetchall()
+        if key == "ctx":
+            out["ctx_size"] = rows[-1][0] if rows else None
+            continue
+        out[f"{key}_mib"] = round(sum(v for v, _ in rows), 3) if rows else None
+        out[f"{key}_line"] = next((lid for _, lid in rows if lid is not None), None)
+    return out
+
+
+def _unified(db, load_id: int) -> dict | None:
+    """Apple Metal's buffers of a load (``MTL0``, ``MTL0_Mapped``, older ``Metal``) as its log states them:
+    unified memory, in the process's own memory, never a card. None for a load on no Metal device."""
+    rows = db.execute(
+        "select name, device, value_num, line_id from facts where load_id = ? and value_num is not null "
+        "and (device like 'MTL%' or device like 'Metal%' or name = 'metal_working_set_mib') order by id",
+        [load_id]).fetchall()
+    buffers = [(v, lid) for name, dev, v, lid in rows if dev and name in CATEGORY_FACTS]
+    working = [(v, lid) for name, _dev, v, lid in rows if name == "metal_working_set_mib"]
+    if not buffers:
+        return None
+    return {"platform": "Apple Metal", "buffers_mib": round(sum(v for v, _ in buffers), 3),
+            "line_ids": sorted({lid for _, lid in buffers if lid is not None}),
+            "working_set_mib": working[-1][0] if working else None,
+            "working_set_line": working[-1][1] if working else None}
+
+
+def _process_cells(db, load_id: int) -> list[dict]:
+    try:
+        return list(db.query(
+            """select h.cell_id, c.prompt_class, c.reasoning, h.peak_rss_mib, h.median_rss_mib, h.peak_pss_mib,
+                      h.anon_mib, h.file_mib, h.n_samples
+               from host_memory_cells h left join cells c on c.id = h.cell_id
+               where h.load_id = ? and h.status = 'ok' order by h.id""", [load_id]))
+    except Exception as exc:  # noqa: BLE001 -- a store from before the table: no per-cell figures
+        if "no such table" in str(exc):
+            return []
+        raise
 
 
 def _plan(db, load_id: int) -> dict | None:
@@ -195,6 +265,8 @@ def memory_view(db, run_id: int) -> dict:
         "compute_devices": compute_devices,
         "any_selfreport": any(r["selfreport_mib"] is not None for r in rows),
         "any_plan": any(r["plan"] for r in rows),
+        "any_process": any(r["process"].get("peak_rss_mib") is not None for r in rows),
+        "any_process_split": any(r["process"].get("file_mib") is not None for r in rows),
         "foreign_pids": foreign,
         "labels": CATEGORY_LABEL,
     }

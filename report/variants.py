@@ -18,6 +18,7 @@ import json
 import math
 import shlex
 
+from cardproof.daemon.memory.host import load_summary
 from cardproof.daemon.memory.readings import is_card_device
 from cardproof.daemon.memory.reconcile import reconcile_load
 from cardproof.daemon.variants.evidence import check_variant
@@ -112,11 +113,14 @@ def _best(candidates: list[tuple[str, dict]], metric: str) -> dict | None:
 
 
 def _memory(db, load_id: int | None) -> dict:
-    """Card memory of the variant's load (with the self-report beside it) and its KV cache as its log states it."""
-    out = {"card_mib": None, "selfreport_mib": None, "selfreport_host": False, "kv_mib": None, "kv_line": None}
+    """Card memory of the variant's load (with the self-report beside it), its server process's memory on the
+    host (psutil: peak resident, and its anonymous part) and its KV cache as its log states it."""
+    out = {"card_mib": None, "selfreport_mib": None, "selfreport_host": False, "kv_mib": None, "kv_line": None,
+           "process": None}
     if load_id is None:
         return out
     try:
+        out["process"] = load_summary(db, load_id)
         rec = reconcile_load(db, load_id)
         out["card_mib"] = rec["card"].get("card_mib")
         sr = rec.get("selfreport") or {}

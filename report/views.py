@@ -18,6 +18,7 @@ from .findings.inputs import gather as finding_inputs
 from .fit import fit_view
 from .compare import compare_runs
 from .contradictions import contradictions_for
+from .energy import energy_view
 from .evidence import run_evidence
 from .expectations import expectations_view
 from .gates import gate_summary
@@ -43,6 +44,7 @@ class ArticleView:
     comparison: dict | None
     ratio: dict | None
     memory: dict
+    energy: dict  # the Energy section (report/energy.py)
     contradictions: list
     evidence: dict
     lead: dict
@@ -89,6 +91,7 @@ def article_view(db, base: dict, *, previous_id: int | None, ratio: dict | None,
     so_far["comparison"] = compare_runs(db, previous_id, rid, views) if previous_id else None
     so_far["ratio"] = ratio
     so_far["memory"] = _memory(db, base)
+    so_far["energy"] = energy_view(db, rid)
     so_far["contradictions"] = contradictions_for(db, so_far, project)
     so_far["evidence"] = run_evidence(db, rid)
     so_far["lead"] = lead_view(so_far, so_far["evidence"])

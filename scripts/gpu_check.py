@@ -10,6 +10,10 @@ driver API through ctypes (libcuda.so.1 ships with every NVIDIA driver).
 Prints one PASS/FAIL line per check; exit 0 all passed, 1 a check failed,
 2 the check could not run here (no driver, no way to allocate).
 
+Energy: cardproof's NVML energy counter (EnergyCapture) must open, measure the
+card's idle draw over 2 s within (0, the card's enforced power limit], and
+store a cell's joules around the allocation, read at its start and end.
+
 ``--recorded-selftest`` runs the same checks against a recorded source and a
 stand-in child, so the script itself is tested on machines without a GPU.
 """
@@ -26,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cardproof.daemon.energy import EnergyCapture, NvmlEnergy
+from cardproof.daemon.energy.perf import cell_energy, idle_draw
 from cardproof.daemon.memory import NvmlSource, RecordedSource, SourceUnavailable
 from cardproof.daemon.memory.attribution import tick_series
 from cardproof.daemon.memory.capture import MemoryCapture
@@ -107,9 +113,13 @@ def run_checks(source, child: Child, mib: int, tolerance_mib: float, on_step=Non
         cap = MemoryCapture(store, run_id, source=source, interval_s=0.1, settle_poll_s=0.2).start()
         if not cap.available:
             return [(False, f"card not readable: {cap.sampler.reason}")]
+        energy = EnergyCapture(store, run_id, sources=[NvmlEnergy(source.api)]).start()
+        results.extend(_idle_checks(store, run_id, energy, source.api))
         child.expect("context")
         if on_step:
             on_step("context")
+        cell_id = store.insert("cells", {"run_id": run_id, "model_id": None, "position": 0, "kind": "measure"})
+        energy.cell_start(cell_id)
 
         def load(name):
             now = utcnow()
@@ -128,6 +138,12 @@ def run_checks(source, child: Child, mib: int, tolerance_mib: float, on_step=Non
         after_load = load("allocated")
         after = cap.after_load(after_load, pid=child.pid)
         time.sleep(0.5)  # a few sampler ticks of the allocated state
+        energy.cell_end(cell_id)
+        energy.stop()
+        cell = cell_energy(store.db, cell_id).get(energy.sources[0].kind) or {}
+        results.append((bool(cell) and cell["joules"] > 0 and cell["seconds"] > 0,
+                        f"energy over the allocation, read at the cell's start and end: "
+                        + (f"{cell['joules']:.1f} J in {cell['seconds']:.2f} s" if cell else "no figure")))
         store.update("loads", base_load, {"ended_at": after["ts_from"]})
         cap.stop()
         delta = (after["total_mib"] or 0) - (base["total_mib"] or 0)
@@ -154,7 +170,39 @@ def run_checks(source, child: Child, mib: int, tolerance_mib: float, on_step=Non
     return results
 
 
-def selftest_source(mib: int, child_pid: int, steps: dict, device_file: Path, skew_mib: int = 0) -> RecordedSource:
+def _idle_checks(store, run_id: int, energy: EnergyCapture, api) -> list[tuple[bool, str]]:
+    """The counter opened, and the idle draw it measured is a card's: above zero, at most its power limit."""
+    if not energy.readable:
+        return [(False, f"energy counter not readable: {'; '.join(energy.reasons.values())}")]
+    watts = (idle_draw(store.db, run_id).get(energy.sources[0].kind) or {}).get("watts")
+    try:
+        limit = api.nvmlDeviceGetEnforcedPowerLimit(api.nvmlDeviceGetHandleByIndex(0)) / 1000.0
+    except Exception:  # noqa: BLE001 -- a card that does not say its limit: only the lower bound is checked
+        limit = None
+    ok = watts is not None and watts > 0 and (limit is None or watts <= limit)
+    shown = f"{watts:.1f}" if watts is not None else "none"
+    return [(ok, f"idle draw from the energy counter over {energy.idle_s:g} s: {shown} W "
+                 f"(power limit {f'{limit:.1f} W' if limit is not None else 'not reported'})")]
+
+
+class _SelftestEnergy:
+    """The recorded API with an energy counter that runs at ``watts`` on the monotonic clock."""
+
+    def __init__(self, api, watts: float):
+        self._api, self.watts = api, watts
+
+    def __getattr__(self, name):
+        return getattr(self._api, name)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        return int(time.monotonic() * self.watts * 1000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        return 700_000
+
+
+def selftest_source(mib: int, child_pid: int, steps: dict, device_file: Path, skew_mib: int = 0,
+                    watts: float = 70.0) -> RecordedSource:
     """A recorded source whose child grows by ``mib`` once the child says 'allocated'."""
     dev = {"name": "recorded", "uuid": "GPU-selftest", "total_bytes": 81920 * 2**20,
            "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}}
@@ -174,6 +222,7 @@ def selftest_source(mib: int, child_pid: int, steps: dict, device_file: Path, sk
         return real_read()
 
     src.read = read
+    src._api = _SelftestEnergy(src.recorded, watts)
     return src
 
 
@@ -184,12 +233,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tolerance-mib", type=float, default=8.0)
     ap.add_argument("--recorded-selftest", action="store_true")
     ap.add_argument("--selftest-skew-mib", type=int, default=0, help=argparse.SUPPRESS)  # proves FAIL can happen
+    ap.add_argument("--selftest-watts", type=float, default=70.0, help=argparse.SUPPRESS)  # beyond the limit: FAIL
     args = ap.parse_args(argv)
     steps: dict = {}
     if args.recorded_selftest:
         held = Path(tempfile.mkdtemp()) / "nvidia0"
         child = Child(args.mib, args.device, standin_file=held)
-        source = selftest_source(args.mib, child.pid, steps, held, args.selftest_skew_mib)
+        source = selftest_source(args.mib, child.pid, steps, held, args.selftest_skew_mib, args.selftest_watts)
         print("recorded self-test: checks the script, not a card")
     else:
         source = NvmlSource()

@@ -38,6 +38,9 @@ class M:
     depth: list[tuple[int, int, float]] = field(default_factory=list)  # (depth asked, prompt tokens, decode)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (error_kind, error_text) in the first class
     crashes: list[str] = field(default_factory=list)  # end_reason of a crashed load, one per error above
+    # (peak RSS, weights, KV cache, context) of the first load: the server process read on the host and
+    # the buffer lines of its log, as a CPU-only run stores them
+    host: tuple[float, float, float, int] | None = None
 
 
 def shape(arch: str, quant: str, params: float, *, bits: float, basename: str, tokenizer: str,
@@ -176,6 +179,8 @@ def make_run(path: Path, models: list[M], *, reps: int = 5, status: str = "compl
                                              "scope": "device", "device_index": 0, "used_mib": m.card_mib,
                                              "total_mib": card_total_mib, "free_mib": card_total_mib - m.card_mib,
                                              "source": "nvml", "device_name": "NVIDIA GeForce RTX 4090"})
+            if m.host is not None:
+                _host_memory(db, rid, first_load, m.host, start)
             for pos, (context, verdict) in enumerate((fit or {}).get(m.name, [])):
                 db["fit_checks"].insert({"run_id": rid, "model_id": mid, "position": pos, "context_tokens": context,
                                          "ctx_size": context, "verdict": verdict, "request_ok": int(verdict == "fits"),
@@ -183,6 +188,25 @@ def make_run(path: Path, models: list[M], *, reps: int = 5, status: str = "compl
             t += timedelta(seconds=5)
     store.close()
     return rid
+
+
+def _host_memory(db, rid: int, load_id: int, host: tuple, start) -> None:
+    """The load's server process read twice on the host, and its log's weights, KV cache and context lines."""
+    peak, weights, kv, ctx = host
+    for k, rss in enumerate((peak * 0.9, peak)):
+        db["host_memory_samples"].insert({"run_id": rid, "load_id": load_id, "pid": 2000 + load_id,
+                                          "ts": (start + timedelta(seconds=k)).isoformat(), "rss_mib": rss,
+                                          "anon_mib": rss - weights, "file_mib": weights, "source": "psutil"})
+    src = db["log_sources"].insert({"kind": "plain", "name": f"server-{load_id}.log"}).last_pk
+    for raw, name, device, value in (
+            (f"load_tensors:   CPU_Mapped model buffer size = {weights:8.2f} MiB", "model_buffer_mib", "CPU_Mapped",
+             weights),
+            (f"llama_kv_cache:        CPU KV buffer size = {kv:8.2f} MiB", "kv_buffer_mib", "CPU", kv),
+            (f"llama_context: n_ctx         = {ctx}", "ctx_size", None, float(ctx))):
+        line = db["log_lines"].insert({"source_id": src, "run_id": rid, "raw": raw, "load_id": load_id,
+                                       "attribution": "pid"}).last_pk
+        db["facts"].insert({"load_id": load_id, "line_id": line, "name": name, "device": device,
+                            "value_num": value, "unit": "MiB" if name.endswith("_mib") else None})
 
 
 def view_of(path: Path, run_id: int) -> dict:

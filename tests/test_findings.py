@@ -71,7 +71,8 @@ MODULES = sorted(m.name for m in pkgutil.iter_modules(findings.__path__) if m.na
 
 
 def test_the_registry_is_every_rule_module_in_its_order():
-    assert set(RULES) == set(MODULES) == {"architecture", "ladder", "ranking", "crossover", "context", "loads", "symptoms", "room"}
+    assert set(RULES) == set(MODULES) == {"architecture", "ladder", "ranking", "crossover", "context", "loads", "symptoms", "room",
+                                                   "kvcache"}
     for name in MODULES:
         module = importlib.import_module(f"cardproof.report.findings.{name}")
         assert isinstance(module.RULE, FindingRule) and module.RULE.name == name and RULES[name] is module.RULE
@@ -401,3 +402,45 @@ def test_findings_are_frozen_values():
     """A finding is data until a page says it: nothing in it is text of one language."""
     for cls in (findings.Finding, findings.Line, findings.Fig):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+
+
+# -- 8. the KV cache against the weights ------------------------------------------------------------------------
+
+def _smollm2(q4_peak=224.0, f16_peak=389.0, kv=180.0, f16_kv=180.0):
+    """SmolLM2's Q4_1 and F16 at 8,192 tokens on a CPU host: weights as the files, one KV cache, measured peaks."""
+    q4 = dense("q4_1", 0.135, 60.0, quant="Q4_1", bits=5.8, base="smollm2", tokenizer="t",
+               host=(q4_peak, 92.0, kv, 8192))
+    f16 = dense("f16", 0.135, 30.0, quant="F16", bits=16.0, base="smollm2", tokenizer="t", pinned=True,
+                host=(f16_peak, 258.0, f16_kv, 8192))
+    return [q4, f16]
+
+
+def test_the_kv_cache_makes_a_smaller_file_save_less_memory_than_it_suggests(tmp_path):
+    models = _smollm2()
+    found = _of(_found(tmp_path, models), "kvcache")
+    assert [f.key for f in found] == ["kvcache:q4_1:f16"]
+    en = plain(found[0], Lang("en"))
+    files = {m.name: m.shape["file_bytes"] for m in models}
+    assert "q4_1 holds 42" in en and "less memory than f16 (224 MiB against 389 MiB, in the server process)" in en
+    assert f"not the {round((1 - files['q4_1'] / files['f16']) * 100)}" in en, en
+    assert "KV cache (180 MiB) is as large as f16's, and larger than its weights (92 MiB)" in en, en
+    links = [x.link for x in _figs(found[0]) if x.link]
+    assert any(x.startswith("line-") for x in links) and any(x.startswith("fig-load-") for x in links)
+    de = plain(found[0], Lang("de"))
+    assert "im Serverprozess" in de and "weniger Speicher als f16" in de
+
+
+@pytest.mark.parametrize("case,keys", [
+    ("kv below the weights", []),
+    # no pair: each model's own KV cache still outweighs its weights, and that alone is said
+    ("another kv cache", ["kvcache:q4_1", "kvcache:f16"]),
+    ("saving as the files say", ["kvcache:q4_1"]),
+    ("no process read", []),
+])
+def test_the_kv_cache_pair_stays_silent_where_the_data_does_not_carry_it(tmp_path, case, keys):
+    models = {"kv below the weights": lambda: _smollm2(kv=50.0, f16_kv=50.0),
+              "another kv cache": lambda: _smollm2(f16_kv=360.0),
+              "saving as the files say": lambda: _smollm2(q4_peak=140.0),
+              "no process read": lambda: [dense(m.name, 0.135, m.decode, quant=m.shape["quantisation"],
+                                                pinned=m.pinned) for m in _smollm2()]}[case]()
+    assert [f.key for f in _of(_found(tmp_path, models), "kvcache")] == keys

@@ -67,6 +67,10 @@ def test_cpu_only_run_says_not_on_a_card_with_the_real_buffers_and_kv_growing(ll
         assert "CPU KV buffer size" in kv_line[0] and kv_line[1] == r["load_id"]
         load = conn.execute("select trigger, status, end_reason from loads where id = ?", [r["load_id"]]).fetchone()
         assert tuple(load) == ("fit", "loaded", "fit test")
+    # in host memory: the server process was read before it stopped, against what the host had before
+    for r in rows:
+        assert 0 < r["host_peak_mib"] < r["host_available_mib"] <= r["host_total_mib"], dict(r)
+        assert r["host_anon_mib"] is not None and r["host_verdict"] == "fits"
     # f16 K and V for every cell: four times the context, four times the KV cache
     assert rows[1]["kv_host_mib"] == pytest.approx(4 * rows[0]["kv_host_mib"]) and rows[0]["kv_host_mib"] > 0
     # the progress line shows the stored buffers; which host buffers there are depends on the CPU
@@ -362,3 +366,21 @@ def test_own_flags_an_older_server_lacks_are_left_out(tmp_path, monkeypatch):
     old.chmod(0o755)
     monkeypatch.setenv("CARDPROOF_LLAMA_SERVER", str(old))
     assert fit.own_args() == ["-ngl", "999", "-lv", "4", "--log-colors", "off", "--no-webui"]
+
+
+def test_a_load_in_host_memory_fits_only_within_what_the_host_had_available():
+    """The host verdict from measured figures alone: the process's peak against MemAvailable before the load;
+    no figure, no verdict; a load on a card gets none."""
+    from cardproof.daemon.load.fit import host_verdict
+    from cardproof.daemon.load.fit_evidence import LoadEvidence
+
+    cpu = LoadEvidence(buffers={"CPU": {"kv_buffer_mib": 180.0}, "CPU_Mapped": {"model_buffer_mib": 92.0}})
+    ok = {"host_peak_mib": 310.0, "host_available_mib": 20000.0, "request_ok": 1}
+    assert host_verdict("not_on_card", cpu, ok) == "fits"
+    assert host_verdict("not_on_card", cpu, {**ok, "host_available_mib": 300.0}) == "does_not_fit"
+    assert host_verdict("not_on_card", cpu, {**ok, "host_peak_mib": None}) is None
+    assert host_verdict("not_on_card", cpu, {**ok, "request_ok": 0}) is None
+    card = LoadEvidence(buffers={"CUDA0": {"kv_buffer_mib": 180.0}})
+    assert host_verdict("fits", card, ok) is None
+    metal = LoadEvidence(buffers={"MTL0": {"kv_buffer_mib": 180.0}, "MTL0_Mapped": {"model_buffer_mib": 92.0}})
+    assert host_verdict("fits", metal, {**ok, "host_available_mib": 300.0}) == "does_not_fit"

@@ -78,14 +78,17 @@ def test_fit_table_in_both_languages_with_every_figure_linked(fit_db, tmp_path):
                         "largest": "Largest context that fits: 131,072 tokens.", "ctx": "131,072",
                         "layers": "7 of 65 layers on the CPU", "kv": "KV cache on the CPU: 1,024 MiB",
                         "partial": "partial evidence: no card memory reading",
-                        "share": "69.6\u00a0%", "free": "9,407 MiB"}),
+                        "share": "69.6\u00a0%", "free": "9,407 MiB",
+                        "host": "| in host memory | server process peak |", "host_fits": "| **fits** | "}),
             ("de", ".de", {"title": "### Passt auf die Karten", "fits": "**passt**", "no": "**passt nicht**",
                            "cpu": "**nicht auf einer Karte**",
                            "refused": "**abgelehnt**: Kontext 32.768 Token übersteigt",
                            "largest": "Größter Kontext, der passt: 131.072 Token.", "ctx": "131.072",
                            "layers": "7 von 65 Schichten auf der CPU", "kv": "KV-Cache auf der CPU: 1.024 MiB",
                            "partial": "unvollständige Belege: kein Kartenspeicher gelesen",
-                           "share": "69,6\u00a0%", "free": "9.407 MiB"})):
+                           "share": "69,6\u00a0%", "free": "9.407 MiB",
+                           "host": "| im Arbeitsspeicher des Rechners | Spitze des Serverprozesses |",
+                           "host_fits": "| **passt** | "})):
         md = (project / "site" / "runs" / f"run-{run_id}{suffix}.md").read_text()
         fit = md[md.index(words["title"]):]
         fit = fit[:fit.index("\n## ")]

@@ -27,7 +27,7 @@ REPORT_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("text and escaping", ("", "privacy", "messages", "messages.*", "mdsafe", "i18n", "csvsafe", "stats",
                            "tolerance", "chart_draw", "scaffold", "scaffold.*", "serve", "site_settings")),
     ("queries and views", ("queries", "gates", "findings", "findings.*", "fingerprints", "row_owners", "provenance", "lead",
-                           "evidence", "expectations", "fit", "memory", "probes", "reconcile", "compare",
+                           "evidence", "expectations", "fit", "memory", "energy", "probes", "reconcile", "compare",
                            "llama_bench", "history", "history.conditions", "history.steps", "history.series",
                            "history.llama_bench", "caveats", "caveats.*", "contradictions", "contradictions.*",
                            "axes", "views", "summaries", "summary", "setup", "variants")),

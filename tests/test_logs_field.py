@@ -188,6 +188,22 @@ def test_a_crash_marks_the_load_and_its_backtrace_stays_with_it(tmp_path, store)
     assert loads[1]["end_reason"] == "process exit" and "cuda_error" not in loads[1]["facts"]
 
 
+def test_a_rocm_error_ends_the_load_as_a_device_error(tmp_path, store):
+    """Process 1 of poseidon (real, an RX 7700 XT under ROCm), then the ROCm error lines of
+    likelovewant/ollama-for-amd issue #37 (real), then process 2: the ROCm error ends load 1 as a CUDA
+    error ends a load, and is its device error."""
+    lines = POSEIDON.read_text().splitlines()
+    crash = (REAL / "ollama-for-amd-issue37-rocm-error.log").read_text().splitlines()[12:17]
+    path = tmp_path / "rocm-crash.log"
+    path.write_text("\n".join(lines[7:60] + crash + lines[68:]) + "\n")
+    import_path(store, path)
+    loads = load_summaries(store.db)
+    assert len(loads) == 2
+    assert loads[0]["end_reason"] == "crashed: ROCm error" and not loads[0]["open"]
+    assert loads[0]["facts"]["cuda_error"] == ["ROCm error: invalid device function"]
+    assert loads[1]["end_reason"] == "process exit" and "cuda_error" not in loads[1]["facts"]
+
+
 def test_a_server_still_running_at_the_end_has_an_open_load_and_resumes(tmp_path, store):
     """The metal log cut in two: the first import ends mid-run (open load), the second continues it;
     a request block split across the two imports is still one request."""

@@ -147,6 +147,8 @@ CORPUS = {
     "llama-cpp-issue537-docker-tools-sh.log": {"lines": 16, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "ollama-issue1603-journal-sigill.log": {"lines": 5, "requests": 0, "observed_unplaced": [], "loads": NONE},
     "ollama-issue9500-go-sigill-panic.log": {"lines": 17, "requests": 1, "observed_unplaced": [], "loads": NONE},
+    # an Ollama runner's ROCm error mid-run, after its context lines (no model loader line: no load)
+    "ollama-for-amd-issue37-rocm-error.log": {"lines": 18, "requests": 2, "observed_unplaced": [], "loads": NONE},
     "ollama-issue2573-windows-exception-sigill.log": {"lines": 14, "requests": 0, "observed_unplaced": [],
                                                       "loads": NONE},
     "ollama-issue630-journal-pager-sigill.log": {"lines": 11, "requests": 0, "observed_unplaced": [], "loads": NONE},

@@ -17,6 +17,7 @@ from cardproof.daemon.logs.lines import clean, relative_seconds
 from cardproof.daemon.logs.parsers import Fact, parse_line
 
 FIXTURE = Path(__file__).parent / "fixtures" / "logs" / "router-interleaved.log"
+REAL = Path(__file__).parent / "fixtures" / "logs" / "real"
 
 
 def facts(raw: str) -> dict:
@@ -151,6 +152,24 @@ def test_cuda_errors_recorded_line_from_llama_cpp_issue_16953():
         "cuda_error": "an illegal memory access was encountered"}
     assert facts("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1412.77 MiB on device 0: "
                  "cudaMalloc failed: out of memory") == {"cuda_error": "cudaMalloc failed: out of memory"}
+
+
+def test_rocm_errors_are_device_errors_recorded_lines_from_ollama_for_amd_issue_37():
+    """https://github.com/likelovewant/ollama-for-amd/issues/37: ggml's CUDA code built for AMD prints
+    "ROCm error" where a CUDA build prints "CUDA error"; the platform stays named in the fact's text."""
+    lines = (REAL / "ollama-for-amd-issue37-rocm-error.log").read_text().splitlines()
+    assert facts(lines[13]) == {"cuda_error": "ROCm error: invalid device function"}
+    assert facts(lines[16]) == {}  # ".../ggml-cuda.cu:96: ROCm error" names no cause, as the CUDA line does
+    # the same line under HIP's and MUSA's names, as the other builds of that code name their platform
+    assert facts("HIP error: out of memory") == {"cuda_error": "HIP error: out of memory"}
+    assert facts("MUSA error: invalid argument") == {"cuda_error": "MUSA error: invalid argument"}
+    assert facts("torch.cuda.OutOfMemoryError: HIP out of memory. Tried to allocate 112.00 MiB.") == {}
+
+
+def test_metal_working_set_recorded_line_from_llama_runner():
+    """tests/fixtures/logs/real/llama-runner-metal-2026.log line 17 (Apple M4): MB of 10^6 bytes, stored in MiB."""
+    line = (REAL / "llama-runner-metal-2026.log").read_text().splitlines()[16]
+    assert facts(line) == {"metal_working_set_mib": pytest.approx(12713.12e6 / 2**20, abs=0.01)}
 
 
 def test_ollama_lines_recorded_line_from_ollama_issues():

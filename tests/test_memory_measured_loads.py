@@ -3,9 +3,9 @@
 The real run of tests/test_article_findings.py (real llama-server, real
 SQLite, canaries on: the ``load_time`` canary evicts a model and reloads it
 inside its own request). On this machine there is no NVIDIA driver, so the
-section shows the runtime's self-report per load; the canary's reload must
-not be one of its rows, and is named once as left out, linked to its log
-lines on the evidence page.
+section shows the server process's memory read on the host and the runtime's
+self-report per load; the canary's reload must not be one of their rows, and
+is named once as left out, linked to its log lines on the evidence page.
 """
 
 from __future__ import annotations
@@ -42,8 +42,14 @@ def test_canary_reload_is_no_memory_row(canary_run_db, tmp_path):  # noqa: F811
     assert explicit and [r["load_id"] for r in view["loads"]] == explicit, _loads(db, run_id)
     assert view["left_out_loads"] == canary
     en, de, _ = _build(canary_run_db, tmp_path / "p")
-    section = en[en.index("## Memory on the card"):]
-    section = section[:section.index("\n## ")]
+    whole = en[en.index("## Memory {#memory}"):]
+    whole = whole[:whole.index("\n## ")]
+    # the server process's memory, read on this host: one row per measured load, never the canary's reload
+    process = whole[:whole.index("### Memory on the card")]
+    measured = {int(lid) for lid in re.findall(r"^\| tiny-\w · load (\d+) \| \*\*[\d,]+\*\* \|", process,
+                                               flags=re.M)}
+    assert measured == set(explicit), (measured, explicit)
+    section = whole[whole.index("### Memory on the card"):]
     # the self-report table has a row per load that printed its breakdown (at exit): never the canary's
     assert "· load" not in section  # the module's server has not exited yet: no breakdown, no table
     rows = re.findall(r"^\| (tiny-\w) · load (\d+)", section, flags=re.M)
@@ -73,7 +79,7 @@ def test_canary_reload_with_a_self_report_is_still_no_row(canary_run_db, tmp_pat
     every = _loads(store.db, run_id)
     store.close()
     en, _de, _ = _build(copy, tmp_path / "p")
-    section = en[en.index("## Memory on the card"):]
+    section = en[en.index("### Memory on the card"):]
     section = section[:section.index("\n## ")]
     rows = {int(lid) for lid in re.findall(r"^\| tiny-\w · load (\d+) \|", section, flags=re.M)}
     assert rows == set(loads) - set(canary) and canary, (rows, loads, canary, every)

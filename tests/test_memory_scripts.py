@@ -44,6 +44,20 @@ def test_recorded_reading_gpu_check_selftest_passes_and_can_fail():
     assert bad.returncode == 1 and "FAIL allocation of 256 MiB" in bad.stdout
 
 
+def test_recorded_reading_gpu_check_selftest_covers_energy_and_can_fail():
+    """The energy checks: the counter opens, the idle draw lies within the card's power limit, a cell's
+    joules are stored from its two readings; a draw beyond the limit fails."""
+    ok = run("scripts/gpu_check.py", "--recorded-selftest", "--mib", "64")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    idle = next(ln for ln in ok.stdout.splitlines() if "idle draw from the energy counter" in ln)
+    assert idle.startswith("PASS") and "(power limit 700.0 W)" in idle, idle
+    watts = float(idle.split("over 2 s: ")[1].split(" W")[0])
+    assert 60 < watts < 80, idle  # the recorded counter runs at 70 W
+    assert any(ln.startswith("PASS energy over the allocation") for ln in ok.stdout.splitlines()), ok.stdout
+    bad = run("scripts/gpu_check.py", "--recorded-selftest", "--mib", "64", "--selftest-watts", "900")
+    assert bad.returncode == 1 and "FAIL idle draw from the energy counter" in bad.stdout, bad.stdout
+
+
 def test_recorded_reading_sampler_benchmark_prints_cpu_per_hour():
     res = run("bench/nvml_sampler.py", "--seconds", "1")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -43,6 +43,7 @@ APPLIED_ORDER = [
     "m026_statement_kinds",
     "m027_run_setup",
     "m028_run_host",
+    "m029_host_memory_energy",
 ]
 
 

@@ -85,3 +85,37 @@ def test_the_article_says_which_model_was_not_measured_and_why(llama_server, tmp
     assert "Not measured: the load was refused" in en and "tiny-a was never loaded" in en
     assert "pinned model tiny-b" in en and "Reproducible failure" not in en  # no request failed: none was sent
     assert "Nicht gemessen: das Laden wurde verweigert" in de and "tiny-a wurde nie geladen" in de
+
+
+def test_without_a_card_the_pin_is_guarded_by_the_hosts_available_memory(tmp_path):
+    """No card to read: the models share host memory. A model whose server process peaked, in an earlier
+    load, above what the host has available now is refused beside the pin; one that fits goes ahead. The
+    host's figure is read now (MemAvailable), the need from the stored peak: nothing is assumed."""
+    import psutil
+
+    from cardproof.daemon.memory.budget import pin_guard, required_in_host
+    from memory_support import add_load, make_run
+
+    class NoCard:
+        run_id = None
+
+        def before_load(self, model_id, required_mib=None):
+            return {"available": False, "reason": "no NVIDIA driver", "enough": None}
+
+    store, run_id, model_id = make_run(tmp_path / "h.db", model="big")
+    cap = NoCard()
+    cap.run_id = run_id
+    assert required_in_host(store.db, model_id) == (None, None)
+    assert pin_guard(store, cap, model_id, "big", "pinned") is None  # no known need: goes ahead, says so
+    load_id = add_load(store, run_id, model_id)
+    available = psutil.virtual_memory().available / 2**20
+    store.insert("host_memory_cells", {"run_id": run_id, "load_id": load_id, "cell_id": None, "status": "ok",
+                                       "n_samples": 3, "peak_rss_mib": available + 4096})
+    reason = pin_guard(store, cap, model_id, "big", "pinned")
+    assert reason and "available in host memory <" in reason and "peak in an earlier load" in reason, reason
+    checks = store.db.execute("select available_mib, required_mib, basis from host_memory_checks "
+                              "order by id").fetchall()
+    assert len(checks) == 2 and checks[1][1] == round(available + 4096, 3) and checks[1][0] > 0
+    store.db.execute("update host_memory_cells set peak_rss_mib = 64")
+    store.db.conn.commit()
+    assert pin_guard(store, cap, model_id, "big", "pinned") is None

@@ -250,3 +250,4 @@ def test_probe_verdicts_the_model_earns(ladder_run):
         detail = json.loads(next(r["detail_json"] for r in rows if (r["model"], r["variant"]) == (model, "roman_to_int")))
         assert verdicts[(model, "roman_to_int")] == ("FAIL_BROKEN", "looping"), detail.get("looping")
         assert detail["budget"]["counted_by"] == "tokenizer" and detail["budget"]["max_tokens"] > 160, detail["budget"]
+

@@ -29,6 +29,7 @@ import httpx
 
 from .. import llamacpp
 from ..crashes import end_reason as crash_end
+from ..memory.host import host_available, read_process
 from ..memory.procinfo import children
 from ..memory.readings import NOT_MEASURED, SourceUnavailable
 from ..prompts import build_prompt, new_nonce
@@ -110,6 +111,8 @@ def fit_one(store: Store, *, run_id: int, model: str, model_id: int, model_file:
     t0 = time.monotonic()
     load_error = request_error = None
     memory: dict = {}
+    host = host_available()  # before the load: what the host could give it without swapping
+    row.update(host_available_mib=host["available_mib"], host_total_mib=host["total_mib"])
     try:
         server = launch(args, log_path, settings.load_timeout_s)
     except llamacpp.LlamaServerMissing as exc:
@@ -132,6 +135,7 @@ def fit_one(store: Store, *, run_id: int, model: str, model_id: int, model_file:
             row.update({k: answer[k] for k in ("prompt_tokens", "completion_tokens", "request_ms")})
             request_error = answer["error"]
             memory = _worst(first, _card(source, server.pid))  # after the request: the cache holds its tokens
+            row.update(_host_peak(server.pid))
         finally:
             server.stop()
         store.update("loads", load_id, {"ended_at": utcnow(), "end_reason": "fit test"})
@@ -146,7 +150,34 @@ def fit_one(store: Store, *, run_id: int, model: str, model_id: int, model_file:
     verdict = judge(ev, context_tokens=context, load_error=load_error, request_error=request_error,
                     card_readable=memory.get("resident_mib") is not None)
     _fill(row, ev, memory, request_error)
+    row["host_verdict"] = host_verdict(verdict.verdict, ev, row)
     return _store(store, row, verdict.verdict, verdict.reasons, verdict.missing, ev)
+
+
+def _host_peak(pid: int | None) -> dict:
+    """The server process's peak in host memory: the kernel's high-water mark where it keeps one, else RSS now."""
+    mem = read_process(pid) if pid else None
+    if mem is None or mem.rss_mib is None:
+        return {}
+    return {"host_peak_mib": max(v for v in (mem.hwm_mib, mem.rss_mib) if v is not None),
+            "host_anon_mib": mem.anon_mib}
+
+
+def host_verdict(verdict: str, ev: LoadEvidence, row: dict) -> str | None:
+    """Whether a load that runs in host memory (on the CPU, or Apple's unified memory) fits there.
+
+    The same rules as on a card: only what was measured decides. Fits: the load and its request
+    succeeded and the process's peak stayed within what the host had available before the load
+    (Linux's MemAvailable). Does not fit: the peak went beyond it (the host swapped or dropped the
+    mapped weights to make room). None where either figure is missing or the load is on a card.
+    """
+    unified = any(d.startswith(("MTL", "Metal")) for d in ev.buffers)
+    if verdict != "not_on_card" and not (unified and verdict == "fits"):
+        return None
+    peak, available = row.get("host_peak_mib"), row.get("host_available_mib")
+    if peak is None or available is None or not row.get("request_ok"):
+        return None
+    return "fits" if peak <= available else "does_not_fit"
 
 
 def _refusal(context: int, trained: int | None, model_file: str | None) -> Said | None:
@@ -329,4 +360,7 @@ def summary(model: str, row: dict) -> str:
         parts.append("buffers " + ", ".join(f"{d} {sum(b.values()):.1f} MiB" for d, b in sorted(buffers.items())))
     if row.get("resident_mib") is not None:
         parts.append(f"resident {row['resident_mib']:.0f} MiB of {row['card_total_mib']:.0f} MiB")
+    if row.get("host_verdict"):
+        parts.append(f"host memory: {VERDICT_WORDS[row['host_verdict']]}, process peak {row['host_peak_mib']:.0f} MiB"
+                     f" of {row['host_available_mib']:.0f} MiB available before the load")
     return head + (f" ({'; '.join(parts)})" if parts else "")

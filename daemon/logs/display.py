@@ -86,7 +86,7 @@ def load_line(ld: dict) -> str:
     if "kv_cache_type_k" in f:
         parts.append(f"kv {f['kv_cache_type_k']}/{f.get('kv_cache_type_v', '?')}")
     if "cuda_error" in f:
-        parts.append(f"CUDA errors {len(f['cuda_error'])}")
+        parts.append(f"device errors {len(f['cuda_error'])}")  # CUDA, ROCm, HIP or MUSA
     crash = _crash(ld)
     if crash:
         parts.insert(0, crash)

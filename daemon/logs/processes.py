@@ -83,7 +83,7 @@ _OWN_LAST_WORDS = ("Received second interrupt", "terminate called after throwing
 _LOADING_MODEL = re.compile(r"loading model '([^']+)'")
 _META_MODEL = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?)"
                          r" \(version ")
-_CRASH = re.compile(r"(?:\.cu:\d+: (CUDA error)|(GGML_ASSERT\(.{0,1000}?\) failed))")
+_CRASH = re.compile(r"(?:\.cu:\d+: ((?:CUDA|ROCm|HIP|MUSA) error)|(GGML_ASSERT\(.{0,1000}?\) failed))")
 # llama.cpp's own line shapes: its timestamp, "function: ", its 2024 INFO and JSON forms
 _LLAMA_LIKE = re.compile(r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d [A-Z] |[a-z_][a-z0-9_]*: |INFO \[|VERB \[|\{\")")
 _PROXY = ("[INFO] ", "[DEBUG] ", "[WARN] ", "[ERROR] ", "[llama-swap] ", "llama-swap listening")
@@ -228,7 +228,7 @@ class Streams:
                 or "Received second interrupt" in text:
             hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=proc.get("why") or "process exit")
             proc["ended"] = True
-        elif "failed" in text or "CUDA error" in text:
+        elif "failed" in text or ".cu:" in text:
             m = _CRASH.search(text)
             if m and not proc.get("crashed"):
                 proc["crashed"] = True  # its backtrace still follows, until the next start

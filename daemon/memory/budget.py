@@ -3,6 +3,9 @@
 Free memory before a load is read from the card at that moment (DESIGN.md
 principle 12): a release call having returned proves nothing about what the
 card holds. Without a driver the check says "not measured"; it never infers.
+Where there is no card to read, the models share the host's memory: the pin is
+then guarded by the host's available memory (MemAvailable) against the model's
+measured process peak, by the same rule.
 """
 
 from __future__ import annotations
@@ -130,6 +133,38 @@ def required_for_model(db, model_id: int) -> tuple[float | None, str | None]:
     return None, None
 
 
+def required_in_host(db, model_id: int) -> tuple[float | None, str | None]:
+    """What loading the model needs in host memory (a model on the CPU or in unified memory), and on what
+    that rests: its server process's peak resident memory in an earlier load of the same model row, else
+    its weights file's size, a lower bound (the KV cache and compute buffers come on top)."""
+    try:
+        row = db.execute("""select max(c.peak_rss_mib) from host_memory_cells c join loads l on l.id = c.load_id
+                            where l.model_id = ? and c.status = 'ok'""", [model_id]).fetchone()
+    except Exception as exc:  # noqa: BLE001 -- a store from before the table: the file size alone
+        if "no such table" not in str(exc):
+            raise
+        row = None
+    if row and row[0]:
+        return round(row[0], 3), "its server process's peak in an earlier load"
+    row = db.execute("select file_bytes from models where id = ?", [model_id]).fetchone()
+    if row and row[0]:
+        return round(row[0] / 2**20, 3), "the size of its weights file, a lower bound"
+    return None, None
+
+
+def host_before_load(store: Store, *, run_id: int | None, model_id: int | None,
+                     required_mib: float | None = None, basis: str | None = None) -> dict:
+    """The host's available memory now (Linux: MemAvailable), stored beside what the load needs."""
+    from .host import SOURCE, host_available
+
+    now = host_available()
+    store.insert("host_memory_checks", {"run_id": run_id, "model_id": model_id, "ts": utcnow(),
+                                        "available_mib": now["available_mib"], "total_mib": now["total_mib"],
+                                        "required_mib": required_mib, "basis": basis, "source": SOURCE})
+    enough = now["available_mib"] >= required_mib if required_mib is not None else None
+    return {**now, "required_mib": required_mib, "enough": enough}
+
+
 def pin_guard(store: Store, capture, model_id: int, model: str, pinned: str) -> str | None:
     """Before loading ``model`` beside the pinned model: the refusal reason, or None to go ahead.
 
@@ -141,7 +176,9 @@ def pin_guard(store: Store, capture, model_id: int, model: str, pinned: str) -> 
     """
     need, basis = required_for_model(store.db, model_id)
     check = capture.before_load(model_id, required_mib=need)
-    if not check["available"] or check["enough"] is not False:
+    if not check["available"]:
+        return _host_guard(store, capture.run_id, model_id, model, pinned)
+    if check["enough"] is not False:
         return None
     devices = ", ".join(f"GPU{d['index']} {_size(d['free_mib'])}" for d in check["devices"])
     return (f"{_size(check['free_mib'])} free on the cards ({devices}) < {_size(need)} needed ({basis}); "
@@ -150,3 +187,13 @@ def pin_guard(store: Store, capture, model_id: int, model: str, pinned: str) -> 
 
 def _size(mib: float) -> str:
     return f"{mib / 1024:.2f} GiB" if mib >= 1024 else f"{mib:.1f} MiB"
+
+
+def _host_guard(store: Store, run_id: int, model_id: int, model: str, pinned: str) -> str | None:
+    """No card to read: the models share the host's memory, so the pin is guarded there, by the same rule."""
+    need, basis = required_in_host(store.db, model_id)
+    check = host_before_load(store, run_id=run_id, model_id=model_id, required_mib=need, basis=basis)
+    if check["enough"] is not False:
+        return None
+    return (f"{_size(check['available_mib'])} available in host memory < {_size(need)} needed ({basis}); "
+            f"loading {model} could push the pinned model {pinned} out")

@@ -3,22 +3,56 @@
     cap = MemoryCapture(store, run_id).start()          # run start
     check = cap.before_load(model_id, required_mib=None) # right before each load
     cap.after_load(load_id, pid=..., port=...)           # once the load is ready
+    cap.start_cell(cell_id, load_id)                     # before each cell's first sample
     cap.end_cell(cell_id, load_id)                       # after each cell's last sample
     cap.stop()                                           # run end (also on interrupt)
 
 Without a driver every call still returns, and what it stores says
-"card memory: not measured (no NVIDIA driver)".
+"card memory: not measured (no NVIDIA driver)". The server process's own
+memory on the host (``host.py``) is sampled on every machine, driver or not.
 """
 
 from __future__ import annotations
 
-from ..store import Store
+from ..store import Store, utcnow
 from .attribution import cell_stats, resolve_load_pids, settle_after_load
 from .budget import free_before_load
+from .host import HostMemorySampler, cell_summary
+from .amdsmi import AmdSmiSource
 from .nvml import NvmlSource
-from .readings import NOT_MEASURED
+from .readings import NOT_MEASURED, SourceUnavailable
 from .sampler import MemorySampler
 from .selfreport import record_llama_selfreport, record_ollama_selfreport
+
+
+class _NoCard:
+    """No card library answered: every read says why (NVML's reason first, AMD's beside it)."""
+
+    kind = "nvml"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def open(self):
+        raise SourceUnavailable(self.reason)
+
+    read = open
+
+    def close(self) -> None:
+        pass
+
+
+def default_source():
+    """NVML where an NVIDIA driver answers, else AMD SMI where it finds an AMD GPU, else the reasons of both."""
+    nvml = NvmlSource()
+    try:
+        return nvml.open()
+    except SourceUnavailable as nv_exc:
+        amd = AmdSmiSource()
+        try:
+            return amd.open()
+        except SourceUnavailable as amd_exc:
+            return _NoCard(f"{nv_exc}; AMD: {amd_exc}")
 
 
 class MemoryCapture:
@@ -28,25 +62,29 @@ class MemoryCapture:
                  settle_timeout_s: float = 15.0, settle_poll_s: float = 0.5):
         self.store = store
         self.run_id = run_id
-        self.source = source if source is not None else NvmlSource()
+        self.source = source if source is not None else default_source()
         self.sampler = MemorySampler(store, self.source, run_id=run_id, interval_s=interval_s)
         self.settle_timeout_s = settle_timeout_s
         self.settle_poll_s = settle_poll_s
+        self.host = HostMemorySampler(store, run_id=run_id, interval_s=interval_s)
+        self._cell_from: dict[int, str] = {}
 
     @property
     def available(self) -> bool:
         return bool(self.sampler.available)
 
     def start(self) -> "MemoryCapture":
-        """Open the card and start sampling; without a driver, record that once."""
+        """Open the card and start sampling; without a driver, record that once. The host is sampled always."""
         self.sampler.start()
+        self.host.start()
         return self
 
     def status_line(self) -> str:
         """One line for the run's progress output."""
+        host = f"server process memory: psutil every {self.host.interval_s:g} s"
         if self.sampler.available:
-            return f"card memory: sampling {self.source.kind} every {self.sampler.interval_s:g} s"
-        return f"{NOT_MEASURED} — {self.sampler.reason}"
+            return f"card memory: sampling {self.source.kind} every {self.sampler.interval_s:g} s; {host}"
+        return f"{NOT_MEASURED} — {self.sampler.reason}; {host}"
 
     def before_load(self, model_id: int | None, *, required_mib: float | None = None) -> dict:
         """Free memory from the card right before a load (the pinned-model rule reads it)."""
@@ -64,14 +102,27 @@ class MemoryCapture:
             return None
         pids = resolve_load_pids(self.store, load_id, pid=pid, port=port, arg=arg,
                                  include_children=include_children)
+        self.host.attach(load_id, pids)
+        self.host.sample_once("after_load", load_id)
         if not self.available:
             return settle_after_load(self.store, self.source, self.run_id, load_id, pids, timeout_s=0)
         self.sampler.attach(load_id, pids)
         return settle_after_load(self.store, self.source, self.run_id, load_id, pids,
                                  poll_s=self.settle_poll_s, timeout_s=self.settle_timeout_s)
 
+    def start_cell(self, cell_id: int, load_id: int | None) -> None:
+        """The cell's window opens: one host reading now, so a cell shorter than a tick still has one."""
+        self._cell_from[cell_id] = utcnow()
+        if load_id is not None:
+            self.host.sample_once("cell_start", load_id)
+
     def end_cell(self, cell_id: int, load_id: int | None) -> dict:
-        """Peak and median of the load's memory over the cell just finished."""
+        """Peak and median of the load's memory over the cell just finished (card, then host process)."""
+        if load_id is not None:
+            self.host.sample_once("cell_end", load_id)
+        began = self._cell_from.pop(cell_id, None) or self.store.db.execute(
+            "select min(started_at) from samples where cell_id = ?", [cell_id]).fetchone()[0]
+        cell_summary(self.store, self.run_id, cell_id, load_id, began)
         return cell_stats(self.store, self.run_id, cell_id, load_id)
 
     def selfreport_llama(self, load_id: int) -> int | None:
@@ -98,6 +149,7 @@ class MemoryCapture:
         return record_ollama_selfreport(self.store, self.run_id, load_id, ps, model)
 
     def stop(self) -> None:
-        """Stop the sampler and release the driver; safe to call twice."""
+        """Stop the samplers and release the driver; safe to call twice."""
+        self.host.stop()
         self.sampler.stop()
         self.source.close()

@@ -115,6 +115,14 @@ class RecordedNvml:
     def nvmlDeviceGetMaxPcieLinkWidth(self, h):
         return self._pcie(h, "width_max")
 
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        """Millijoules since the driver loaded (a tick's ``energy_mj``); NotSupported where none was recorded,
+        as NVML answers on a card before Volta."""
+        energy = self._now()["devices"][h].get("energy_mj")
+        if energy is None:
+            raise _nvml_error("NOT_SUPPORTED")
+        return energy
+
     def _procs(self, h, kind):
         out = []
         for p in self._now().get("processes", []):

@@ -286,16 +286,34 @@ def parse_draft_acceptance(text: str) -> list[Fact]:
 
 
 # "CUDA error: an illegal memory access was encountered"; the line before it,
-# ".../ggml-cuda.cu:88: CUDA error", names no cause and is not a fact.
-_CUDA_ERROR = re.compile(r"CUDA error: (.+)")
+# ".../ggml-cuda.cu:88: CUDA error", names no cause and is not a fact. ggml's CUDA code built for AMD
+# (HIP) or Moore Threads (MUSA) prints the same line under its platform's name ("ROCm error: invalid
+# device function"): the same device error, stored as one with the platform named in its text.
+_CUDA_ERROR = re.compile(r"\b(CUDA|ROCm|HIP|MUSA) error: (.+)")
 # "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1412.77 MiB on device 0: cudaMalloc failed: out of memory"
 _CUDA_MALLOC = re.compile(r"(cudaMalloc failed: .+)")
 
 
-@parser("CUDA error: ", "cudaMalloc failed")
+@parser("CUDA error: ", "ROCm error: ", "HIP error: ", "MUSA error: ", "cudaMalloc failed")
 def parse_cuda_error(text: str) -> list[Fact]:
-    m = _CUDA_ERROR.search(text) or _CUDA_MALLOC.search(text)
+    """A device error (CUDA's text as printed; another platform's with its name first)."""
+    m = _CUDA_ERROR.search(text)
+    if m:
+        cause = m[2].strip()
+        return [Fact("cuda_error", value_text=cause if m[1] == "CUDA" else f"{m[1]} error: {cause}")]
+    m = _CUDA_MALLOC.search(text)
     return [Fact("cuda_error", value_text=m[1].strip())] if m else []
+
+
+# "ggml_metal_device_init: recommendedMaxWorkingSetSize  = 12713.12 MB": how much of an Apple GPU's
+# unified memory Metal recommends for the process's GPU work. ggml-metal prints bytes / 1e6 (decimal MB).
+_WORKING_SET = re.compile(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
+
+
+@parser("recommendedMaxWorkingSetSize")
+def parse_metal_working_set(text: str) -> list[Fact]:
+    m = _WORKING_SET.search(text)
+    return [Fact("metal_working_set_mib", round(float(m[1]) * 1e6 / 2**20, 2), unit="MiB")] if m else []
 
 
 @parser("model loaded")
