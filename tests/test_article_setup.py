@@ -153,4 +153,4 @@ def test_the_breakdowns_host_row_is_the_self_report_with_its_parts(article, tmp_
     row = next(line for line in memory.splitlines() if line.startswith("| tiny-a · load 1 "))
     assert f"| [294](run-1-evidence.md#line-{line_id}) MiB in host memory = model 92 + context 180 + compute 22 MiB " \
            "| llama-server memory breakdown" in row, row
-    assert "MiB im Hauptspeicher = Modell 92 + Kontext 180 + Rechenpuffer 22 MiB" in de
+    assert "MiB im Arbeitsspeicher = Modell 92 + Kontext 180 + Rechenpuffer 22 MiB" in de

@@ -87,7 +87,7 @@ def test_fit_table_in_both_languages_with_every_figure_linked(fit_db, tmp_path):
                            "layers": "7 von 65 Schichten auf der CPU", "kv": "KV-Cache auf der CPU: 1.024 MiB",
                            "partial": "unvollständige Belege: kein Kartenspeicher gelesen",
                            "share": "69,6\u00a0%", "free": "9.407 MiB",
-                           "host": "| im Arbeitsspeicher des Rechners | Spitze des Serverprozesses |",
+                           "host": "| im Arbeitsspeicher | Spitze des Serverprozesses |",
                            "host_fits": "| **passt** | "})):
         md = (project / "site" / "runs" / f"run-{run_id}{suffix}.md").read_text()
         fit = md[md.index(words["title"]):]
