@@ -187,7 +187,8 @@ def test_the_layer_check_sees_late_and_type_checking_imports(tmp_path):
 #: module is a library below all of them (store, backends, logs, gates ...) and imports none of them.
 RUNNER_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run record and context", ("run_context", "run_record", "run_loads")),
-    ("participants' steps", ("load.run", "load.fit", "probes.run", "canaries", "variants.run")),
+    ("participants' steps", ("load.run", "load.fit", "probes.run", "canaries", "variants.run",
+                              "quality.run")),
     ("participants", ("participants",)),
     ("runner", ("runner",)),
     ("service", ("service", "service.*")),

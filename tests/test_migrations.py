@@ -41,6 +41,7 @@ APPLIED_ORDER = [
     "m024_variants",
     "m025_row_salts",
     "m026_statement_kinds",
+    "m027_quality_checks",
 ]
 
 

@@ -106,8 +106,8 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
     """Every rule name this run can supply for one model -> its value."""
     load_ids = [r[0] for r in db.execute(
         """select id from loads where run_id = ? and model_id = ? and merged_into is null
-           and coalesce(status, 'loaded') != 'failed' and coalesce(trigger, '') != 'fit' order by id""",
-        [run_id, model_id]).fetchall()]  # a fit load's context is the fit test's, not the run's
+           and coalesce(status, 'loaded') != 'failed' and coalesce(trigger, '') not in ('fit', 'quality') order by id""",
+        [run_id, model_id]).fetchall()]  # a fit load's context is the fit test's, a quality load's llama-perplexity's
     out = _load_facts(db, load_ids)
     # measured loads only, as the article's Load column: a canary's reload or a probe's is no load time
     secs = [r[0] for r in db.execute(

