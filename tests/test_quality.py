@@ -126,3 +126,24 @@ def test_figures_are_what_llama_perplexity_printed_for_each_member_and_the_kv8_v
     # the base's logits are gone; no file of them is left beside the store
     assert not list(tmp_path.glob(".quality-logits-*")) and not list(tmp_path.rglob("*.kld"))
     assert any(ln.startswith("quality smollm2-q4_1 against smollm2-f16: KLD ") for ln in lines), lines
+
+
+def test_rules_and_expectations_read_quality_figures_of_a_model_and_its_variant(tmp_path):
+    text = ('[server]\nurl = "http://127.0.0.1:9"\n[[models]]\nname = "a"\n[variants.sets]\nkv8 = ["-ctk", "q8_0"]\n'
+            "[rules]\nclose = 'quality.kld_mean < 0.01 and variant.kv8.quality.same_top >= 90'\n"
+            "[expectations]\nratio = 'quality.ppl_ratio <= 1.05 and quality.kld_p99 < 0.1'\n")
+    assert set(parse_campaign(text).rules) == {"close"}
+    with pytest.raises(CampaignError, match=r"unknown name 'quality.kld'"):
+        parse_campaign(text.replace("quality.kld_mean", "quality.kld"))
+    from cardproof.daemon.quality.figures import rule_values
+
+    store, run_id, model_id = make_run(tmp_path / "r.db")
+    for role, kld in (("base", None), ("member", 0.0029)):
+        store.insert("quality_checks", {"run_id": run_id, "model_id": model_id, "role": role, "status": "measured",
+                                        "kld_mean": kld, "same_top": 95.9 if kld else None, "ppl_ratio": 1.006})
+    # the member's figures; a base row (the reference) supplies none
+    assert rule_values(store.db.conn, run_id, model_id) == {"quality.kld_mean": 0.0029, "quality.same_top": 95.9,
+                                                            "quality.ppl_ratio": 1.006}
+    store.db.conn.execute("update quality_checks set status = 'failed' where role = 'member'")
+    assert rule_values(store.db.conn, run_id, model_id) == {}
+    store.close()

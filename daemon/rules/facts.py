@@ -17,6 +17,7 @@ from ..load.slo import rule_values as load_rule_values
 from ..memory.readings import is_card_device
 from ..memory.reconcile import reconcile_load
 from ..probes.base import summarise
+from ..quality.figures import rule_values as quality_rule_values
 from . import schema as N
 
 
@@ -125,6 +126,7 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
                         [run_id]).fetchone()
     out |= load_rule_values(db.conn, run_id, model_id, frozen[0] if frozen else None)
     out |= fit_rule_values(db.conn, run_id, model_id)
+    out |= quality_rule_values(db.conn, run_id, model_id)
     pinned = db.execute("select max(pinned) from cells where run_id = ? and model_id = ?", [run_id, model_id]).fetchone()
     out["pinned"] = bool(pinned and pinned[0])
     return out
