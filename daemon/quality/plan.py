@@ -17,16 +17,6 @@ from dataclasses import dataclass, field
 
 from ..said import Said
 
-NO_FILE = "model file not on this machine: {path}"
-NO_PATH = "no model file known: set file in the model's [[models]] table"
-NO_SHAPE = ("the file's GGUF header gives no {missing}: the model cannot be placed in a ladder, so nothing is "
-            "compared with it")
-OTHER_TOKENIZER = ("its tokenizer ({tokenizer}) is not the base {base}'s ({base_tokenizer}): KL divergence compares "
-                   "two token distributions over one vocabulary, so these models are never compared")
-OTHER_MODEL = ("its {what} is not the base {base}'s: another base model, so its KL divergence would mix what the "
-               "format changes with what the model changes")
-ALONE = "no other member of its ladder and no variant to compare with its logits"
-MODEL_REFUSED = "its model {model} was refused: {reason}"
 
 
 @dataclass
@@ -69,24 +59,28 @@ def family(shape: dict) -> tuple:
 
 def _unplaceable(shape: dict) -> Said | None:
     if not shape.get("path"):
-        return Said(NO_PATH, {})
+        return Said("no model file known: set file in the model's [[models]] table", {})
     if not shape.get("on_disk"):
-        return Said(NO_FILE, {"path": shape["path"]})
-    missing = [w for w, k in (("tokenizer", "tokenizer_sha256"), ("parameter count", "params"),
-                              ("file size", "file_bytes")) if not shape.get(k)]
-    if missing:
-        return Said(NO_SHAPE, {"missing": ", ".join(missing)})
+        return Said("model file not on this machine: {path}", {"path": shape["path"]})
+    if not all(shape.get(k) for k in ("tokenizer_sha256", "params", "file_bytes")):
+        return Said("the file's GGUF header does not give its tokenizer, parameter count and size: the model "
+                    "cannot be placed in a ladder, so nothing is compared with it", {})
     return None
 
 
 def _differs(entry: Entry, base: Entry) -> Said | None:
     s, b = entry.shape, base.shape
     if s.get("tokenizer_sha256") != b.get("tokenizer_sha256"):
-        return Said(OTHER_TOKENIZER, {"tokenizer": (s.get("tokenizer_sha256") or "?")[:12], "base": base.name,
-                                      "base_tokenizer": (b.get("tokenizer_sha256") or "?")[:12]})
-    for what, key in (("architecture", "architecture"), ("parameter count", "params")):
-        if s.get(key) != b.get(key):
-            return Said(OTHER_MODEL, {"what": what, "base": base.name})
+        return Said("its tokenizer ({tokenizer}) is not the base {base}'s ({base_tokenizer}): KL divergence "
+                    "compares two token distributions over one vocabulary, so these models are never compared",
+                    {"tokenizer": (s.get("tokenizer_sha256") or "?")[:12], "base": base.name,
+                     "base_tokenizer": (b.get("tokenizer_sha256") or "?")[:12]})
+    if s.get("architecture") != b.get("architecture"):
+        return Said("its architecture is not the base {base}'s: another base model, so its KL divergence would "
+                    "mix what the format changes with what the model changes", {"base": base.name})
+    if s.get("params") != b.get("params"):
+        return Said("its parameter count is not the base {base}'s: another base model, so its KL divergence "
+                    "would mix what the format changes with what the model changes", {"base": base.name})
     return None
 
 
@@ -122,9 +116,11 @@ def plan(models: list[Entry], variants: list[Entry], requantized: dict[str, str]
             by_model[v.model].variants.append(v)
         else:
             why = refused_models.get(v.model)
-            out.refused.append((v, Said(MODEL_REFUSED, {"model": v.model, "reason": why or Said(ALONE, {})})))
+            why = why or Said("no other member of its ladder and no variant to compare with its logits", {})
+            out.refused.append((v, Said("its model {model} was refused: {reason}", {"model": v.model, "reason": why})))
     for ladder in list(out.ladders):
         if not ladder.members and not ladder.variants:
             out.ladders.remove(ladder)
-            out.refused.append((ladder.base, Said(ALONE, {})))
+            out.refused.append((ladder.base, Said("no other member of its ladder and no variant to compare "
+                                                  "with its logits", {})))
     return out

@@ -38,16 +38,6 @@ from .settings import QualitySettings, perplexity_args
 if TYPE_CHECKING:
     from ..run_context import RunContext
 
-NO_TOOL = "no llama-perplexity to run here: {error}"
-NO_TEXT = "the shipped text cannot be used: {error}"
-TOO_SHORT = ("the text is shorter than the context asked for: llama-perplexity needs {needed:,} tokens for a context "
-             "of {context:,} and the text gives {tokens:,} with this tokenizer")
-FEWER_CHUNKS = ("the text gives {chunks:,} chunks of {context:,} tokens with this tokenizer, fewer than the {asked:,} "
-                "asked for: the figures would not be of the campaign's measurement")
-NO_FIGURES = "llama-perplexity stated no {missing} (exit status {status}); its last line: {line}"
-TIMED_OUT = "llama-perplexity did not finish within {seconds:,} s and was stopped"
-KILLED = "llama-perplexity was killed by {signal}"
-BASE_FAILED = "the base {base}'s logits could not be computed: {reason}"
 #: figure -> (fact name, unit) stored on the process's load, each citing its line
 FACTS = {"kld_mean": ("kld_mean", None), "kld_p99": ("kld_p99", None), "same_top": ("same_top", "%"),
          "ppl": ("ppl", None), "final_ppl": ("ppl", None), "ppl_base": ("ppl_base", None),
@@ -118,7 +108,9 @@ def measure(store: Store, *, run_id: int, settings: QualitySettings, model_ids: 
             raise llamacpp.LlamaServerMissing(f"{tool}: no such file")
         corpus = text.path()
     except (llamacpp.LlamaServerMissing, text.TextDamaged) as exc:
-        why = Said(NO_TEXT if isinstance(exc, text.TextDamaged) else NO_TOOL, {"error": Said.quoted(str(exc))})
+        error = {"error": Said.quoted(str(exc))}
+        why = Said("the shipped text cannot be used: {error}", error) if isinstance(exc, text.TextDamaged) \
+            else Said("no llama-perplexity to run here: {error}", error)
         for ladder in decided.ladders:
             for e in (ladder.base, *ladder.members, *ladder.variants):
                 rows.append(_row(store, run_id, model_ids, e, ladder, settings, "refused", why, role=_role(e, ladder)))
@@ -148,8 +140,9 @@ def _ladder(store: Store, run_id: int, model_ids: dict[str, int], ladder: Ladder
         echo(summary(ladder.base.name, base))
         rows = [base]
         if base["status"] != "measured":
-            why = Said(BASE_FAILED, {"base": ladder.base.name,
-                                     "reason": Said.from_json(json.loads(base["reason_json"])) or base["reason_text"]})
+            reason = Said.from_json(json.loads(base["reason_json"])) or base["reason_text"]
+            why = Said("the base {base}'s logits could not be computed: {reason}",
+                       {"base": ladder.base.name, "reason": reason})
             for e in (*ladder.members, *ladder.variants):
                 rows.append(_row(store, run_id, model_ids, e, ladder, settings, "refused", why, role=_role(e)))
                 echo(f"quality {e.name}: refused: {english(why)}")
@@ -213,22 +206,29 @@ def _judge(out: Output, role: str, rc, killed: bool, sig, settings: QualitySetti
            pairs: list[tuple[int, str]]) -> tuple[str, Said | None]:
     """measured, refused (the text too short) or failed, from what the tool printed."""
     if killed:
-        return "failed", Said(TIMED_OUT, {"seconds": round(settings.timeout_s)})
+        return "failed", Said("llama-perplexity did not finish within {seconds:,} s and was stopped",
+                              {"seconds": round(settings.timeout_s)})
     if out.get("tokens_needed") is not None:
-        return "refused", Said(TOO_SHORT, {"needed": out.get("tokens_needed"), "context": out.get("n_ctx_asked"),
+        return "refused", Said("the text is shorter than the context asked for: llama-perplexity needs "
+                               "{needed:,} tokens for a context of {context:,} and the text gives {tokens:,} "
+                               "with this tokenizer",
+                               {"needed": out.get("tokens_needed"), "context": out.get("n_ctx_asked"),
                                            "tokens": out.get("text_tokens")})
     if sig is not None:
-        return "failed", Said(KILLED, {"signal": sig.key})
+        return "failed", Said("llama-perplexity was killed by {signal}", {"signal": sig.key})
     chunks = out.get("chunks")
     if role == "base" and chunks is not None and chunks < settings.chunks:
-        return "refused", Said(FEWER_CHUNKS, {"chunks": chunks, "context": out.get("n_ctx") or settings.context,
-                                              "asked": settings.chunks})
+        return "refused", Said("the text gives {chunks:,} chunks of {context:,} tokens with this tokenizer, "
+                               "fewer than the {asked:,} asked for: the figures would not be of the campaign's "
+                               "measurement", {"chunks": chunks, "context": out.get("n_ctx") or settings.context,
+                                               "asked": settings.chunks})
     need = ("chunks", "final_ppl") if role == "base" else REQUIRED
     missing = out.missing(need)
     if missing or rc != 0:
         last = next((t for _, t in reversed(pairs) if t.strip()), "")
-        return "failed", Said(NO_FIGURES, {"missing": ", ".join(missing) or "error", "status": rc,
-                                           "line": Said.quoted(last[:300])})
+        return "failed", Said("llama-perplexity stated no {missing} (exit status {status}); its last line: "
+                              "{line}", {"missing": ", ".join(missing) or "error", "status": rc,
+                                         "line": Said.quoted(last[:300])})
     return "measured", None
 
 
