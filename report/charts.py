@@ -431,3 +431,22 @@ def memory_chart(rows: list[dict], L: Lang) -> str:
     ticks = base.mark_tick(color="black", thickness=3, size=24).encode(
         x="max(selfreport):Q", y=alt.Y("model:N", sort=None))
     return _svg((bars + ticks).properties(width=_WIDTH, height=max(60, 40 * len({r["model"] for r in rows}))), L)
+
+
+def quality_chart(rows: list[dict], L: Lang, title: str | None = None) -> str:
+    """Each ladder member and variant: decode against KL divergence from the base, memory as the point's
+    size; the points no other beats on both drawn dark (the Pareto front)."""
+    data = [{"model": _label(r["model"]), "kld": r["kld"], "decode": r["decode"], "mib": round(r["mib"], 1),
+             "front": L.gettext("on the front") if r["front"] else L.gettext("beaten on both")} for r in rows]
+    base = alt.Chart(alt.Data(values=data))
+    points = base.mark_circle(opacity=0.8).encode(
+        x=alt.X("kld:Q", title=L.gettext("mean KL divergence from the base (lower: closer answers)")),
+        y=alt.Y("decode:Q", title=L.gettext("decode tok/s (median)"), scale=alt.Scale(zero=False)),
+        size=alt.Size("mib:Q", title=L.gettext("memory MiB"), scale=alt.Scale(range=[60, 600])),
+        color=alt.Color("front:N", title=None, scale=alt.Scale(range=["#08519c", "#9ecae1"]), sort="ascending"),
+    )
+    labels = base.mark_text(align="left", dx=9, dy=-6, fontSize=11).encode(x="kld:Q", y="decode:Q", text="model:N")
+    chart = (points + labels).properties(width=_WIDTH, height=260)
+    if title:
+        chart = chart.properties(title=_label(title))
+    return _svg(chart, L)

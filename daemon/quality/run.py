@@ -38,10 +38,11 @@ from .settings import QualitySettings, perplexity_args
 if TYPE_CHECKING:
     from ..run_context import RunContext
 
-#: figure -> (fact name, unit) stored on the process's load, each citing its line
+#: figure -> (fact name, unit) stored on the process's load, each citing its line (the chunk size is no
+#: ``ctx_size``: that fact is a serving load's context, which the article's Setup states)
 FACTS = {"kld_mean": ("kld_mean", None), "kld_p99": ("kld_p99", None), "same_top": ("same_top", "%"),
          "ppl": ("ppl", None), "final_ppl": ("ppl", None), "ppl_base": ("ppl_base", None),
-         "ppl_ratio": ("ppl_ratio", None), "chunks": ("chunks", None), "n_ctx": ("ctx_size", None)}
+         "ppl_ratio": ("ppl_ratio", None), "chunks": ("kld_chunks", None), "n_ctx": ("kld_context", None)}
 FIGURES = ("kld_mean", "kld_mean_err", "kld_median", "kld_p99", "kld_max", "same_top", "same_top_err", "ppl",
            "ppl_err", "ppl_base", "ppl_base_err", "ppl_ratio", "ppl_ratio_err")
 
