@@ -147,3 +147,22 @@ def test_rules_and_expectations_read_quality_figures_of_a_model_and_its_variant(
     store.db.conn.execute("update quality_checks set status = 'failed' where role = 'member'")
     assert rule_values(store.db.conn, run_id, model_id) == {}
     store.close()
+
+
+def test_the_demo_measures_q4_1_q8_0_and_kv8_against_its_f16_base(ladder):
+    """The demo's [quality] as it plans on the real files: F16 (most bits) is the base, named as requantized."""
+    from cardproof.daemon.quality.plan import Entry, plan
+    from cardproof.demo import REAL_CAMPAIGN
+
+    camp = parse_campaign(REAL_CAMPAIGN.format(url="http://127.0.0.1:9", log_file="/tmp/none.log", embedding=""))
+    q = camp.sections["quality"]
+    assert (q.variants, q.context, q.chunks) == (("kv8",), 512, 8)
+    assert q.tokens() <= 39_024  # the shipped text's tokens for SmolLM2's tokenizer (llama-tokenize)
+    shapes = {n: describe(n, str(p)) | {"on_disk": True} for n, p in ladder.items()}
+    requantized = {m.name: m.requantized_from for m in camp.models if m.requantized_from}
+    decided = plan([Entry(n, n, shapes[n]) for n in ladder],
+                   [Entry("smollm2-q4_1~kv8", "smollm2-q4_1", shapes["smollm2-q4_1"], "kv8")], requantized)
+    (only,) = decided.ladders
+    assert only.base.name == "smollm2-f16" and only.requantized_from == "smollm2-q4_1"
+    assert [m.name for m in only.members] == ["smollm2-q8_0", "smollm2-q4_1"]
+    assert [v.name for v in only.variants] == ["smollm2-q4_1~kv8"] and decided.refused == []
