@@ -163,11 +163,11 @@ def _process(store: Store, run_id: int, model_ids: dict[str, int], e: Entry, lad
     load_id = store.insert("loads", {"run_id": run_id, "model_id": model_id, "trigger": "quality",
                                      "requested_at": utcnow(), "status": "loading", "model_file": e.shape["path"]})
     log = _log_path(store, run_id, load_id)
-    t0 = time.monotonic()
+    started, t0 = utcnow(), time.monotonic()
     rc, pid, killed = _run_tool(tool, args, log, settings.timeout_s)
     seconds = round(time.monotonic() - t0, 3)
     sig = from_returncode(rc) if rc is not None and rc != 0 else None
-    store.update("loads", load_id, {"pid": pid, "ended_at": utcnow(), "load_seconds": None,
+    store.update("loads", load_id, {"pid": pid, "ended_at": utcnow(),
                                     "status": "failed" if killed or sig else "loaded",
                                     "end_reason": crash_end(sig) if sig else "quality measured",
                                     "exit_status": rc})
@@ -175,9 +175,8 @@ def _process(store: Store, run_id: int, model_ids: dict[str, int], e: Entry, lad
     out = parse_output(pairs)
     _store_facts(store, load_id, out)
     status, why = _judge(out, role, rc, killed, sig, settings, pairs)
-    row = _row(store, run_id, model_ids, e, ladder, settings, status, why, role=role, load_id=load_id, out=out,
-               args=args, tool=tool, seconds=seconds, log=log)
-    return row
+    return _row(store, run_id, model_ids, e, ladder, settings, status, why, role=role, load_id=load_id, out=out,
+                args=args, tool=tool, seconds=seconds, log=log, started=started)
 
 
 def _run_tool(tool: Path, args: list[str], log: Path, timeout_s: float) -> tuple[int | None, int | None, bool]:
@@ -254,7 +253,7 @@ def _log_path(store: Store, run_id: int, load_id: int) -> Path:
 def _row(store: Store, run_id: int, model_ids: dict[str, int], e: Entry, ladder: Ladder | None,
          settings: QualitySettings, status: str, why: Said | None, *, role: str, load_id: int | None = None,
          out: Output | None = None, args: list[str] | None = None, tool: Path | None = None,
-         seconds: float | None = None, log: Path | None = None) -> dict:
+         seconds: float | None = None, log: Path | None = None, started: str | None = None) -> dict:
     position = store.db.execute("select count(*) from quality_checks where run_id = ?", [run_id]).fetchone()[0]
     row = {"run_id": run_id, "position": position, "model_id": model_ids.get(e.name), "load_id": load_id,
            "base_model_id": model_ids.get(ladder.base.name) if ladder else None, "role": role,
@@ -264,7 +263,7 @@ def _row(store: Store, run_id: int, model_ids: dict[str, int], e: Entry, ladder:
            "text_name": text.ALICE.name, "text_sha256": text.ALICE.sha256, "context_tokens": settings.context,
            "chunks_asked": settings.chunks, "binary": str(tool) if tool else None,
            "args_json": json_text(args) if args is not None else None, "seconds": seconds,
-           "log_path": str(log) if log else None, "started_at": utcnow(), "ended_at": utcnow()}
+           "log_path": str(log) if log else None, "started_at": started or utcnow(), "ended_at": utcnow()}
     if out is not None:
         row["chunks"] = out.get("chunks")
         if status == "measured":
