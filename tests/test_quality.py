@@ -166,3 +166,32 @@ def test_the_demo_measures_q4_1_q8_0_and_kv8_against_its_f16_base(ladder):
     assert only.base.name == "smollm2-f16" and only.requantized_from == "smollm2-q4_1"
     assert [m.name for m in only.members] == ["smollm2-q8_0", "smollm2-q4_1"]
     assert [v.name for v in only.variants] == ["smollm2-q4_1~kv8"] and decided.refused == []
+
+
+def test_a_text_shorter_than_the_context_is_refused_in_llama_perplexity_s_own_numbers(tmp_path):
+    """Past the campaign's bound, the tokenizer decides: the tool's refusal (it exits 0) is read from its lines.
+
+    A stand-in prints what the real llama-perplexity printed for a context of 32,768 tokens
+    (tests/fixtures/llama_perplexity/short-text.txt)."""
+    import stat
+
+    tool = tmp_path / "llama-perplexity"
+    tool.write_text(f'#!/bin/sh\ncat "{Path(__file__).parent / "fixtures" / "llama_perplexity" / "short-text.txt"}"\n')
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    spec = TINY_MODELS[0]
+    files = {"tiny-one": write_model(spec, tmp_path / "one.gguf", basename="Tiny"),
+             "tiny-two": write_model(spec, tmp_path / "two.gguf", basename="Tiny")}
+    store, run_id, _ = make_run(tmp_path / "q.db")
+    ids = _register(store, files)
+    measure(store, run_id=run_id, settings=QualitySettings(context=32768, chunks=2), model_ids=ids,
+            models=list(files), variants=[], requantized={}, echo=lambda _: None, binary=tool)
+    store.close()
+    conn = sqlite3.connect(tmp_path / "q.db")
+    (base, member) = conn.execute("select role, status, reason_text, reason_json, load_id from quality_checks "
+                                  "order by position").fetchall()
+    assert base[:2] == ("base", "refused") and base[4] is not None  # its process ran: its lines are evidence
+    assert base[2] == ("the text is shorter than the context asked for: llama-perplexity needs 65,536 tokens for a "
+                       "context of 32,768 and the text gives 39,024 with this tokenizer")
+    assert json.loads(base[3])["params"] == {"needed": 65536, "context": 32768, "tokens": 39024}
+    assert member[:2] == ("member", "refused") and member[2].startswith("the base tiny-one's logits could not be")
+    assert member[4] is None  # never run
