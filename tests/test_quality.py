@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from cardproof.daemon import realmodel
+from cardproof.daemon import llamacpp, realmodel
 from cardproof.daemon.campaign import CampaignError, parse_campaign
 from cardproof.daemon.modelfile import describe
 from cardproof.daemon.quality.parse import parse_output
 from cardproof.daemon.quality.run import measure
 from cardproof.daemon.quality.settings import QualitySettings, perplexity_args
+from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.store import open_store
 from cardproof.daemon.tinymodels import TINY_MODELS, write_model
 from memory_support import make_run
 
@@ -75,21 +77,78 @@ def ladder(tmp_path_factory) -> dict[str, Path]:
         pytest.fail(f"the real model is required for these tests: {exc}")
 
 
-def test_figures_are_what_llama_perplexity_printed_for_each_member_and_the_kv8_variant(ladder, tmp_path):
-    store, run_id, _ = make_run(tmp_path / "q.db")
-    ids = _register(store, ladder)
-    variant = "smollm2-q4_1~kv8"
-    ids[variant] = store.upsert_model(describe(variant, str(ladder["smollm2-q4_1"])))
-    settings = QualitySettings(context=128, chunks=4)
+CAMPAIGN = """
+[campaign]
+name = "quality"
+prompt_classes = ["short"]
+reasoning = [false]
+repetitions = 1
+max_tokens = 16
+
+[gates.not_on_card]
+exclude = false
+[gates.length_limit]
+exclude = false
+
+[server]
+backend = "llama-server"
+url = "{url}"
+request_timeout_s = 300
+log_file = "{log}"
+
+[variants]
+models = ["smollm2-q4_1"]
+repetitions = 1
+[variants.sets]
+kv8 = ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]
+
+[quality]
+variants = ["kv8"]
+context = 128
+chunks = 4
+
+[rules]
+close = 'pinned or (quality.same_top >= 50 and quality.kld_mean < 1)'
+
+[[models]]
+name = "smollm2-q4_1"
+[[models]]
+name = "smollm2-q8_0"
+requantized_from = "smollm2-q4_1"
+[[models]]
+name = "smollm2-f16"
+requantized_from = "smollm2-q4_1"
+pinned = true
+"""
+
+
+@pytest.fixture(scope="module")
+def quality_run(ladder, tmp_path_factory) -> tuple[Path, int, list[str]]:
+    """One small campaign with [quality] on the real ladder through a real router: one short cell each."""
+    work = tmp_path_factory.mktemp("quality-run")
+    preset = llamacpp.write_preset(work / "models.ini", ladder, ctx_size=2048)
+    server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset), log_path=work / "llama-server.log")
+    server.start()
     lines: list[str] = []
-    measure(store, run_id=run_id, settings=settings, model_ids=ids, models=list(ladder),
-            variants=[("smollm2-q4_1", "kv8", ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0"))],
-            requantized={"smollm2-f16": "smollm2-q4_1", "smollm2-q8_0": "smollm2-q4_1"}, echo=lines.append)
-    store.close()
-    conn = sqlite3.connect(tmp_path / "q.db")
+    try:
+        store = open_store(work / "q.db")
+        camp = parse_campaign(CAMPAIGN.format(url=server.url, log=work / "llama-server.log"))
+        out = run_campaign(store, camp, echo=lines.append)
+        store.close()
+    finally:
+        server.stop()
+    assert out.status == "completed", lines[-20:]
+    return work / "q.db", out.run_id, lines
+
+
+def test_a_campaign_stores_what_llama_perplexity_printed_for_each_member_and_the_kv8_variant(quality_run, ladder):
+    db, run_id, lines = quality_run
+    conn = sqlite3.connect(db)
     conn.row_factory = sqlite3.Row
+    variant = "smollm2-q4_1~kv8"
     rows = {r["name"]: dict(r) for r in conn.execute(
-        "select q.*, m.name from quality_checks q join models m on m.id = q.model_id order by q.position")}
+        "select q.*, m.name from quality_checks q join models m on m.id = q.model_id where q.run_id = ? "
+        "order by q.position", [run_id])}
     assert {n: (r["role"], r["status"]) for n, r in rows.items()} == {
         "smollm2-f16": ("base", "measured"), "smollm2-q8_0": ("member", "measured"),
         "smollm2-q4_1": ("member", "measured"), variant: ("variant", "measured")}, rows
@@ -121,11 +180,14 @@ def test_figures_are_what_llama_perplexity_printed_for_each_member_and_the_kv8_v
     # the variant ran with its KV cache types; the members with llama-perplexity's defaults
     assert "--cache-type-k" in json.loads(rows[variant]["args_json"])
     assert "--cache-type-k" not in json.loads(rows["smollm2-q4_1"]["args_json"])
-    kv_lines = [t for (t,) in conn.execute("select raw from log_lines where load_id = ?", [rows[variant]["load_id"]])]
-    assert rows[variant]["kld_mean"] != rows["smollm2-q4_1"]["kld_mean"], kv_lines[-5:]
+    assert rows[variant]["kld_mean"] != rows["smollm2-q4_1"]["kld_mean"]
     # the base's logits are gone; no file of them is left beside the store
-    assert not list(tmp_path.glob(".quality-logits-*")) and not list(tmp_path.rglob("*.kld"))
+    assert not list(db.parent.glob(".quality-logits-*")) and not list(db.parent.rglob("*.kld"))
     assert any(ln.startswith("quality smollm2-q4_1 against smollm2-f16: KLD ") for ln in lines), lines
+    # the pass rule read each member's figures (the pin passes by being the pin)
+    outcomes = dict(conn.execute("select m.name, r.outcome from rule_results r join models m on m.id = r.model_id "
+                                 "where r.run_id = ?", [run_id]).fetchall())
+    assert outcomes == {"smollm2-q4_1": "pass", "smollm2-q8_0": "pass", "smollm2-f16": "pass"}, outcomes
 
 
 def test_rules_and_expectations_read_quality_figures_of_a_model_and_its_variant(tmp_path):
