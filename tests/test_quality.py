@@ -246,14 +246,17 @@ def test_a_text_shorter_than_the_context_is_refused_in_llama_perplexity_s_own_nu
     store, run_id, _ = make_run(tmp_path / "q.db")
     ids = _register(store, files)
     measure(store, run_id=run_id, settings=QualitySettings(context=32768, chunks=2), model_ids=ids,
-            models=list(files), variants=[], requantized={}, echo=lambda _: None, binary=tool)
+            models=list(files), variants=[("tiny-two", "kv8", ("-ctk", "q8_0"))], requantized={},
+            echo=lambda _: None, binary=tool)
     store.close()
     conn = sqlite3.connect(tmp_path / "q.db")
-    (base, member) = conn.execute("select role, status, reason_text, reason_json, load_id from quality_checks "
-                                  "order by position").fetchall()
+    (base, member, variant) = conn.execute("select role, status, reason_text, reason_json, load_id "
+                                           "from quality_checks order by position").fetchall()
     assert base[:2] == ("base", "refused") and base[4] is not None  # its process ran: its lines are evidence
     assert base[2] == ("the text is shorter than the context asked for: llama-perplexity needs 65,536 tokens for a "
                        "context of 32,768 and the text gives 39,024 with this tokenizer")
     assert json.loads(base[3])["params"] == {"needed": 65536, "context": 32768, "tokens": 39024}
     assert member[:2] == ("member", "refused") and member[2].startswith("the base tiny-one's logits could not be")
-    assert member[4] is None  # never run
+    assert member[4] is None and variant[:2] == ("variant", "refused")  # never run
+    # the variant has its own model row (as [variants] makes it), so its refusal is said of it
+    assert conn.execute("select count(*) from models where name = 'tiny-two~kv8'").fetchone()[0] == 1

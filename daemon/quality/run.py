@@ -94,6 +94,8 @@ def measure(store: Store, *, run_id: int, settings: QualitySettings, model_ids: 
             echo: Callable[[str], None] = print, binary: Path | None = None) -> list[dict]:
     """Every ladder of ``models`` and ``variants`` (model, variant name, its arguments); the stored rows."""
     shape = shapes(store, model_ids, models)
+    for m, v, _args in variants:
+        _variant_model(store, model_ids, m, derived_name(m, v))
     entries = [Entry(m, m, shape[m]) for m in models]
     extra = [Entry(derived_name(m, v), m, shape[m], v, tuple(perplexity_args(args))) for m, v, args in variants]
     decided = plan(entries, extra, requantized)
@@ -120,6 +122,14 @@ def measure(store: Store, *, run_id: int, settings: QualitySettings, model_ids: 
     for ladder in decided.ladders:
         rows += _ladder(store, run_id, model_ids, ladder, settings, tool, corpus, echo)
     return rows
+
+
+def _variant_model(store: Store, model_ids: dict[str, int], model: str, name: str) -> None:
+    """The variant's own model (``model~variant``), as ``[variants]`` registers it: where that table did not
+    run (a campaign read again without it), its row is made the same way, so the figures have a model."""
+    if name not in model_ids:
+        base = store.db["models"].get(model_ids[model])
+        model_ids[name] = store.upsert_model({k: v for k, v in base.items() if k != "id"} | {"name": name})
 
 
 def _role(e: Entry, ladder: Ladder | None = None) -> str:
