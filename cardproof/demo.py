@@ -84,6 +84,16 @@ repetitions = 2
 t1 = ["--threads", "1"]
 kv8 = ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]
 
+# What each rung costs in answers: llama-perplexity's KL divergence from the F16
+# base over the text cardproof ships, 8 chunks of 512 tokens (about 10 s a model
+# here). F16 carries Q4_1's weights, so Q4_1 and Q8_0 against it measure rounding
+# between files of the same weights (near zero: a check of "same weights"); the
+# kv8 variant's q8_0 KV cache against F16's f16 cache shows a real cost.
+[quality]
+variants = ["kv8"]
+context = 512
+chunks = 8
+
 # The pass rule, frozen before the run: a smaller file must keep the incumbent's
 # coding result and decode short answers at least 10 % faster.
 [rules]
@@ -94,6 +104,7 @@ candidate = 'probe.coding.passed >= incumbent.probe.coding.passed and decode.sho
 smaller_decodes_faster = 'pinned or decode.short > incumbent.decode.short'
 same_weights_same_coding = 'probe.coding.passed == incumbent.probe.coding.passed'
 prefill_over_500 = 'prefill.long >= 500'
+same_top_token_mostly = 'pinned or quality.same_top >= 90'
 
 [server]
 backend = "llama-server"

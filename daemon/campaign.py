@@ -33,6 +33,7 @@ from .gates import GateConfig, default_config
 from .load.campaign import DepthSettings, LoadSettings, planned_samples
 from .probes import VERDICTS
 from .prompts import PROMPT_CLASSES
+from .quality.settings import check_campaign as check_quality
 from .rules import RuleError, validate_rule
 from .variants.settings import check_campaign as check_variants
 
@@ -149,6 +150,8 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         if named_model not in {m.name for m in f.models}:
             raise CampaignError(path, key, f"unknown model {validate.quoted(named_model)} "
                                 f"(models: {', '.join(m.name for m in f.models)})")
+    check_quality(getattr(f, "quality", None), path=path, models=[m.name for m in f.models],
+                  variants=getattr(f, "variants", None))
     return Campaign(
         name=name,
         path=path,

@@ -241,3 +241,8 @@ register_section("fit", FitSettings)
 from .variants.settings import VariantSettings  # noqa: E402
 
 register_section("variants", VariantSettings)
+
+# [quality]: KL divergence of each ladder member and variant against the ladder's base (daemon/quality)
+from .quality.settings import QualitySettings  # noqa: E402
+
+register_section("quality", QualitySettings)

@@ -837,3 +837,37 @@ def m029_host_memory_energy(db: sqlite_utils.Database) -> None:
     db["energy_readings"].create_index(["run_id", "cell_id"], if_not_exists=True)
     for table in ("host_memory_samples", "host_memory_cells", "host_memory_checks", "energy_readings"):
         follow_rows(db, table)
+
+
+@migrations(name="m030_quality_checks")
+def m030_quality_checks(db: sqlite_utils.Database) -> None:
+    # [quality] (daemon/quality): one row per model or variant measured against its ladder's base with
+    # llama-perplexity, or refused with the reason; the tool's lines are the load's log_lines, each figure
+    # a fact citing its line, and evidence_json names the line of every figure of the row
+    db["quality_checks"].create(
+        {
+            "id": int, "run_id": int, "position": int,
+            "model_id": int,  # what was measured: a ladder member, the base, or a variant's model (base~name)
+            "base_model_id": int,  # the ladder's base, whose logits are the reference
+            "load_id": int,  # the llama-perplexity process (loads.trigger = 'quality'), its lines and facts
+            "role": str,  # base | member | variant
+            "variant": str,  # the [variants] name, for a variant
+            "status": str,  # measured | refused | failed
+            "reason_text": str, "reason_json": str,
+            "requantized_from": str,  # the base was made from this model (its KLD measures rounding)
+            "text_name": str, "text_sha256": str, "context_tokens": int, "chunks_asked": int, "chunks": int,
+            "binary": str, "args_json": str,
+            "kld_mean": float, "kld_mean_err": float, "kld_median": float, "kld_p99": float, "kld_max": float,
+            "same_top": float, "same_top_err": float,  # percent of positions with the base's top token
+            "ppl": float, "ppl_err": float, "ppl_base": float, "ppl_base_err": float,
+            "ppl_ratio": float, "ppl_ratio_err": float,
+            "evidence_json": str,  # figure -> log_lines id
+            "log_path": str, "seconds": float, "started_at": str, "ended_at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id"), ("model_id", "models", "id"), ("base_model_id", "models", "id"),
+                      ("load_id", "loads", "id")],
+        if_not_exists=True,
+    )
+    db["quality_checks"].create_index(["run_id"], if_not_exists=True)
+    follow_rows(db, "quality_checks")

@@ -23,6 +23,7 @@ from .load.fit import run_fit
 from .load.run import run_axes
 from .memory.capture import MemoryCapture
 from .probes.run import run_model_probes
+from .quality.run import run_quality
 from .variants.run import judge_variants, planned_samples as variant_samples, run_variants
 
 if TYPE_CHECKING:
@@ -181,5 +182,15 @@ class Fit(Participant):
         run_fit(ctx)
 
 
+class Quality(Participant):
+    """``[quality]``: llama-perplexity on each ladder and variant, after the variants (whose models it reads)."""
+
+    name = "quality"
+
+    def after_cells(self, ctx, measure):
+        run_quality(ctx)
+
+
 #: every participant of a run, in the order each phase calls them
-PARTICIPANTS: tuple[Participant, ...] = (Energy(), Memory(), Axes(), Probes(), Canaries(), Variants(), Fit())
+PARTICIPANTS: tuple[Participant, ...] = (Energy(), Memory(), Axes(), Probes(), Canaries(), Variants(), Fit(),
+                                           Quality())

@@ -82,8 +82,8 @@ def build_vocab(kind: str) -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
-def write_model(spec: TinySpec, path: Path) -> Path:
-    """Write one tiny llama GGUF file to ``path``."""
+def write_model(spec: TinySpec, path: Path, *, basename: str | None = None) -> Path:
+    """Write one tiny llama GGUF file to ``path`` (``basename``: the header's ``general.basename``)."""
     import numpy as np
     import gguf
 
@@ -95,6 +95,8 @@ def write_model(spec: TinySpec, path: Path) -> Path:
 
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(spec.name)
+    if basename is not None:
+        w.add_basename(basename)
     w.add_context_length(16384)
     w.add_embedding_length(spec.n_embd)
     w.add_block_count(spec.n_layer)

@@ -15,6 +15,7 @@ from .findings.show import _Say
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, code_span, esc, translator
 from .observations import quoted
+from .quality import chart_rows as quality_chart_rows
 from .summary import Code, Seq
 
 
@@ -162,6 +163,15 @@ def run_charts(view: dict, L: Lang, img_dir: Path | None) -> dict:
                 else L.gettext("prefill tok/s (median, min–max)")
             charts.write_svg(img_dir / name, charts.decode_chart(rows, L, axis_title=axis))
         out["variants"].append({"metric": metric, "title": title, "file": f"img/{name}", "rows": rows})
+    out["quality"] = []
+    for i, ladder in enumerate((view.get("quality") or {}).get("ladders", [])):
+        if not ladder.get("chart"):
+            continue
+        rows = quality_chart_rows(ladder)
+        name = f"run-{rid}-quality-{i}-{L.code}.svg"
+        if img_dir is not None:
+            charts.write_svg(img_dir / name, charts.quality_chart(rows, L))
+        out["quality"].append({"base": ladder["base"], "file": f"img/{name}", "rows": rows})
     out["reasoning_left_out"] = reasoning_pairs(view)[1]
     # every measured cell with reasoning off (a campaign of reasoning = [false], a model with no thinking mode)
     out["reasoning_off_only"] = bool(view["models"]) and not any(

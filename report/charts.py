@@ -431,3 +431,26 @@ def memory_chart(rows: list[dict], L: Lang) -> str:
     ticks = base.mark_tick(color="black", thickness=3, size=24).encode(
         x="max(selfreport):Q", y=alt.Y("model:N", sort=None))
     return _svg((bars + ticks).properties(width=_WIDTH, height=max(60, 40 * len({r["model"] for r in rows}))), L)
+
+
+def quality_chart(rows: list[dict], L: Lang, title: str | None = None) -> str:
+    """Each ladder member and variant: decode against KL divergence from the base, memory as the point's
+    size; the points no other beats on both drawn dark (the Pareto front)."""
+    front, beaten = L.gettext("on the front"), L.gettext("beaten on both")
+    data = [{"model": _label(r["model"]), "kld": r["kld"], "decode": r["decode"], "mib": round(r["mib"], 1),
+             "front": front if r["front"] else beaten} for r in rows]
+    # room on the right for the names beside the points
+    high = max([r["kld"] for r in rows if isinstance(r.get("kld"), (int, float))] + [0.0]) * 1.35 or 1.0
+    base = alt.Chart(alt.Data(values=data))
+    points = base.mark_circle(opacity=0.85).encode(
+        x=alt.X("kld:Q", title=L.gettext("mean KL divergence from the base (lower: closer answers)"),
+                scale=alt.Scale(domain=[0, high], nice=False)),
+        y=alt.Y("decode:Q", title=L.gettext("decode tok/s (median)"), scale=alt.Scale(zero=False)),
+        size=alt.Size("mib:Q", title=L.gettext("memory MiB"), scale=alt.Scale(range=[60, 600])),
+        color=alt.Color("front:N", title=None, scale=alt.Scale(domain=[front, beaten], range=["#08519c", "#9ecae1"])),
+    )
+    labels = base.mark_text(align="left", dx=10, dy=-8, fontSize=11).encode(x="kld:Q", y="decode:Q", text="model:N")
+    chart = (points + labels).properties(width=_WIDTH, height=260).configure_legend(orient="bottom")
+    if title:
+        chart = chart.properties(title=_label(title))
+    return _svg(chart, L)

@@ -241,7 +241,7 @@ def memory_view(db, run_id: int) -> dict:
            from loads join models on models.id = loads.model_id
            left join samples on samples.id = loads.sample_id
            where loads.run_id = ? and coalesce(loads.status, 'loaded') not in ('failed', 'refused')
-             and loads.merged_into is null
+             and loads.merged_into is null and coalesce(loads.trigger, '') != 'quality'
            order by loads.id""",
         [run_id],
     ))

@@ -27,6 +27,7 @@ from .memory import memory_view
 from .privacy import requests_by_client
 from .probes import decision_view
 from .provenance import counter_provenance
+from .quality import quality_view
 from .setup import setup_view
 from .summary import summary_lines
 
@@ -54,6 +55,7 @@ class ArticleView:
     provenance: list[dict]
     axes: dict  # the Load and Context sections (report/axes.py)
     fit: list  # the fit table of the Context section (report/fit.py)
+    quality: dict  # the Quality section: KL divergence beside speed and memory (report/quality.py)
     findings: list  # what the numbers mean (report/findings/), from all of the above
     setup: dict  # the last section, for anyone re-running the run (report/setup.py)
     summary: list  # the conclusion first (report/summary.py): message ids and values, from all of the above
@@ -101,6 +103,7 @@ def article_view(db, base: dict, *, previous_id: int | None, ratio: dict | None,
     so_far["provenance"] = [p for p in counter_provenance(db, rid) if p["source"] != "none"]
     so_far["axes"] = axes_view(db, rid, base["run"].get("campaign_text"))
     so_far["fit"] = fit_view(db, rid)
+    so_far["quality"] = quality_view(db, rid, so_far)
     so_far["findings"] = findings_for(so_far | finding_inputs(db, so_far))
     so_far["setup"] = setup_view(db, so_far)
     so_far["summary"] = summary_lines(so_far)

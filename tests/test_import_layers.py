@@ -30,7 +30,7 @@ REPORT_LAYERS: list[tuple[str, tuple[str, ...]]] = [
                            "evidence", "expectations", "fit", "memory", "energy", "probes", "reconcile", "compare",
                            "llama_bench", "history", "history.conditions", "history.steps", "history.series",
                            "history.llama_bench", "caveats", "caveats.*", "contradictions", "contradictions.*",
-                           "axes", "views", "summaries", "summary", "setup", "variants")),
+                           "axes", "views", "summaries", "summary", "setup", "variants", "quality")),
     ("sections and charts", ("charts", "axes_charts", "article_parts", "observations", "history.numbers",
                              "history.svg", "history.tables", "history.chart", "findings.show",
                              "statements")),
@@ -187,7 +187,8 @@ def test_the_layer_check_sees_late_and_type_checking_imports(tmp_path):
 #: module is a library below all of them (store, backends, logs, gates ...) and imports none of them.
 RUNNER_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run record and context", ("run_context", "run_record", "run_loads")),
-    ("participants' steps", ("load.run", "load.fit", "probes.run", "canaries", "variants.run")),
+    ("participants' steps", ("load.run", "load.fit", "probes.run", "canaries", "variants.run",
+                              "quality.run")),
     ("participants", ("participants",)),
     ("runner", ("runner",)),
     ("service", ("service", "service.*")),

@@ -44,6 +44,7 @@ APPLIED_ORDER = [
     "m027_run_setup",
     "m028_run_host",
     "m029_host_memory_energy",
+    "m030_quality_checks",
 ]
 
 

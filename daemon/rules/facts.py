@@ -17,6 +17,7 @@ from ..load.slo import rule_values as load_rule_values
 from ..memory.readings import is_card_device
 from ..memory.reconcile import reconcile_load
 from ..probes.base import summarise
+from ..quality.figures import rule_values as quality_rule_values
 from . import schema as N
 
 
@@ -106,8 +107,8 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
     """Every rule name this run can supply for one model -> its value."""
     load_ids = [r[0] for r in db.execute(
         """select id from loads where run_id = ? and model_id = ? and merged_into is null
-           and coalesce(status, 'loaded') != 'failed' and coalesce(trigger, '') != 'fit' order by id""",
-        [run_id, model_id]).fetchall()]  # a fit load's context is the fit test's, not the run's
+           and coalesce(status, 'loaded') != 'failed' and coalesce(trigger, '') not in ('fit', 'quality') order by id""",
+        [run_id, model_id]).fetchall()]  # a fit load's context is the fit test's, a quality load's llama-perplexity's
     out = _load_facts(db, load_ids)
     # measured loads only, as the article's Load column: a canary's reload or a probe's is no load time
     secs = [r[0] for r in db.execute(
@@ -125,6 +126,7 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
                         [run_id]).fetchone()
     out |= load_rule_values(db.conn, run_id, model_id, frozen[0] if frozen else None)
     out |= fit_rule_values(db.conn, run_id, model_id)
+    out |= quality_rule_values(db.conn, run_id, model_id)
     pinned = db.execute("select max(pinned) from cells where run_id = ? and model_id = ?", [run_id, model_id]).fetchone()
     out["pinned"] = bool(pinned and pinned[0])
     return out

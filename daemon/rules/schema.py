@@ -21,6 +21,9 @@ from ``facts.py`` once the run has measured.
   meeting ``[load.slo]``; 0 when none does) and ``load.knee_streams`` (where
   aggregate throughput stops rising); ``load.max_rate_at_slo`` and
   ``load.knee_rate`` the same over ``[load] rates`` (offered requests/s).
+- ``quality.kld_mean``, ``quality.kld_p99``, ``quality.same_top`` (percent of positions whose top
+  token is the base's) and ``quality.ppl_ratio``: the model measured by ``[quality]`` against its
+  ladder's base (``daemon/quality``); the base itself has none (it is the reference).
 - ``pinned``; and any of the above prefixed ``incumbent.`` for the pinned
   model's value (``decode.short >= 0.8 * incumbent.decode.short``).
 - a ``[variants]`` variant's figures, prefixed ``variant.<name>.``: the model's
@@ -45,6 +48,7 @@ MEDIANS = ("decode", "prefill", "ttft_ms")
 LOAD_AXES = ("load.max_streams_at_slo", "load.knee_streams",  # from [load] steps (daemon/load/slo.py)
              "load.max_rate_at_slo", "load.knee_rate")
 PROBE_COUNTS = ("passed", "total")
+QUALITY = ("quality.kld_mean", "quality.kld_p99", "quality.same_top", "quality.ppl_ratio")  # daemon/quality
 
 
 def type_of(name: str, *, probes: set[str] | frozenset[str], classes: set[str] | frozenset[str],
@@ -58,6 +62,8 @@ def type_of(name: str, *, probes: set[str] | frozenset[str], classes: set[str] |
         if variant not in variants or rest.split(".")[0] in ("probe", "load", "fit", "variant", "pinned"):
             return None
         return type_of(rest, probes=frozenset(), classes=classes if variant_classes is None else variant_classes)
+    if name in QUALITY:
+        return "num"
     if name in LOAD_AXES or name == "fit.max_context":  # the largest [fit] context that fits (daemon/load/fit.py)
         return "num"
     parts = name.split(".")
@@ -84,7 +90,7 @@ def type_of(name: str, *, probes: set[str] | frozenset[str], classes: set[str] |
 
 def known_names(probes, classes) -> list[str]:
     """The names a message can offer as "did you mean" material."""
-    out = list(FACT_NUM) + list(FACT_TEXT) + list(BUFFERS) + ["pinned"] + list(LOAD_AXES)
+    out = list(FACT_NUM) + list(FACT_TEXT) + list(BUFFERS) + ["pinned"] + list(LOAD_AXES) + list(QUALITY)
     out += [f"{m}.{c}" for m in MEDIANS for c in sorted(classes)]
     out += [f"probe.{p}" for p in sorted(probes)]
     return out

@@ -18,7 +18,8 @@ SHAPE = ("architecture", "quantisation", "file_bytes", "params", "active_params"
 
 
 def gather(db, view: dict) -> dict:
-    """``shapes`` (model -> its GGUF shape), ``depth_steps``, ``fit``, ``memory``, ``crashes``, ``requantized``."""
+    """``shapes`` (model -> its GGUF shape), ``depth_steps``, ``fit``, ``memory``, ``crashes``, ``requantized``,
+    ``quality``."""
     conn = db.conn if hasattr(db, "conn") else db
     rid = view["run"]["id"]
     out = {"shapes": _shapes(conn, view), "depth_steps": _depth_steps(conn, rid),
@@ -42,6 +43,12 @@ def gather(db, view: dict) -> dict:
 
         crashes = crashed_loads(db, rid)
     out["crashes"] = _timed(conn, crashes)
+    if "quality" in view:
+        out["quality"] = view["quality"]
+    else:
+        from ..quality import quality_view
+
+        out["quality"] = quality_view(db, rid, view | out)  # reads the memory gathered above
     return out
 
 

@@ -30,6 +30,8 @@ CONDITION = ("The GGUF headers give every step the same architecture, parameter 
              "is given as a ratio only where it differs beyond the samples' scatter, from stable cells.")
 CAVEAT = ("Speed and memory only: what each step costs in the quality of the answers is not measured here, and a "
           "format's speed depends on this build's kernels for this machine.")
+CAVEAT_QUALITY = ("Speed and memory here: what each step costs in the answers is measured in the finding Quality "
+                  "beside speed. A format's speed depends on this build's kernels for this machine.")
 CAVEAT_REQUANTIZED = ("{models} were requantized from {base} and carry its weights: the ladder shows what each format "
                       "costs in speed and memory, not what it costs in quality. A format's speed depends on this "
                       "build's kernels for this machine.")
@@ -137,10 +139,21 @@ def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
     sources = {made[n] for n in names if n in made}  # the source may itself be left out as unstable
     if sources:
         caveat = Line(CAVEAT_REQUANTIZED, {"models": [n for n in names if n in made], "base": sorted(sources)})
+    elif _quality_measured(view, names):
+        caveat = Line(CAVEAT_QUALITY)
     else:
         caveat = Line(CAVEAT)
     return Finding("ladder", "ladder:" + "|".join(sorted(names)), TITLE, TEXT if measured else TEXT_FLAT, params,
                    figures, Line(CONDITION), caveat)
+
+
+def _quality_measured(view: dict, names: list[str]) -> bool:
+    """Whether ``[quality]`` measured a step of this ladder against another (report/quality.py)."""
+    for ladder in (view.get("quality") or {}).get("ladders", []):
+        measured = {e["model"] for e in ladder["rows"] if e["status"] == "measured" and e["role"] == "member"}
+        if measured & set(names) and ladder["base"] in names:
+            return True
+    return False
 
 
 def _mixed(members: list[dict], bases: dict) -> Finding:
@@ -183,6 +196,8 @@ RULE = FindingRule("ladder", check, order=20, german={
                 "Streuung der Messungen hinaus unterscheidet, aus stabilen Zellen."),
     CAVEAT: ("Nur Tempo und Speicher: Was jede Stufe an Qualität der Antworten kostet, wird hier nicht gemessen, und "
              "das Tempo eines Formats hängt von den Kernels dieses Builds für diese Maschine ab."),
+    CAVEAT_QUALITY: ("Tempo und Speicher hier: Was jede Stufe an den Antworten kostet, misst der Befund Qualität "
+                     "neben Tempo. Das Tempo eines Formats hängt von den Kernels dieses Builds für diese Maschine ab."),
     CAVEAT_REQUANTIZED: ("{models} wurden aus {base} requantisiert und tragen dessen Gewichte: Die Leiter zeigt, was "
                          "jedes Format an Tempo und Speicher kostet, nicht was es an Qualität kostet. Das Tempo eines "
                          "Formats hängt von den Kernels dieses Builds für diese Maschine ab."),
