@@ -301,7 +301,7 @@ def test_probes_and_contradiction_detectors_are_registered_by_their_modules():
 
     assert list(PROBES) == ["tools", "thinking", "reasoning", "coding", "vision"]
     assert {p.run.__module__.rsplit(".", 1)[1] for p in PROBES.values()} == set(PROBES)
-    assert _modules(probes_pkg) - {"base", "capabilities", "defects", "run", "sandbox"} == set(PROBES)
+    assert _modules(probes_pkg) - {"answers", "base", "capabilities", "defects", "looping", "run", "sandbox"} == set(PROBES)
     assert list(DETECTORS) == sorted(_modules(contradictions) - {"base", "authored"})
     assert all(d.__name__ == "detect" for d in DETECTORS.values())
 
