@@ -26,6 +26,7 @@ from .memory import memory_view
 from .privacy import requests_by_client
 from .probes import decision_view
 from .provenance import counter_provenance
+from .run_order import order_view
 
 
 @dataclass
@@ -51,6 +52,7 @@ class ArticleView:
     axes: dict  # the Load and Context sections (report/axes.py)
     fit: list  # the fit table of the Context section (report/fit.py)
     findings: list  # what the numbers mean (report/findings/), from all of the above
+    order: dict  # the order the run measured in and the machine's load (report/run_order.py)
 
     @property
     def run_id(self) -> int:
@@ -95,6 +97,7 @@ def article_view(db, base: dict, *, previous_id: int | None, ratio: dict | None,
     so_far["axes"] = axes_view(db, rid, base["run"].get("campaign_text"))
     so_far["fit"] = fit_view(db, rid)
     so_far["findings"] = findings_for(so_far | finding_inputs(db, so_far))
+    so_far["order"] = order_view(db, so_far)
     return ArticleView(base=base, **{f.name: so_far[f.name] for f in fields(ArticleView) if f.name != "base"})
 
 
