@@ -1,4 +1,4 @@
-"""The order a run measured in: the article's "Measurement order" section.
+"""The order a run measured in, and how busy the machine was: the article's "Measurement order" section.
 
 Read from the rows alone. The order is the samples' own: a run is
 *interleaved* where a model's main-cell samples have another model's between
@@ -7,13 +7,18 @@ run stored (its backend and the server's ``/props``, ``daemon/order.py``).
 Each block -- a model's main cells, load, rate and depth steps, canaries,
 probes -- is listed with when it ran, in seconds after the run began.
 
+The machine's load comes from the cell checks' CPU readings around each main
+cell (``daemon/hostload.py``): the share of a core other processes used
+beside the server and cardproof, and the load average.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from datetime import datetime
 
+from cardproof.daemon.hostload import foreign_cores
 from cardproof.daemon.order import interleave
 from cardproof.daemon.said import said_json
 
@@ -72,8 +77,33 @@ def _interleaved(samples: list[dict], model_of: dict[int, str]) -> bool:
     return False
 
 
+def _host(db, cell_ids: list[int]) -> dict | None:
+    """Other processes' share of a core and the load average over the main cells, where they were read."""
+    if not cell_ids:
+        return None
+    marks = ",".join("?" * len(cell_ids))
+    readings: dict[int, dict] = {}
+    for r in db.query(f"""select cell_id, phase, value_json from cell_checks where "check" = 'host_cpu'
+                          and cell_id in ({marks})""", cell_ids):
+        try:
+            value = json.loads(r["value_json"] or "null")
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            readings.setdefault(r["cell_id"], {})[r["phase"]] = value
+    per_cell = [foreign_cores(p["before"], p["after"]) for p in readings.values() if "before" in p and "after" in p]
+    per_cell = [h for h in per_cell if h is not None]
+    if not per_cell:
+        return None
+    foreign = [h["foreign_cores"] for h in per_cell]
+    load = [h["load_avg"] for h in per_cell]
+    return {"cells": len(per_cell), "of": len(cell_ids), "cores": per_cell[0]["cores"],
+            "foreign_median": statistics.median(foreign), "foreign_low": min(foreign), "foreign_high": max(foreign),
+            "load_low": min(load), "load_high": max(load)}
+
+
 def order_view(db, view: dict) -> dict:
-    """The article's Measurement order section: the order, why and the blocks in time."""
+    """The article's Measurement order section: the order, why, the blocks in time and the machine's load."""
     run = view["run"]
     # the campaign's models: a variant (base~name) is measured after every one of them, on a server of its own
     names = {m["name"] for m in view["models"]}
@@ -83,6 +113,7 @@ def order_view(db, view: dict) -> dict:
     models = list(dict.fromkeys(model_of[s["cell_id"]] for s in sorted(samples, key=lambda s: s["id"])))
     props = view.get("props") if isinstance(view.get("props"), dict) else {}
     allowed, why = interleave(run.get("backend"), props, len(models))
+    gates = {g["gate"]: g for g in view.get("gates") or []}
     return {
         "mode": None if not samples else ("interleaved" if _interleaved(samples, model_of) else "blocks"),
         "models": models,
@@ -90,4 +121,6 @@ def order_view(db, view: dict) -> dict:
         "why_text": why.english(),
         "allowed": allowed,
         "blocks": _blocks(db, run["id"], run.get("started_at")),
+        "host": _host(db, [c["id"] for c in cells]),
+        "busy_gate": gates.get("busy_host"),
     }

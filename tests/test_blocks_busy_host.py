@@ -197,3 +197,42 @@ def test_blocks_that_disagree_raise_an_open_contradiction(busy_then_quiet):
     assert "Zellen der Haupttabelle: " in c.a.text["de"] and "Tok./s" in c.a.text["de"]
     store.close()
 
+
+def test_the_busy_host_gate_fires_on_the_busy_block_only(busy_then_quiet):
+    db, run_id, _ = busy_then_quiet
+    store = open_store(db)
+    rows = list(store.db.query(
+        """select samples.kind, gate_results.fired, gate_results.observed, gate_results.observed_text
+           from gate_results join samples on samples.id = gate_results.sample_id
+           where samples.run_id = ? and gate_results.gate = 'busy_host' order by samples.id""", [run_id]))
+    store.close()
+    measured = [r for r in rows if r["kind"] == "measure"]
+    assert len(measured) == REPS
+    # the hogs ran through the whole main cell: the other processes' share of a core is over the threshold
+    for r in measured:
+        assert r["fired"] == 1 and r["observed"] > 0.5, r
+        assert r["observed_text"].startswith("other processes used ")
+    # the load and depth steps have no cell checks around them: not observed, never "quiet"
+    assert {r["fired"] for r in rows if r["kind"] != "measure"} == {None}
+
+
+def test_the_article_states_the_contradiction_the_order_and_the_machine_load(busy_then_quiet, tmp_path):
+    from cardproof.report.build import build
+
+    db, run_id, _ = busy_then_quiet
+    build(db, tmp_path / "p", run_mkdocs=False)
+    runs = tmp_path / "p" / "site" / "runs"
+    en, de = (runs / f"run-{run_id}.md").read_text(), (runs / f"run-{run_id}.de.md").read_text()
+    opened = en[en.index("## Open contradictions"):en.index("## Comparison with earlier runs")]
+    assert "tiny-b: decode at one stream, short prompt, reasoning off, disagrees between blocks" in opened
+    assert "None: no detector found" not in opened
+    order = en[en.index("## Measurement order and machine load"):en.index("## Gates")]
+    assert "measured in blocks, one model after the other in a fixed order (tiny-b)" in order
+    assert "They were not interleaved because only one model is measured." in order
+    assert "| tiny-b | main cells |" in order and "| tiny-b | load steps |" in order
+    assert "Machine load during the main cells (1 of 1 cells read): other processes than the server" in order
+    assert f"The busy_host gate fired on {REPS} of the {REPS} samples of the main cells" in order
+    order_de = de[de.index("## Messreihenfolge und Maschinenlast"):de.index("## Gates")]
+    assert "weil nur ein Modell gemessen wird" in order_de and "Maschinenlast während der Zellen" in order_de
+    assert f"Das Gate busy_host wurde bei {REPS} der {REPS} Messungen der Haupttabelle ausgelöst" in order_de
+    assert "weicht zwischen nacheinander gemessenen Blöcken ab" in de
