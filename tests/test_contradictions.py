@@ -190,3 +190,22 @@ def test_probe_requests_that_disagree_with_the_cells_are_a_contradiction(probed_
     _probe_timings(store, run_id, prompt_n=4000)
     assert DETECTORS["repeated_figures"](store.db, queries.run_view(store.db, run_id)) == []
     store.close()
+
+
+def test_blocks_disagree_only_where_their_ranges_part_beyond_chance():
+    """Ranges apart is not enough with few figures: two against two from one source part one time in three.
+    Four against four part one time in 35, and then a wide scatter on one side (a stalled moment) does not
+    hide it, as it would from Welch's t-test."""
+    from cardproof.report.contradictions.repeated_figures import _Block, _disagreeing
+
+    def block(kind, values):
+        b = _Block(kind, f"{kind}-1")
+        for i, v in enumerate(values):
+            b.add(v, f"sample-{i}", f"2026-01-01T00:00:0{i}+00:00" if kind == "cells" else f"2026-01-01T00:01:0{i}")
+        return b
+
+    assert _disagreeing([block("cells", [10, 11]), block("load", [20, 21])]) == []
+    slow, quiet = block("cells", [40, 5, 61, 30]), block("load", [538, 1897, 532, 4111])
+    ((a, b),) = _disagreeing([quiet, slow])
+    assert (a.kind, b.kind) == ("cells", "load")  # in the order they were measured
+    assert _disagreeing([slow, block("load", [538, 1897, 45, 4111])]) == []  # one figure inside: no contradiction
