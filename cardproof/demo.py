@@ -256,7 +256,11 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
         campaign_template, preset, embed_model = _tiny_models(workdir, echo)
     log_path = workdir / "logs" / "llama-server.log"
     echo("step 2/4: starting llama-server (router mode)")
-    server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset, threads=threads), log_path=log_path)
+    # every model of the campaign kept loaded at once: the runner interleaves their repetitions, so a slower
+    # moment of a shared machine falls on every model alike instead of on the one measured then
+    models_max = campaign_template.count("[[models]]")
+    server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset, threads=threads, models_max=models_max),
+                                         log_path=log_path)
     try:
         server.start()
     except llamacpp.LlamaServerFailed as exc:

@@ -1,7 +1,9 @@
 """The runner: a run as phases -- start; per model enter, cells, leave; after the cells; judge; finish.
 
 The cells are walked in the order that needs the fewest loads, each model
-loaded once and every sample stored as it is taken. Everything else a run
+loaded once and every sample stored as it is taken; where the server keeps
+every model loaded at once, the repetitions go round-robin across the models
+(:mod:`order`), so that the machine's speed at a moment is not one model's. Everything else a run
 does (memory capture, load and depth steps, probes, canaries, variants, the
 fit test) is a participant (:mod:`participants`) that the phases call; the
 cell loop names none of them. A run's own record -- its frozen campaign, its
@@ -21,6 +23,7 @@ from .campaign import Campaign
 from .judge import judge_run
 from .logs import LogSourceError, capture_file
 from .logs.requests import cache_from_logs
+from .order import interleave
 from .participants import PARTICIPANTS
 from .prompts import build_prompt
 from .redact import public_url
@@ -126,8 +129,11 @@ def _run(ctx: RunContext, cells: list[PlannedCell]) -> RunOutcome:
         try:
             for p in PARTICIPANTS:
                 p.start(ctx)
+            interleaved, why = interleave(campaign.backend, props, len(campaign.models))
+            echo(f"order: {'interleaved across the models' if interleaved else 'one model after the other'}: "
+                 f"{why.english()}")
             with measuring_commits(store):
-                _run_cells(ctx, cells)
+                _run_cells(ctx, cells, interleaved)
                 for p in PARTICIPANTS:
                     p.after_cells(ctx, _variant_cells)
         finally:
@@ -166,10 +172,17 @@ def _judge(ctx: RunContext) -> None:
         evaluate_rules(store, ctx.run_id, echo)
 
 
-def _run_cells(ctx: RunContext, cells: list[PlannedCell]) -> None:
-    """Per model: enter (load it, or store why it was refused beside the pin), its cells, leave."""
+def _run_cells(ctx: RunContext, cells: list[PlannedCell], interleaved: bool = False) -> None:
+    """Per model: enter (load it, or store why it was refused beside the pin), its cells, leave.
+
+    ``interleaved``: every model is entered first and the cells' repetitions go round-robin across the
+    models (:func:`_run_interleaved`); the models are then left in the same order.
+    """
     walk = Walk(pin=next((m.name for m in ctx.campaign.models if m.pinned), None),
                 canaries_done=not ctx.campaign.canaries)
+    if interleaved:
+        _run_interleaved(ctx, cells, walk)
+        return
     for position, cell in enumerate(cells):
         if cell.model != walk.model:
             _leave(ctx, walk, cell, position, "next model")
@@ -178,14 +191,59 @@ def _run_cells(ctx: RunContext, cells: list[PlannedCell]) -> None:
             walk.load_id = load_for_cell(ctx, cell.model, walk.pin, walk.refused)
             walk.model = cell.model
         if cell.model in walk.refused:
-            walk.done += samples_not_sent(ctx.store, ctx.run_id, cell_id, cell.repetitions, walk.load_id, "refused",
-                                         walk.refused[cell.model])
-            ctx.state.failed += cell.repetitions
-            ctx.echo(f"[{walk.done}/{ctx.state.planned}] {cell.model} {cell.prompt_class}: {cell.repetitions} "
-                     f"samples not taken (load refused)")
+            _not_taken(ctx, cell, cell_id, walk)
             continue
         _measure_cell(ctx, cell, cell_id, walk)
     _leave(ctx, walk, None, len(cells), "run ended")
+
+
+def _not_taken(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: Walk) -> None:
+    walk.done += samples_not_sent(ctx.store, ctx.run_id, cell_id, cell.repetitions, walk.load_id, "refused",
+                                  walk.refused[cell.model])
+    ctx.state.failed += cell.repetitions
+    ctx.echo(f"[{walk.done}/{ctx.state.planned}] {cell.model} {cell.prompt_class}: {cell.repetitions} "
+             f"samples not taken (load refused)")
+
+
+def _run_interleaved(ctx: RunContext, cells: list[PlannedCell], walk: Walk) -> None:
+    """Every model loaded in the plan's order (the pin last), then per reasoning setting and prompt class
+    repetition 1 of each model's cell in turn, repetition 2, ...: a slower moment of the machine falls on
+    every model alike. One cell per model is open at a time, so the counters read around it (a router's
+    ``/metrics`` of that model) count its own requests only. Then each model is left, in the same order.
+    """
+    models = list(dict.fromkeys(c.model for c in cells))
+    walks = {}
+    for m in models:
+        load_id = load_for_cell(ctx, m, walk.pin, walk.refused)
+        walks[m] = Walk(walk.pin, walk.canaries_done, model=m, load_id=load_id, refused=walk.refused)
+    groups: dict[tuple[bool, str], list[PlannedCell]] = {}
+    for cell in cells:
+        groups.setdefault((cell.reasoning, cell.prompt_class), []).append(cell)
+    position = 0
+    for group in groups.values():
+        opened = []
+        for cell in group:
+            cell_id = _cell_row(ctx, cell, position)
+            position += 1
+            if cell.model in walk.refused:
+                _not_taken(ctx, cell, cell_id, walk)
+                continue
+            _open_cell(ctx, cell, cell_id, walks[cell.model].load_id)
+            opened.append((cell, cell_id, walks[cell.model]))
+        for rep in range(1, max((c.repetitions for c, _, _ in opened), default=0) + 1):
+            for cell, cell_id, own in opened:
+                if rep <= cell.repetitions:
+                    own.done = walk.done  # one count of the run's samples across the models' walks
+                    _take(ctx, cell, cell_id, own, rep)
+                    walk.done = own.done
+        for cell, cell_id, own in opened:
+            _close_cell(ctx, cell, cell_id, own)
+    for i, m in enumerate(models):
+        own = walks[m]
+        own.canaries_done = walk.canaries_done
+        following = next((c for c in cells if c.model == models[i + 1]), None) if i + 1 < len(models) else None
+        _leave(ctx, own, following, position, "next model" if following else "run ended")
+        walk.canaries_done = own.canaries_done
 
 
 def _leave(ctx: RunContext, walk: Walk, next_cell: PlannedCell | None, position: int, why: str) -> None:
@@ -231,38 +289,55 @@ def _variant_cells(ctx: RunContext, name: str, load_id: int | None, not_taken: t
 
 def _measure_cell(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: Walk) -> None:
     """The cell's repetitions, with the server's counters (and the embedding probe) before and after."""
-    campaign, backend = ctx.campaign, ctx.backend
-    checks = dict(embedding_url=campaign.embedding_url, embedding_model=campaign.embedding_model)
-    cellchecks.snapshot(ctx.store, backend, cell_id, cell.model, "before", **checks)
-    prompt_tokens = campaign.prompt_tokens[cell.prompt_class]
-    for p in PARTICIPANTS:
-        p.cell_start(ctx, cell_id, walk.load_id)
+    _open_cell(ctx, cell, cell_id, walk.load_id)
     for rep in range(1, cell.repetitions + 1):
-        walk.done += 1
-        label = (
-            f"[{walk.done}/{ctx.state.planned}] {cell.model} {cell.prompt_class} "
-            f"reasoning={'on' if cell.reasoning else 'off'} rep {rep}/{cell.repetitions}"
-        )
-        taken = take_sample(ctx.store, backend, SampleRequest(
-            ctx.run_id, cell_id, ctx.model_ids[cell.model], cell.model, rep,
-            lambda nonce: build_prompt(prompt_tokens, nonce), campaign.max_tokens, cell.reasoning,
-            load_id=walk.load_id,
-        ))
-        if taken.load_id is not None:
-            walk.load_id = taken.load_id
-            child = router_child_pid(backend.url, cell.model) if backend.is_router() else None
-            if child:
-                ctx.store.update("loads", walk.load_id, {"pid": child})
-            for p in PARTICIPANTS:
-                p.loaded(ctx, walk.load_id, child, cell.model)
-        if taken.ok:
-            ctx.state.measured += 1
-        else:
-            ctx.state.failed += 1
-        ctx.echo(f"{label}: {taken.text}")
-        if not taken.ok and note_crash(ctx, walk.load_id, cell.model):
-            walk.load_id = None  # its process is gone: the router's next load of it is a new load
-    cellchecks.snapshot(ctx.store, backend, cell_id, cell.model, "after", **checks)
+        _take(ctx, cell, cell_id, walk, rep)
+    _close_cell(ctx, cell, cell_id, walk)
+
+
+def _open_cell(ctx: RunContext, cell: PlannedCell, cell_id: int, load_id: int | None) -> None:
+    """The server's counters (and the embedding probe) before the cell, and every participant's start of it."""
+    campaign = ctx.campaign
+    cellchecks.snapshot(ctx.store, ctx.backend, cell_id, cell.model, "before", embedding_url=campaign.embedding_url,
+                        embedding_model=campaign.embedding_model)
+    for p in PARTICIPANTS:
+        p.cell_start(ctx, cell_id, load_id)
+
+
+def _take(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: Walk, rep: int) -> None:
+    """One repetition of ``cell`` on ``walk``'s load (a load inside the request becomes the walk's load)."""
+    campaign, backend = ctx.campaign, ctx.backend
+    prompt_tokens = campaign.prompt_tokens[cell.prompt_class]
+    walk.done += 1
+    label = (
+        f"[{walk.done}/{ctx.state.planned}] {cell.model} {cell.prompt_class} "
+        f"reasoning={'on' if cell.reasoning else 'off'} rep {rep}/{cell.repetitions}"
+    )
+    taken = take_sample(ctx.store, backend, SampleRequest(
+        ctx.run_id, cell_id, ctx.model_ids[cell.model], cell.model, rep,
+        lambda nonce: build_prompt(prompt_tokens, nonce), campaign.max_tokens, cell.reasoning,
+        load_id=walk.load_id,
+    ))
+    if taken.load_id is not None:
+        walk.load_id = taken.load_id
+        child = router_child_pid(backend.url, cell.model) if backend.is_router() else None
+        if child:
+            ctx.store.update("loads", walk.load_id, {"pid": child})
+        for p in PARTICIPANTS:
+            p.loaded(ctx, walk.load_id, child, cell.model)
+    if taken.ok:
+        ctx.state.measured += 1
+    else:
+        ctx.state.failed += 1
+    ctx.echo(f"{label}: {taken.text}")
+    if not taken.ok and note_crash(ctx, walk.load_id, cell.model):
+        walk.load_id = None  # its process is gone: the router's next load of it is a new load
+
+
+def _close_cell(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: Walk) -> None:
+    campaign = ctx.campaign
+    cellchecks.snapshot(ctx.store, ctx.backend, cell_id, cell.model, "after", embedding_url=campaign.embedding_url,
+                        embedding_model=campaign.embedding_model)
     for p in PARTICIPANTS:
         p.cell_done(ctx, cell_id, walk.load_id)
     sync_point(ctx.store)

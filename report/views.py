@@ -30,6 +30,7 @@ from .provenance import counter_provenance
 from .quality import quality_view
 from .setup import setup_view
 from .summary import summary_lines
+from .run_order import order_view
 
 
 @dataclass
@@ -59,6 +60,7 @@ class ArticleView:
     findings: list  # what the numbers mean (report/findings/), from all of the above
     setup: dict  # the last section, for anyone re-running the run (report/setup.py)
     summary: list  # the conclusion first (report/summary.py): message ids and values, from all of the above
+    order: dict  # the order the run measured in and the machine's load (report/run_order.py)
 
     @property
     def run_id(self) -> int:
@@ -105,6 +107,7 @@ def article_view(db, base: dict, *, previous_id: int | None, ratio: dict | None,
     so_far["fit"] = fit_view(db, rid)
     so_far["quality"] = quality_view(db, rid, so_far)
     so_far["findings"] = findings_for(so_far | finding_inputs(db, so_far))
+    so_far["order"] = order_view(db, so_far)
     so_far["setup"] = setup_view(db, so_far)
     so_far["summary"] = summary_lines(so_far)
     return ArticleView(base=base, **{f.name: so_far[f.name] for f in fields(ArticleView) if f.name != "base"})

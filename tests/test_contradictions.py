@@ -130,3 +130,82 @@ def test_card_below_self_report_is_a_contradiction():
     view["memory"]["loads"][0]["card_mib"] = 33167.0  # the usual direction: itemised, not contradictory
     assert detect(None, view) == []
     assert detect(None, {"memory": {"status": "not_measured", "loads": []}}) == []
+
+
+@pytest.fixture(scope="module")
+def probed_db(llama_server, tmp_path_factory):
+    """A real run of tiny-b with its probes, whose answers carry the server's timings."""
+    db = tmp_path_factory.mktemp("probed") / "p.db"
+    store = open_store(db)
+    text = (campaign_text(llama_server.url, models=("tiny-b",), reps=3, max_tokens=16)
+            + '\n[probes]\nrun = ["thinking", "reasoning"]\nrepeat = 1\nmax_tokens = 16\n'
+            + "\n[gates.length_limit]\nexclude = false\n[gates.not_on_card]\nexclude = false\n")
+    outcome = run_campaign(store, parse_campaign(text, "p.toml"), echo=lambda s: None)
+    store.close()
+    return db, outcome.run_id
+
+
+def _probe_timings(store, run_id: int, rate: float | None = None, prompt_n: int | None = None) -> list[int]:
+    """The probe rows whose answers carry timings; ``rate`` (plus a step per answer) becomes their decode rate,
+    ``prompt_n`` their prompt's size."""
+    import json
+
+    ids = []
+    for r in list(store.db.query("select id, exchange_json from probe_results where run_id = ?", [run_id])):
+        exchange = json.loads(r["exchange_json"])
+        timed = [resp for resp in exchange.get("responses") or [] if isinstance(resp, dict) and resp.get("timings")]
+        for resp in timed:
+            if rate is not None:
+                resp["timings"]["predicted_per_second"] = rate + len(ids)
+            if prompt_n is not None:
+                resp["timings"]["prompt_n"] = prompt_n
+        if timed:
+            ids.append(r["id"])
+            store.db.execute("update probe_results set exchange_json = ? where id = ?", [json.dumps(exchange), r["id"]])
+    store.db.conn.commit()
+    return ids
+
+
+def test_probe_requests_that_disagree_with_the_cells_are_a_contradiction(probed_db, tmp_path):
+    """The probes' own counters against the main cell, on a copy whose probe answers say fifty times the
+    cell's fastest decode rate (as measured, a machine's noise decides whether the blocks agree). The
+    reasoning probe asks with reasoning off, as the cell does; the thinking probe asks with it on, and
+    is compared with no cell of this run."""
+    db, run_id = probed_db
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    store = open_store(copy)
+    view = queries.run_view(store.db, run_id)
+    fastest = max(s["decode_tps"] for s in view["samples"] if s["decode_tps"])
+    probes = _probe_timings(store, run_id, rate=50 * fastest)
+    assert len(probes) >= 3  # the thinking probe's answer and the reasoning probe's carry the server's counters
+    (c,) = DETECTORS["repeated_figures"](store.db, queries.run_view(store.db, run_id))
+    assert c.a.text["en"].startswith("Main cells: ") and c.b.text["en"].startswith("Probe requests: ")
+    assert "main cells against probe requests" in c.title["en"]
+    assert "Anfragen der Prüfungen" in c.b.text["de"]
+    thinking = store.db.execute("select id from probe_results where run_id = ? and probe = 'thinking'",
+                                [run_id]).fetchone()[0]
+    assert c.b.evidence and set(c.b.evidence) <= {f"probe-{i}" for i in probes} - {f"probe-{thinking}"}
+    # a probe prompt far from every measured class (here forty times the short one's) is no such figure
+    _probe_timings(store, run_id, prompt_n=4000)
+    assert DETECTORS["repeated_figures"](store.db, queries.run_view(store.db, run_id)) == []
+    store.close()
+
+
+def test_blocks_disagree_only_where_their_ranges_part_beyond_chance():
+    """Ranges apart is not enough with few figures: two against two from one source part one time in three.
+    Four against four part one time in 35, and then a wide scatter on one side (a stalled moment) does not
+    hide it, as it would from Welch's t-test."""
+    from cardproof.report.contradictions.repeated_figures import _Block, _disagreeing
+
+    def block(kind, values):
+        b = _Block(kind, f"{kind}-1")
+        for i, v in enumerate(values):
+            b.add(v, f"sample-{i}", f"2026-01-01T00:00:0{i}+00:00" if kind == "cells" else f"2026-01-01T00:01:0{i}")
+        return b
+
+    assert _disagreeing([block("cells", [10, 11]), block("load", [20, 21])]) == []
+    slow, quiet = block("cells", [40, 5, 61, 30]), block("load", [538, 1897, 532, 4111])
+    ((a, b),) = _disagreeing([quiet, slow])
+    assert (a.kind, b.kind) == ("cells", "load")  # in the order they were measured
+    assert _disagreeing([slow, block("load", [538, 1897, 45, 4111])]) == []  # one figure inside: no contradiction

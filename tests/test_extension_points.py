@@ -171,7 +171,7 @@ def _modules(package) -> set[str]:
 
 def test_the_gate_registry_is_built_from_the_gate_modules():
     assert list(GATES) == ["load_time", "length_limit", "empty_answer", "not_on_card", "embedding_down",
-                           "foreign_load", "prompt_cache_hit", "counter_sanity"]
+                           "foreign_load", "busy_host", "prompt_cache_hit", "counter_sanity"]
     # one module per gate, named after it, and nothing registered from anywhere else
     assert _modules(gates_pkg) - {"base"} == set(GATES)
     for name, gate in GATES.items():
@@ -188,7 +188,7 @@ def test_every_gate_carries_both_languages_and_its_canary():
     by_canary = sorted(GATES.values(), key=lambda g: g.canary.order)
     # eviction (load_time) after every canary that needs the model loaded; the recorded one last
     assert [g.name for g in by_canary] == ["length_limit", "empty_answer", "prompt_cache_hit", "counter_sanity",
-                                           "foreign_load", "embedding_down", "load_time", "not_on_card"]
+                                           "foreign_load", "busy_host", "embedding_down", "load_time", "not_on_card"]
     assert len({g.canary.order for g in GATES.values()}) == len(GATES)
 
 

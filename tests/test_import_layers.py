@@ -30,7 +30,7 @@ REPORT_LAYERS: list[tuple[str, tuple[str, ...]]] = [
                            "evidence", "expectations", "fit", "memory", "energy", "probes", "reconcile", "compare",
                            "llama_bench", "history", "history.conditions", "history.steps", "history.series",
                            "history.llama_bench", "caveats", "caveats.*", "contradictions", "contradictions.*",
-                           "axes", "views", "summaries", "summary", "setup", "variants", "quality")),
+                           "axes", "views", "summaries", "summary", "setup", "variants", "quality", "run_order")),
     ("sections and charts", ("charts", "axes_charts", "article_parts", "observations", "history.numbers",
                              "history.svg", "history.tables", "history.chart", "findings.show",
                              "statements")),

@@ -43,6 +43,7 @@ class SampleContext:
     embedding: list[dict] = field(default_factory=list)  # probes around the cell
     embedding_configured: bool = False
     foreign: dict | None = None  # {"tokens": n, "requests": n, "clients": [...], "source": ...}
+    host: dict | None = None  # other processes' CPU time during the cell (hostload.foreign_cores)
     extra: dict = field(default_factory=dict)  # what a gate's own gather adds that no field above names
 
 
