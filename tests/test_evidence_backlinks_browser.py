@@ -181,8 +181,9 @@ def test_every_article_link_into_the_evidence_lands_on_its_row(site, browser):
 
 
 def test_the_marked_median_is_the_figure_of_its_cell(site, browser):
-    """Odd n: exactly one sample of each cell is marked median, and its rate (3 decimals) rounds to the article's
-    figure (1 decimal); even n: two are marked and the figure lies between them."""
+    """Odd n: exactly one sample of each cell has its decode rate in bold (the median, marked in its own
+    column), and that rate (3 decimals) rounds to the article's figure (1 decimal); even n: two are marked
+    and the figure lies between them."""
     run_id = site["run_id"]
     page = browser.new_page()
     page.goto(site["base"] + site["article"], wait_until="networkidle")
@@ -195,10 +196,11 @@ def test_the_marked_median_is_the_figure_of_its_cell(site, browser):
     marked: dict[int, list[float]] = {}
     for sid, cid in site["samples"].items():
         cells = page.evaluate(
-            "id => [...document.getElementById(id).closest('tr').children].map(td => td.innerText)",
+            "id => [...document.getElementById(id).closest('tr').children]"
+            ".map(td => [td.innerText, !!td.querySelector('strong')])",
             f"sample-{sid}")
-        if "median" in cells[1]:
-            marked.setdefault(cid, []).append(float(cells[col].replace(",", "")))
+        if cells[col][1]:  # the decode column's own median mark
+            marked.setdefault(cid, []).append(float(cells[col][0].replace(",", "")))
     assert marked
     for cid, values in marked.items():
         figure = float(figures[f"fig-cell-{cid}"].replace(",", ""))
