@@ -8,6 +8,7 @@ are picked by fact (:func:`journal_excerpt`), never by a time window.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -31,6 +32,25 @@ def display_text(raw: str | None) -> str:
     """The stored line as a reader sees it: colour codes dropped, other control bytes shown as U+FFFD."""
     text = _ANSI.sub("", raw or "")
     return _CONTROL.sub("\ufffd", text)
+
+
+def _cited_lines(conn, load_id: int) -> set[int]:
+    """Lines the article links to beyond the facts: the runtime's memory self-report (the Memory section) and
+    the command line the router printed for the load (the Setup section)."""
+    from .setup import command_line_ids
+
+    ids = set(command_line_ids(conn, load_id))
+    try:
+        rows = conn.execute("select line_ids_json from memory_selfreports where load_id = ?", [load_id]).fetchall()
+    except sqlite3.OperationalError:  # a store without the table, opened read-only
+        rows = []
+    for (text,) in rows:
+        try:
+            found = json.loads(text or "[]")
+        except ValueError:
+            continue
+        ids |= {i for i in found if isinstance(i, int)} if isinstance(found, list) else set()
+    return ids
 
 
 def journal_excerpt(db, load_id: int, facts=SPEC_FACTS, *, limit: int = 8) -> list[dict]:
@@ -110,7 +130,7 @@ def run_evidence(db, run_id: int, *, max_lines_per_load: int = 2000) -> dict:
         ld["excerpt"] = journal_excerpt(db, ld["id"], SPEC_FACTS)
         # every line a fact or an excerpt links to is printed, whatever the cap
         fact_ids = {r["line_id"] for r in ld["fact_rows"]} | {x["id"] for x in ld["excerpt"]} \
-            | _variant_lines(conn, ld["id"])
+            | _variant_lines(conn, ld["id"]) | _cited_lines(conn, ld["id"])
         first = conn.execute("select id, raw from log_lines where load_id = ? order by id limit ?",
                              [ld["id"], max_lines_per_load]).fetchall()
         have = {lid for lid, _ in first}

@@ -65,6 +65,22 @@ def _command_lines(db, load_ids: list[int]) -> dict[int, dict]:
     return out
 
 
+def command_line_ids(conn, load_id: int) -> list[int]:
+    """The ids of the lines a router printed a load's command line in (the head and each argument), so the
+    evidence page prints what the Setup section links to."""
+    head = conn.execute("select id from log_lines where load_id = ? and raw like ? order by id limit 1",
+                        [load_id, f"%{_ARGS_HEAD}%"]).fetchone()
+    if head is None:
+        return []
+    ids = [head[0]]
+    for line_id, raw in conn.execute("select id, raw from log_lines where load_id = ? and id > ? order by id limit 400",
+                                     [load_id, head[0]]).fetchall():
+        if not _ARG.search(raw or ""):
+            break
+        ids.append(line_id)
+    return ids
+
+
 def _order(db, run_id: int) -> list[dict]:
     """What the run did, in the order it did it: consecutive requests of one model and kind as one step."""
     events = [(r[0], r[1], r[2] or "measure") for r in db.execute(

@@ -101,3 +101,26 @@ def test_the_gates_section_says_which_gates_judged_no_step_sample(probed_run, tm
         assert f"`{gate}` (concurrency steps, depth steps)" in said, (gate, said)
     assert "`load_time` (" not in said
     assert "außer durch diese Gates" in de
+
+
+def test_the_second_clients_request_is_own_when_its_prompt_tokenizes_shorter(probed_run, tmp_path):
+    """SmolLM2's tokenizer made the second client's prompt (another nonce) 5 tokens shorter than the canary's."""
+    import shutil
+
+    db, run_id = probed_run
+    copy = tmp_path / "r.db"
+    shutil.copy(db, copy)
+    store = open_store(copy)
+    try:
+        canary = store.db.execute("select s.prompt_tokens, s.prompt_ms from canaries c join samples s on "
+                                  "s.id = c.sample_id where c.gate = 'foreign_load'").fetchone()
+        own = store.db.execute("select id, line_id from observed_requests where prompt_tokens = ? and "
+                               "abs(prompt_ms - ?) < 0.01", list(canary)).fetchone()
+        second = store.db.execute("select id from observed_requests where line_id > ? order by line_id limit 1",
+                                  [own[1]]).fetchone()[0]
+        with store.db.conn:
+            store.db.execute("update observed_requests set prompt_tokens = prompt_tokens - 5 where id = ?", [second])
+        loads = load_summaries(store.db, run_id)
+    finally:
+        store.close()
+    assert sum(ld["observed"]["count"] for ld in loads) == 0

@@ -194,8 +194,9 @@ def _sent_by_cardproof(conn, run_ids: list[int]) -> dict[tuple, list[float]]:
     return sent
 
 
-#: tokens a second client's prompt may differ by from the canary's own (another nonce, the same filler)
-_SECOND_CLIENT_TOKENS = 4
+#: tokens a second client's prompt may differ by from the canary's own: the same filler with another 16-character
+#: nonce, which a tokenizer makes at most 16 tokens of (SmolLM2's came out 5 shorter, a tiny model's the same)
+_SECOND_CLIENT_TOKENS = 16
 
 
 def _second_clients(conn, run_ids: list[int]) -> dict[int, int]:
