@@ -134,7 +134,7 @@ def headline(view: dict) -> dict[str, Statement]:
 
 def _name(m: dict, L: Lang, mark: bool = True) -> str:
     """A model as the headline names it (its production mark where the template's ``bold`` adds one)."""
-    return m["name"] + (f" ({L.gettext('in production')})" if mark and m.get("pinned") else "")
+    return m["name"] + (f" ({L.gettext('pinned')})" if mark and m.get("pinned") else "")
 
 
 def _pair(r: dict, L: Lang) -> str:
