@@ -70,12 +70,20 @@ def run_samples(db, run_id: int, *, show_addresses: bool = False) -> list[dict]:
         row["gates_fired"] = fired.get(s["id"], [])
         row["excluded_by"] = excluded.get(s["id"], [])
         for k, v in row.items():
-            if isinstance(v, str):
-                row[k] = public_text(v, show_addresses=show_addresses)
-            elif isinstance(v, bytes):  # a merged database may hold anything: shown as text
-                row[k] = public_text(v.decode("utf-8", "replace"), show_addresses=show_addresses)
+            if isinstance(v, list):  # the gates' names: text from a database like any other
+                row[k] = [_public(x, show_addresses) for x in v]
+            else:
+                row[k] = _public(v, show_addresses)
         out.append(row)
     return out
+
+
+def _public(v, show_addresses: bool):
+    if isinstance(v, str):
+        return public_text(v, show_addresses=show_addresses)
+    if isinstance(v, bytes):  # a merged database may hold anything: shown as text
+        return public_text(v.decode("utf-8", "replace"), show_addresses=show_addresses)
+    return v
 
 
 def samples_csv(rows: list[dict]) -> str:

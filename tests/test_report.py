@@ -40,17 +40,22 @@ def _cell_medians(db: Path) -> dict:
     """Median, range and n of each cell over the samples that count: answered, and no excluding gate fired.
 
     The campaign above keeps length_limit and not_on_card samples in the medians; every other gate
-    excludes by default (a tiny model that answers with EOS at once fires empty_answer now and then).
+    that excludes by default does (a tiny model that answers with EOS at once fires empty_answer now
+    and then); busy_host only counts.
     """
+    from cardproof.daemon.gates import GATES
+
+    excluding = [g for g, gate in GATES.items() if gate.default_exclude and g not in ("length_limit", "not_on_card")]
+    marks = ",".join("?" * len(excluding))
     store = open_store(db)
     out = {}
     for c in store.db.query(
         "select cells.id, models.name, prompt_class, reasoning from cells join models on models.id = model_id"
     ):
         vals = [r["decode_tps"] for r in store.db.query(
-            """select decode_tps from samples where cell_id = ? and error_kind is null and id not in (
-                   select sample_id from gate_results where fired = 1
-                   and gate not in ('length_limit', 'not_on_card'))""", [c["id"]])]
+            f"""select decode_tps from samples where cell_id = ? and error_kind is null and id not in (
+                   select sample_id from gate_results where fired = 1 and gate in ({marks}))""",
+            [c["id"], *excluding])]
         out[c["id"]] = (c["name"], c["prompt_class"], c["reasoning"],
                         *((statistics.median(vals), min(vals), max(vals)) if vals else (None, None, None)), len(vals))
     store.close()

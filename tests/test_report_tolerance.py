@@ -38,12 +38,15 @@ def run_db(llama_server, tmp_path_factory) -> Path:
 
 def _counted(db: Path) -> tuple[int, list[float]]:
     """The cell and the decode rates its median is made of (answered, numeric, no excluding gate)."""
+    from cardproof.daemon.gates import GATES
+
+    excluding = [g for g, gate in GATES.items() if gate.default_exclude and g not in ("length_limit", "not_on_card")]
     store = open_store(db)
     cell = store.db.execute("select id from cells where kind = 'measure'").fetchone()[0]
     vals = [r[0] for r in store.db.execute(
-        """select decode_tps from samples where cell_id = ? and error_kind is null and typeof(decode_tps) = 'real'
+        f"""select decode_tps from samples where cell_id = ? and error_kind is null and typeof(decode_tps) = 'real'
            and abs(decode_tps) < 1e15 and id not in (select sample_id from gate_results where fired = 1
-           and gate not in ('length_limit', 'not_on_card'))""", [cell])]
+           and gate in ({",".join("?" * len(excluding))}))""", [cell, *excluding])]
     store.close()
     return cell, vals
 
