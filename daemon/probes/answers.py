@@ -80,6 +80,7 @@ class Reading:
     numbers: list[float] = field(default_factory=list)
 
     def as_detail(self) -> dict:
+        """What a probe keeps of the reading in its unit's detail (the evidence page says why from it)."""
         return {"answer": self.value, "read_from": self.how, "quote": self.quote[:300],
                 "format_followed": self.format_followed}
 
