@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from cardproof.marks import N_
 
 
 @dataclass(frozen=True)
@@ -44,17 +45,17 @@ def _table(*entries: CrashSignal) -> dict[str, CrashSignal]:
 #: The signals a server dies of, and what each usually means for a llama.cpp or Ollama server.
 #: SIGTERM/SIGINT are left out on purpose: they are how a server is stopped, not how it crashes.
 SIGNALS = _table(
-    CrashSignal("SIGILL", 4, "illegal instruction: the binary uses CPU features this machine does not allow"),
-    CrashSignal("SIGABRT", 6, "aborted: the server stopped itself on a failed check such as GGML_ASSERT or ggml_abort"),
-    CrashSignal("SIGBUS", 7, "bus error: mapped memory could not be read, often a model file that changed, "
-                             "was cut short or sits on a failing disk"),
-    CrashSignal("SIGFPE", 8, "arithmetic error: a division by zero or a similar fault in the server"),
-    CrashSignal("SIGKILL", 9, "killed: ended from outside without a chance to clean up, by the out-of-memory "
-                              "killer, a supervisor's timeout or kill -9"),
-    CrashSignal("SIGSEGV", 11, "segmentation fault: the server touched memory it does not own, a bug in the "
-                               "server, a backend or a driver"),
+    CrashSignal("SIGILL", 4, N_("illegal instruction: the binary uses CPU features this machine does not allow")),
+    CrashSignal("SIGABRT", 6, N_("aborted: the server stopped itself on a failed check such as GGML_ASSERT or ggml_abort")),
+    CrashSignal("SIGBUS", 7, N_("bus error: mapped memory could not be read, often a model file that changed, "
+                                "was cut short or sits on a failing disk")),
+    CrashSignal("SIGFPE", 8, N_("arithmetic error: a division by zero or a similar fault in the server")),
+    CrashSignal("SIGKILL", 9, N_("killed: ended from outside without a chance to clean up, by the out-of-memory "
+                                 "killer, a supervisor's timeout or kill -9")),
+    CrashSignal("SIGSEGV", 11, N_("segmentation fault: the server touched memory it does not own, a bug in the "
+                                  "server, a backend or a driver")),
     # the kernel's OOM killer sends SIGKILL; where its own line says so, the cause is known
-    CrashSignal("OOM", 9, "killed by the kernel's out-of-memory killer: the machine ran out of memory"),
+    CrashSignal("OOM", 9, N_("killed by the kernel's out-of-memory killer: the machine ran out of memory")),
 )
 _BY_NUMBER = {s.number: s for s in SIGNALS.values() if s.key != "OOM"}
 #: Windows reports a crash as an NTSTATUS exit code (Ollama: ``exit status 0xc000001d``, Go's runtime

@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 from typing import Callable
 
+from cardproof.marks import N_
 from . import cellchecks, gate_counts, liveness
 from .backends import Backend, BackendError, backend_for, evidence
 from .campaign import Campaign
@@ -185,7 +186,7 @@ def _run_cells(ctx: RunContext, cells: list[PlannedCell], interleaved: bool = Fa
         return
     for position, cell in enumerate(cells):
         if cell.model != walk.model:
-            _leave(ctx, walk, cell, position, "next model")
+            _leave(ctx, walk, cell, position, N_("next model"))
         cell_id = _cell_row(ctx, cell, position)
         if cell.model != walk.model:
             walk.load_id = load_for_cell(ctx, cell.model, walk.pin, walk.refused)
@@ -194,7 +195,7 @@ def _run_cells(ctx: RunContext, cells: list[PlannedCell], interleaved: bool = Fa
             _not_taken(ctx, cell, cell_id, walk)
             continue
         _measure_cell(ctx, cell, cell_id, walk)
-    _leave(ctx, walk, None, len(cells), "run ended")
+    _leave(ctx, walk, None, len(cells), N_("run ended"))
 
 
 def _not_taken(ctx: RunContext, cell: PlannedCell, cell_id: int, walk: Walk) -> None:
@@ -242,7 +243,7 @@ def _run_interleaved(ctx: RunContext, cells: list[PlannedCell], walk: Walk) -> N
         own = walks[m]
         own.canaries_done = walk.canaries_done
         following = next((c for c in cells if c.model == models[i + 1]), None) if i + 1 < len(models) else None
-        _leave(ctx, own, following, position, "next model" if following else "run ended")
+        _leave(ctx, own, following, position, N_("next model") if following else N_("run ended"))
         walk.canaries_done = own.canaries_done
 
 

@@ -408,13 +408,15 @@ def memory_rows(memory: dict, L: Lang) -> list[dict]:
     for r in memory.get("loads", []):
         if r.get("card_mib") is None:
             continue
-        parts = [("weights", r.get("weights_mib")), ("KV cache", r.get("kv_mib"))]
-        parts += [(f"compute {d}", v) for d, v in sorted((r.get("compute_by_device") or {}).items())]
-        parts += [("draft/MTP", r.get("draft_mib")), ("projector", r.get("projector_mib")),
-                  ("unexplained", r.get("unexplained_mib"))]
+        _ = L.gettext
+        parts = [(_("weights"), r.get("weights_mib")), (_("KV cache"), r.get("kv_mib"))]
+        parts += [(_("compute {device}").format(device=d), v)
+                  for d, v in sorted((r.get("compute_by_device") or {}).items())]
+        parts += [(_("draft/MTP"), r.get("draft_mib")), (_("projector"), r.get("projector_mib")),
+                  (_("unexplained"), r.get("unexplained_mib"))]
         for order, (item, mib) in enumerate(parts):
             if mib:
-                rows.append({"model": _label(r["model"]), "item": _label(L.gettext(item)), "gib": round(mib / 1024, 3),
+                rows.append({"model": _label(r["model"]), "item": _label(item), "gib": round(mib / 1024, 3),
                              "order": order, "selfreport": round((r.get("selfreport_mib") or 0) / 1024, 3)})
     return rows
 

@@ -9,9 +9,10 @@ source's reason; nothing is estimated from a power rating or a self-report.
 from __future__ import annotations
 
 from cardproof.daemon.energy.perf import cell_energy, idle_draw, unavailable
+from cardproof.marks import N_
 
 #: a source as the page names it (catalogue message ids); a recorded one keeps its word
-SOURCE_LABEL = {"nvml": "card (NVML)", "amdsmi": "AMD GPU (amdsmi)", "rapl": "CPU packages (RAPL)"}
+SOURCE_LABEL = {"nvml": N_("card (NVML)"), "amdsmi": N_("AMD GPU (amdsmi)"), "rapl": N_("CPU packages (RAPL)")}
 
 
 def label(source: str) -> str:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from cardproof.marks import N_
 
 #: verdict -> the words the table shows (catalogue message ids)
-VERDICT_WORDS = {"fits": "fits", "does_not_fit": "does not fit", "not_on_card": "not on a card",
+VERDICT_WORDS = {"fits": "fits", "does_not_fit": N_("does not fit"), "not_on_card": N_("not on a card"),
                  "refused": "refused", "unknown": "no verdict"}
 #: what a "fits" needs and a load may not give (fit_evidence.judge's names) -> catalogue message ids
-MISSING_WORDS = {"offloaded layers": "no offload line in the log", "KV buffer": "no KV buffer line in the log",
-                 "context size": "no context size in the log", "card memory": "no card memory reading"}
+MISSING_WORDS = {"offloaded layers": N_("no offload line in the log"), "KV buffer": N_("no KV buffer line in the log"),
+                 "context size": N_("no context size in the log"), "card memory": N_("no card memory reading")}
 
 
 def _json(text, kind):

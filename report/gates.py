@@ -9,11 +9,12 @@ import sqlite_utils
 
 from cardproof.daemon.campaign import CampaignError, parse_campaign, parse_gates
 from cardproof.daemon.gates import GATES, default_config
+from cardproof.marks import N_
 
 _warned: set[tuple[str, int]] = set()
 
 #: why a gate has no canary row (a message id: pages translate it)
-NO_CANARIES = "canaries were not run (campaign.canaries = false)"
+NO_CANARIES = N_("canaries were not run (campaign.canaries = false)")
 
 
 def run_gate_config(db: sqlite_utils.Database, run_id: int) -> dict:

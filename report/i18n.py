@@ -4,23 +4,20 @@ Adding a string (read this before adding one):
   1. Write it in English where it is used: ``_("Text")`` in a template or
      ``L.gettext("Text")`` in Python; for a count ``L.ngettext("%(num)s sample",
      "%(num)s samples", n)`` (Python) or ``ngettext(...)`` (templates), never
-     "n" glued before a fixed plural.
-  2. Give it German in ``report/locale/de/LC_MESSAGES/cardproof.po`` (a
-     ``msgid``/``msgstr`` pair, ``msgid_plural``/``msgstr[0]``/``msgstr[1]`` for a
-     count), in the words of docs/GLOSSARY.md. ``pybabel extract -F babel.cfg -o
-     report/locale/cardproof.pot .`` lists every string the code uses.
-  3. tests/test_i18n_catalogue.py fails for a string the code uses that has no
-     German (or only a fuzzy one).
-Every string of the report lives in the ``.po``; ``report/messages/`` holds no
-dictionary any more (tests/test_i18n_observations.py keeps it so), a module
-there would still be merged but contradicts nothing only by luck.
-
-German for text that comes from data lives with the data (gate modules'
-``description_de``, ``defect_de``/``effect_de`` in daemon/probes/defects.toml) and
-is merged here; templates print such text with ``_(text)``. So does a caveat
-rule's (``german`` of its ``RULE`` in report/caveats/) and a finding rule's
-(report/findings/, with the section's own words in ``findings/show.py``): a
-rule is one module.
+     "n" glued before a fixed plural. A constant translated where it is shown
+     (a rule's message id, a gate's description, a stored ``Said``) is marked
+     ``N_("Text")`` (``NP_(singular, plural)`` for a count) from cardproof.marks;
+     a word that arrives as data goes into report/data_words.py.
+  2. Run ``python scripts/catalogue.py``: it extracts every marked string
+     (babel.cfg covers report/, daemon/ and cardproof/) into
+     ``report/locale/cardproof.pot`` and brings the German .po up to it.
+  3. Give it German in ``report/locale/de/LC_MESSAGES/cardproof.po`` (a
+     ``msgstr``; ``msgstr[0]``/``msgstr[1]`` for a count), in the words of
+     docs/GLOSSARY.md. tests/test_i18n_catalogue.py fails for a string without
+     German, tests/test_i18n_extraction.py for a .pot that is not regenerated.
+Every string of the report lives in the ``.po``, except the probe defects
+register's (daemon/probes/defects.toml, authored in both languages and merged
+here).
 
 The ``.po`` is compiled in memory when this module is imported, so a plain
 ``pip install -e .`` works and no stale ``.mo`` can exist. Numbers are
@@ -53,31 +50,11 @@ def read_catalogue(lang: str = "de"):
         return read_po(f, locale=lang, domain=DOMAIN)
 
 
-def _legacy_and_register_messages() -> dict[str, str]:
-    """German that does not (yet) live in the .po: modules left in report/messages/, gate descriptions."""
-    import importlib
-    import pkgutil
-
-    from . import messages
-
-    merged: dict[str, str] = {}
-    for info in sorted(pkgutil.iter_modules(messages.__path__), key=lambda i: i.name):
-        merged.update(importlib.import_module(f"{messages.__name__}.{info.name}").MESSAGES)
-    try:
-        from cardproof.daemon.gates import GATES
-
-        merged.update({g.description: g.description_de for g in GATES.values()})
-    except ImportError:  # the capture side is part of this package; never stop a build over it
-        pass
+def _register_messages() -> dict[str, str]:
+    """German that lives with authored data: the probe defects register (daemon/probes/defects.toml)."""
     from cardproof.daemon.probes.defects import load_defects  # bilingual authored TOML
 
-    from .caveats import german as caveat_german  # each caveat rule's module carries its German
-
-    merged.update(caveat_german())
-    from .findings import german as finding_german  # so does each finding rule's
-
-    merged.update(finding_german())
-
+    merged: dict[str, str] = {}
     for entries in load_defects().values():
         for d in entries:
             merged[d["defect"]] = d["defect_de"]
@@ -87,7 +64,7 @@ def _legacy_and_register_messages() -> dict[str, str]:
 
 def _load() -> tuple[Translations, dict[str, str]]:
     catalog = read_catalogue("de")
-    extra = _legacy_and_register_messages()
+    extra = _register_messages()
     for en, de in extra.items():
         if en not in catalog:
             catalog.add(en, de)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from cardproof.marks import N_
 from .history.render import METRIC_NAMES, cell_name
 from .history.render import runs_of_steps, trend_series
 from .i18n import LANGUAGES, Lang
@@ -56,15 +57,15 @@ def lead_sentences(entries: list[dict] | None, L: Lang) -> list[MD]:
             seen.add((s["page"], st["metric"]))
         lo, hi = sorted((abs(st["low"]), abs(st["high"])))
         if whole_model:
-            msg = ("This run starts a step: {metric} of {model} rose {size} ({low}–{high}) against run {before}"
-                   " — see the {trend}." if st["change"] > 0 else
-                   "This run starts a step: {metric} of {model} fell {size} ({low}–{high}) against run {before}"
-                   " — see the {trend}.")
+            msg = (N_("This run starts a step: {metric} of {model} rose {size} ({low}–{high}) against run {before}"
+                      " — see the {trend}.") if st["change"] > 0 else
+                   N_("This run starts a step: {metric} of {model} fell {size} ({low}–{high}) against run {before}"
+                      " — see the {trend}."))
         else:
-            msg = ("This run starts a step: {metric} of {model} ({cell}) rose {size} ({low}–{high}) against run "
-                   "{before} — see the {trend}." if st["change"] > 0 else
-                   "This run starts a step: {metric} of {model} ({cell}) fell {size} ({low}–{high}) against run "
-                   "{before} — see the {trend}.")
+            msg = (N_("This run starts a step: {metric} of {model} ({cell}) rose {size} ({low}–{high}) against run "
+                      "{before} — see the {trend}.") if st["change"] > 0 else
+                   N_("This run starts a step: {metric} of {model} ({cell}) fell {size} ({low}–{high}) against run "
+                      "{before} — see the {trend}."))
         before = st["before"]["run_id"]
         out.append(MD(L.gettext(msg)).format(
             metric=L.gettext(METRIC_NAMES[st["metric"]]), model=s["model"], cell=cell_name(s, L),

@@ -18,6 +18,7 @@ from cardproof.daemon.memory.host import load_summary
 from cardproof.daemon.memory.readings import NOT_MEASURED, is_card_device
 from cardproof.daemon.memory.reconcile import CATEGORY as CATEGORY_FACTS, reconcile_load
 
+from cardproof.marks import N_
 from .queries import is_measured_load
 
 
@@ -56,15 +57,15 @@ def _cells(db, load_id: int) -> list[dict]:
 
 # English labels (the catalogue has the German) for stored codes
 KIND_LABEL = {
-    "exit": "memory breakdown printed at exit",
-    "projection": "memory breakdown projected while fitting",
-    "facts": "sum of the buffer lines",
+    "exit": N_("memory breakdown printed at exit"),
+    "projection": N_("memory breakdown projected while fitting"),
+    "facts": N_("sum of the buffer lines"),
     "ps": "size_vram",
-    "plan": "memory plan in the log",
+    "plan": N_("memory plan in the log"),
 }
 CATEGORY_LABEL = {
-    "weights": "weights", "kv": "KV cache", "compute": "compute buffer", "output": "output buffer",
-    "draft": "draft/MTP context", "projector": "projector",
+    "weights": "weights", "kv": "KV cache", "compute": N_("compute buffer"), "output": N_("output buffer"),
+    "draft": N_("draft/MTP context"), "projector": "projector",
 }
 
 
@@ -164,8 +165,8 @@ def _process(db, load_id: int) -> dict:
         return {**summary, "pids": pids, "note": None}
     pids = [r[0] for r in db.execute("select distinct pid from memory_load_pids where load_id = ?", [load_id])]
     if not pids:
-        return {**none, "note": "the load's server process was not identified on this host (no port, no PID)"}
-    return {**none, "note": "the server process was gone before it was read", "pids": pids}
+        return {**none, "note": N_("the load's server process was not identified on this host (no port, no PID)")}
+    return {**none, "note": N_("the server process was gone before it was read"), "pids": pids}
 
 
 def _buffers(db, load_id: int) -> dict:

@@ -24,6 +24,7 @@ from babel.numbers import format_decimal
 
 from cardproof.daemon.crashes import from_end_reason
 
+from cardproof.marks import N_
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, code_span, esc
 
@@ -123,16 +124,16 @@ def _number(L: Lang, value, spec: str) -> str:
 # How a load ended: the closed vocabulary the capture side writes into loads.end_reason
 # (daemon/runner.py, daemon/logs/processes.py, daemon/logs/attribution.py). Each is a message of the
 # catalogue, said in the page's language; anything else (an older or merged database) is quoted.
-_END_FIXED = frozenset({"next model", "run ended", "next process started", "model failed to load",
-                        "process exit", "exit after the model failed to load"})
-_END_PATTERNS = ((re.compile(r"exited with status (-?\d{1,6})"), "exited with status {status}", "status", int),
+_END_FIXED = frozenset({N_("next model"), N_("run ended"), N_("next process started"), N_("model failed to load"),
+                        N_("process exit"), N_("exit after the model failed to load")})
+_END_PATTERNS = ((re.compile(r"exited with status (-?\d{1,6})"), N_("exited with status {status}"), "status", int),
                  # a router's child: the router turns any signal into status 1 (daemon/crashes.py)
                  (re.compile(r"crashed: exited unasked with status (-?\d{1,6})"),
-                  "crashed: exited unasked with status {status} (the router reports any signal as status 1: "
-                  "which one is not known)", "status", int),
-                 (re.compile(r"crashed: (\S.{0,80})"), "crashed: {signal}", "signal", str))
+                  N_("crashed: exited unasked with status {status} (the router reports any signal as status 1: "
+                     "which one is not known)"), "status", int),
+                 (re.compile(r"crashed: (\S.{0,80})"), N_("crashed: {signal}"), "signal", str))
 #: a crash by a known signal is said with what that signal usually means (daemon/crashes.py's table)
-CRASHED_BY = "crashed: {signal} ({meaning})"
+CRASHED_BY = N_("crashed: {signal} ({meaning})")
 
 
 def end_reason(L: Lang, text) -> MD:

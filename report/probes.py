@@ -18,6 +18,7 @@ from cardproof.daemon.probes.base import message, summarise
 from cardproof.daemon.probes.defects import load_defects
 from cardproof.daemon.rules.outcome import rule_sha256
 
+from cardproof.marks import N_
 from .findings import cells_measurable
 
 
@@ -217,7 +218,7 @@ def grade_fairly(rules: list[dict], view: dict) -> list[dict]:
     for rule in rules:
         for m in rule["models"]:
             if "candidate" in rule["name"].lower() and m["pinned"]:
-                m["outcome"] = "not graded: incumbent"
+                m["outcome"] = N_("not graded: incumbent")
                 continue
             read = {str(name) for a in m["arms"] if isinstance(a, dict)
                     for name in (a.get("values") or {}) if isinstance(a.get("values"), dict)}

@@ -2,18 +2,20 @@
 
 ``counter_provenance(db, run_id)`` lists the ``counter_source`` values of a
 run's measured samples with an English label (German in
-``messages/backends.py``), so an article can say, per run, whether its
+the catalogue), so an article can say, per run, whether its
 tok/s are counters or wall-clock-derived (weaker evidence, principle 1).
 """
 
 from __future__ import annotations
 
+from cardproof.marks import N_
+
 LABELS = {
-    "timings": "server counters (llama.cpp timings)",
-    "ollama_counters": "server counters (Ollama eval_count / eval_duration)",
-    "wall_clock_stream": "wall clock between streamed tokens (weaker evidence than counters)",
-    "llama-bench": "in-process measurement (llama-bench)",
-    "none": "no rate (the request failed)",
+    "timings": N_("server counters (llama.cpp timings)"),
+    "ollama_counters": N_("server counters (Ollama eval_count / eval_duration)"),
+    "wall_clock_stream": N_("wall clock between streamed tokens (weaker evidence than counters)"),
+    "llama-bench": N_("in-process measurement (llama-bench)"),
+    "none": N_("no rate (the request failed)"),
 }
 #: sources whose rates are not a server's own counters
 WEAKER = frozenset({"wall_clock_stream"})

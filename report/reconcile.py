@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 
+from cardproof.marks import N_
 from .caveats.base import Caveat
 
 _BUFFERS = ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib", "rs_buffer_mib")
@@ -40,11 +41,11 @@ def reconciliations(view: dict) -> list[Caveat]:
                   if ld["id"] in measured_ids and _num(ld["facts"].get("load_seconds"))]
         if m.get("load") and server:
             out.append(Caveat(
-                "reconcile", "info", "Load time: two clocks",
-                "{model}: {client} s on cardproof's clock (from the load request until the server reported the "
-                "model ready; measured loads: {n}) against {server} s in the server log (its own clock since the "
-                "process started, at \"model loaded\"). They count different spans of the same loads: the "
-                "process start and the readiness poll lie between them.",
+                "reconcile", "info", N_("Load time: two clocks"),
+                N_("{model}: {client} s on cardproof's clock (from the load request until the server reported the "
+                   "model ready; measured loads: {n}) against {server} s in the server log (its own clock since the "
+                   "process started, at \"model loaded\"). They count different spans of the same loads: the "
+                   "process start and the readiness poll lie between them."),
                 {"model": m["name"], "client": ("num2", m["load"].median), "server": ("num2", statistics.median(server)),
                  "n": ("int", m["load"].n)}))
         # draft acceptance: measured samples against every request the log saw
@@ -60,10 +61,10 @@ def reconciliations(view: dict) -> list[Caveat]:
             l_req = sum(x.get("requests") or 0 for x in logged)
             if (l_acc, l_gen) != (acc, gen):
                 out.append(Caveat(
-                    "reconcile", "info", "Draft acceptance: two counts",
-                    "{model}: {acc} of {gen} draft tokens accepted over {n} measured requests (the answers' "
-                    "counters); the server log counts {l_acc} of {l_gen} over {l_req} requests, because it logs "
-                    "every request of the load: canaries, probes and warm-ups included.",
+                    "reconcile", "info", N_("Draft acceptance: two counts"),
+                    N_("{model}: {acc} of {gen} draft tokens accepted over {n} measured requests (the answers' "
+                       "counters); the server log counts {l_acc} of {l_gen} over {l_req} requests, because it logs "
+                       "every request of the load: canaries, probes and warm-ups included."),
                     {"model": m["name"], "acc": ("int", acc), "gen": ("int", gen), "n": ("int", n),
                      "l_acc": ("int", l_acc), "l_gen": ("int", l_gen), "l_req": ("int", l_req)}))
     # the runtime's self-report counts the cards; on a CPU run its buffers are in host memory
@@ -82,9 +83,9 @@ def reconciliations(view: dict) -> list[Caveat]:
                         host += sum(x for d, x in v.items() if _num(x) and "CPU" in str(d).upper())
         if host > 0 and (r["selfreport_mib"] or 0) < host:
             out.append(Caveat(
-                "reconcile", "info", "Memory: the cards against host memory",
-                "{model}: the runtime reports {reported} MiB for the cards, while its log lists {host} MiB of "
-                "buffers in host memory (CPU). Both are right: the self-report counts card memory only, and on "
-                "this run the model lived in host memory.",
+                "reconcile", "info", N_("Memory: the cards against host memory"),
+                N_("{model}: the runtime reports {reported} MiB for the cards, while its log lists {host} MiB of "
+                   "buffers in host memory (CPU). Both are right: the self-report counts card memory only, and on "
+                   "this run the model lived in host memory."),
                 {"model": r.get("model"), "reported": ("int", r["selfreport_mib"] or 0), "host": ("int", host)}))
     return out

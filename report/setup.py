@@ -17,6 +17,7 @@ import re
 import shlex
 
 from cardproof.daemon.runsetup import KERNEL_FLAGS
+from cardproof.marks import N_
 
 #: llama-server's router prints a child's command line one argument per line after this line
 _ARGS_HEAD = "spawning server instance with args:"
@@ -102,8 +103,8 @@ def _order(db, run_id: int) -> list[dict]:
 
 
 #: what each kind of request is called in the run order (English message ids; German in the catalogue)
-KIND_LABEL = {"measure": "measured samples", "canary": "canary samples", "load": "concurrency steps' requests",
-              "rate": "rate steps' requests", "depth": "depth steps' requests", "probe": "probe tasks"}
+KIND_LABEL = {"measure": N_("measured samples"), "canary": N_("canary samples"), "load": N_("concurrency steps' requests"),
+              "rate": N_("rate steps' requests"), "depth": N_("depth steps' requests"), "probe": N_("probe tasks")}
 
 
 def _busy(load: dict | None, cpus: int | None) -> bool | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from cardproof.marks import N_
 from .axes import knee_sentence
 from .i18n import LANGUAGES, Lang
 
@@ -50,7 +51,7 @@ def _reasoning(L: Lang, on) -> str:
 
 def _cells(metric: str, digits: int) -> Callable[[dict], dict[str, Statement]]:
     """Each cell's decode or prefill median, rounded as the table shows it, with the samples behind it."""
-    what = "decode median" if metric == "decode" else "prefill median"
+    what = N_("decode median") if metric == "decode" else N_("prefill median")
 
     def kind(view: dict) -> dict[str, Statement]:
         out = {}

@@ -14,6 +14,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 
+from cardproof.marks import N_
 from .stats import Spread
 
 
@@ -274,11 +275,11 @@ def no_headline_reason(summary: RunSummary) -> str | None:
     if summary.headline:
         return None
     if len(summary.models) < 2:
-        return "one model: nothing to compare"
+        return N_("one model: nothing to compare")
     # the cells the headline compares: per model and class, reasoning off where measured (findings.headline)
     chosen = [summary.cell(m, cls, False) or summary.cell(m, cls, True)
               for m in summary.models for cls in summary.classes]
     measured = [c for c in chosen if c is not None and c.decode is not None]
     if measured and all(c.unstable for c in measured):
-        return "every cell unstable: no headline"
+        return N_("every cell unstable: no headline")
     return None

@@ -15,72 +15,73 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cardproof.marks import N_
 from .findings.base import Fig, Line, Term
 from .findings.pick import cell_of, spread_unstable, stable_cell
 from .findings.stable import cells_measurable, measurable
 
 SECTION = "Summary"
 
-WHAT_CPU = ("This run measured {models} on the CPU alone (no GPU seen), served by {server}, in the prompt classes "
-            "{classes} with {reps} samples per cell, one request at a time.")
-WHAT_CPU_NAMED = ("This run measured {models} on the CPU alone ({cpu}, {cpus} CPUs usable by the run, no GPU seen), "
-                  "served by {server}, in the prompt classes {classes} with {reps} samples per cell, one request at a "
-                  "time.")
-WHAT_GPU = ("This run measured {models} on {gpus}, served by {server}, in the prompt classes {classes} with {reps} "
-            "samples per cell, one request at a time.")
-NOT_FINISHED = ("This run did not finish ({measured} of {planned} samples measured), so it states no conclusion: its "
-                "numbers are from an unfinished run.")
-NOTHING = "This run has no valid sample, so it states no conclusion."
+WHAT_CPU = N_("This run measured {models} on the CPU alone (no GPU seen), served by {server}, in the prompt classes "
+              "{classes} with {reps} samples per cell, one request at a time.")
+WHAT_CPU_NAMED = N_("This run measured {models} on the CPU alone ({cpu}, {cpus} CPUs usable by the run, no GPU seen), "
+                    "served by {server}, in the prompt classes {classes} with {reps} samples per cell, one request at a "
+                    "time.")
+WHAT_GPU = N_("This run measured {models} on {gpus}, served by {server}, in the prompt classes {classes} with {reps} "
+              "samples per cell, one request at a time.")
+NOT_FINISHED = (N_("This run did not finish ({measured} of {planned} samples measured), so it states no conclusion: its "
+                   "numbers are from an unfinished run."))
+NOTHING = N_("This run has no valid sample, so it states no conclusion.")
 
-DECODE_ALL = ("Decode: {model} is the fastest in every prompt class, measurably ahead of every other model (median "
-              "tok/s: {figures}).")
-DECODE_SOME = ("Decode, the model measurably ahead of every other per prompt class: {leaders} (median tok/s: "
-               "{figures}).")
-DECODE_NONE = ("Decode: in no prompt class is one model measurably ahead of every other (median tok/s: {figures}).")
-PREFILL_ALL = ("Prefill: {model} reads prompts the fastest in every prompt class, measurably ahead of every other "
-               "model (median tok/s, in brackets the median time to the first token: {figures}).")
-PREFILL_SOME = ("Prefill, the model measurably ahead of every other per prompt class: {leaders} (median tok/s, in "
-                "brackets the median time to the first token: {figures}).")
-PREFILL_NONE = ("Prefill: in no prompt class is one model measurably ahead of every other (median tok/s, in brackets "
-                "the median time to the first token: {figures}).")
-LEADER = "{cls} {model}"
-NO_LEADER = "{cls} none"
-CLASS_FIGURES = "{cls}: {figures}"
-FIGURE = "{model} {value}"
-FIGURE_UNSTABLE = "{model} {value} (unstable)"
-FIGURE_TTFT = "{model} {value} ({ttft} ms)"
-SWAP_ALL = ("So {model} answers the fastest but reads prompts the slowest, measurably in both: with long prompts and "
-            "short answers it is the slower choice.")
-SWAP_SOME = ("In {classes}, {model} answers the fastest but reads prompts the slowest, measurably in both: with long "
-             "prompts and short answers it is the slower choice.")
+DECODE_ALL = (N_("Decode: {model} is the fastest in every prompt class, measurably ahead of every other model (median "
+                 "tok/s: {figures})."))
+DECODE_SOME = (N_("Decode, the model measurably ahead of every other per prompt class: {leaders} (median tok/s: "
+                  "{figures})."))
+DECODE_NONE = (N_("Decode: in no prompt class is one model measurably ahead of every other (median tok/s: {figures})."))
+PREFILL_ALL = (N_("Prefill: {model} reads prompts the fastest in every prompt class, measurably ahead of every other "
+                  "model (median tok/s, in brackets the median time to the first token: {figures})."))
+PREFILL_SOME = (N_("Prefill, the model measurably ahead of every other per prompt class: {leaders} (median tok/s, in "
+                   "brackets the median time to the first token: {figures})."))
+PREFILL_NONE = (N_("Prefill: in no prompt class is one model measurably ahead of every other (median tok/s, in brackets "
+                   "the median time to the first token: {figures})."))
+LEADER = N_("{cls} {model}")
+NO_LEADER = N_("{cls} none")
+CLASS_FIGURES = N_("{cls}: {figures}")
+FIGURE = N_("{model} {value}")
+FIGURE_UNSTABLE = N_("{model} {value} (unstable)")
+FIGURE_TTFT = N_("{model} {value} ({ttft} ms)")
+SWAP_ALL = (N_("So {model} answers the fastest but reads prompts the slowest, measurably in both: with long prompts and "
+               "short answers it is the slower choice."))
+SWAP_SOME = (N_("In {classes}, {model} answers the fastest but reads prompts the slowest, measurably in both: with long "
+                "prompts and short answers it is the slower choice."))
 
-RULE = "By the pass rule {rule} ({text}), fixed {when}: {outcomes}."
-FIXED_BEFORE = "before the run"
-FIXED_AT_START = "when the run started"
-OUTCOME = "{model}: {outcome} ({values})"
-OUTCOME_BARE = "{model}: {outcome}"
-VALUE = "{name} = {value}"
-NO_RULE = "No pass rule was set before this run: it ranks the models, it decides nothing."
-WORTH_BEHIND = ("Passing the rule is not the same as being worth adopting: the rule weighs only {read}, and where "
-                "it does not look {behind}.")
-BEHIND = "{model} is measurably behind {incumbent} in {metric} of the class {cls} ({value} against {other} tok/s)"
-WORTH_NOT_BEHIND = ("Passing the rule is not the same as being worth adopting: the rule weighs only {read}; in the "
-                    "other decode and prefill figures of this run {models} are measurably behind {incumbent} nowhere, "
-                    "and what the run did not measure (answers beyond the probes, sustained load) is weighed by "
-                    "nobody.")
-WORTH_NONE_PASS = "No candidate passes the rule, so nothing in this run argues for replacing {incumbent}."
-WORTH_UNDECIDED = ("No candidate passes the rule here, and it is not judged where its figures are missing or come from "
-                   "unstable cells: this run decides nothing about replacing {incumbent}.")
+RULE = N_("By the pass rule {rule} ({text}), fixed {when}: {outcomes}.")
+FIXED_BEFORE = N_("before the run")
+FIXED_AT_START = N_("when the run started")
+OUTCOME = N_("{model}: {outcome} ({values})")
+OUTCOME_BARE = N_("{model}: {outcome}")
+VALUE = N_("{name} = {value}")
+NO_RULE = N_("No pass rule was set before this run: it ranks the models, it decides nothing.")
+WORTH_BEHIND = (N_("Passing the rule is not the same as being worth adopting: the rule weighs only {read}, and where "
+                   "it does not look {behind}."))
+BEHIND = N_("{model} is measurably behind {incumbent} in {metric} of the class {cls} ({value} against {other} tok/s)")
+WORTH_NOT_BEHIND = (N_("Passing the rule is not the same as being worth adopting: the rule weighs only {read}; in the "
+                       "other decode and prefill figures of this run {models} are measurably behind {incumbent} nowhere, "
+                       "and what the run did not measure (answers beyond the probes, sustained load) is weighed by "
+                       "nobody."))
+WORTH_NONE_PASS = N_("No candidate passes the rule, so nothing in this run argues for replacing {incumbent}.")
+WORTH_UNDECIDED = (N_("No candidate passes the rule here, and it is not judged where its figures are missing or come from "
+                      "unstable cells: this run decides nothing about replacing {incumbent}."))
 
-CAVEAT_BUSY = ("Main caveat: the machine had more work than CPUs during the run (load average over one minute "
-               "{start} at its start and {end} at its end, on {cpus} CPUs), so other processes took time from the "
-               "server and every rate above is lower than this machine gives when idle.")
-CAVEAT_REQUANTIZED = ("Main caveat: {models} were made from {base} with llama-quantize and carry its weights, so this "
-                      "ladder shows what each format costs in speed, not in quality.")
-CAVEAT_UNSTABLE = ("Main caveat: some cells were too unsteady to state anything from ({cells}); they are left out of "
-                   "every statement above.")
-CAVEAT_ONE_RUN = ("Main caveat: one run of {minutes} minutes on one machine: every range above is over its samples, "
-                  "not over days or configurations.")
+CAVEAT_BUSY = (N_("Main caveat: the machine had more work than CPUs during the run (load average over one minute "
+                  "{start} at its start and {end} at its end, on {cpus} CPUs), so other processes took time from the "
+                  "server and every rate above is lower than this machine gives when idle."))
+CAVEAT_REQUANTIZED = (N_("Main caveat: {models} were made from {base} with llama-quantize and carry its weights, so this "
+                         "ladder shows what each format costs in speed, not in quality."))
+CAVEAT_UNSTABLE = (N_("Main caveat: some cells were too unsteady to state anything from ({cells}); they are left out of "
+                      "every statement above."))
+CAVEAT_ONE_RUN = (N_("Main caveat: one run of {minutes} minutes on one machine: every range above is over its samples, "
+                     "not over days or configurations."))
 
 #: how many "behind" items one sentence names (the rest is in the Decision section)
 MAX_BEHIND = 3

@@ -22,14 +22,15 @@ from cardproof.daemon.memory.host import load_summary
 from cardproof.daemon.memory.readings import is_card_device
 from cardproof.daemon.memory.reconcile import reconcile_load
 from cardproof.daemon.variants.evidence import check_variant
+from cardproof.marks import N_
 
 #: a variant's status (daemon/variants/evidence.py) -> the words the page shows (catalogue message ids)
-STATUS_WORDS = {"took": "every argument took", "partly": "partly shown in the log",
-                "contradicted": "contradicted by its log", "failed": "not loaded", "refused": "not loaded",
-                "no_log": "no log lines", "planned": "not judged", "measuring": "not judged"}
+STATUS_WORDS = {"took": N_("every argument took"), "partly": N_("partly shown in the log"),
+                "contradicted": N_("contradicted by its log"), "failed": N_("not loaded"), "refused": N_("not loaded"),
+                "no_log": N_("no log lines"), "planned": N_("not judged"), "measuring": N_("not judged")}
 #: a check's status -> catalogue message id
-CHECK_WORDS = {"took": "took", "contradicted": "contradicted", "not shown": "not shown in the log",
-               "not checked": "not checked"}
+CHECK_WORDS = {"took": "took", "contradicted": "contradicted", "not shown": N_("not shown in the log"),
+               "not checked": N_("not checked")}
 STATES_A_FINDING = ("took", "partly")
 
 

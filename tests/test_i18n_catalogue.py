@@ -11,26 +11,25 @@ import re
 from pathlib import Path
 
 import pytest
-from babel.messages.extract import extract_from_dir
-from babel.messages.frontend import parse_mapping_cfg
 
 from cardproof.report.i18n import CATALOGUE, Lang, read_catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
-KEYWORDS = {"_": None, "gettext": None, "ngettext": (1, 2)}
 PLACEHOLDER = re.compile(r"%\([a-z_]+\)s|\{[a-z_]*\}")
 
 
 def _extracted() -> dict[str, set[str]]:
-    """msgid -> files using it, as pybabel extract -F babel.cfg finds them."""
-    with open(ROOT / "babel.cfg") as f:
-        method_map, options_map = parse_mapping_cfg(f)
+    """msgid -> files using it, as scripts/catalogue.py (pybabel extract -F babel.cfg) finds them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("catalogue_script", ROOT / "scripts" / "catalogue.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
     found: dict[str, set[str]] = {}
-    for filename, _lineno, message, _comments, _context in extract_from_dir(
-            str(ROOT), method_map, options_map, keywords=KEYWORDS):
-        for msgid in (message if isinstance(message, tuple) else (message,)):
+    for msg in script.extract():
+        for msgid in (msg.id if isinstance(msg.id, tuple) else (msg.id,)):
             if msgid and msgid.strip():
-                found.setdefault(msgid, set()).add(filename)
+                found.setdefault(msgid, set()).update(f for f, _ in msg.locations)
     return found
 
 
@@ -104,22 +103,6 @@ def test_counts_are_formatted_per_locale():
     assert "1,234" in Lang("en").ngettext(*msg.id, 1234)
     assert "1.234" in Lang("de").ngettext(*msg.id, 1234)
     assert "—" in Lang("de").ngettext(*msg.id, None)  # no count: a dash, never a crash
-
-
-def test_a_module_left_in_messages_never_contradicts_the_po():
-    """Strings still in report/messages/*.py while they move: the .po wins, so they must agree."""
-    import importlib
-    import pkgutil
-
-    from cardproof.report import messages
-
-    po = {m.id: m.string for m in read_catalogue("de") if m.id and isinstance(m.id, str)}
-    clashes = []
-    for info in pkgutil.iter_modules(messages.__path__):
-        for en, de in importlib.import_module(f"{messages.__name__}.{info.name}").MESSAGES.items():
-            if en in po and po[en] != de:
-                clashes.append((info.name, en, po[en], de))
-    assert clashes == []
 
 
 def _glossary_never() -> dict[str, str]:

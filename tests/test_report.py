@@ -184,22 +184,6 @@ def test_demo_end_to_end(tmp_path):
     assert_demo_axes(tmp_path / "proj", tmp_path / "demo" / "cardproof.db")
 
 
-def test_message_catalogues_never_disagree():
-    """Two feature catalogues giving the same English text different German would
-    make the German site depend on module order."""
-    import importlib
-    import pkgutil
-
-    from cardproof.report import messages
-
-    seen: dict[str, tuple[str, str]] = {}
-    for info in pkgutil.iter_modules(messages.__path__):
-        for en, de in importlib.import_module(f"{messages.__name__}.{info.name}").MESSAGES.items():
-            if en in seen:
-                assert seen[en][1] == de, (en, seen[en][0], info.name)
-            seen[en] = (info.name, de)
-
-
 def test_every_template_message_has_german():
     """Every literal _('...') in the templates has a German entry."""
     import re

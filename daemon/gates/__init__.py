@@ -2,7 +2,7 @@
 
 Every module here other than ``base`` defines ``GATE``, a :class:`Gate`
 carrying its check, what it gathers from the store, its defaults, its
-canary and its description in both languages. Adding a gate is adding one
+canary and its description (an English msgid of the report's catalogue). Adding a gate is adding one
 module (and its test); ``GATES`` lists them by ``Gate.order``.
 """
 

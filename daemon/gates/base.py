@@ -6,7 +6,7 @@ whether a fired gate excludes the sample from medians (``exclude``).
 
 One module per gate holds all of it (:class:`Gate`): the check, what it
 gathers from the store beyond the sample row, its defaults, its canary and
-its description in English and German.
+its description (English, marked ``N_()``; the German is in the report's catalogue).
 """
 
 from __future__ import annotations
@@ -87,7 +87,6 @@ class Gate:
     default_threshold: float = 0.0
     default_exclude: bool = True
     threshold_unit: str = ""
-    description_de: str = ""
     order: int = 1000  # place in the results and the article's gate table
     canary: Canary | None = None
     gather: Gather | None = None

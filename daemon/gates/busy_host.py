@@ -18,6 +18,7 @@ import time
 
 import psutil
 
+from cardproof.marks import N_
 from ..hostload import foreign_cores
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
@@ -99,13 +100,12 @@ def provoke(run) -> None:
 
 GATE = Gate(
     "busy_host",
-    "other processes on this machine used CPU time during the cell",
+    N_("other processes on this machine used CPU time during the cell"),
     check,
     default_threshold=0.5,
     # a shared machine is rarely quiet: stated and counted, the medians kept; a campaign may exclude
     default_exclude=False,
     threshold_unit="cores",
-    description_de="andere Prozesse auf dieser Maschine nutzten während der Zelle CPU-Zeit",
     order=65,
     canary=Canary(provoke, order=55),
     gather=gather,

@@ -2,6 +2,7 @@
 
 import math
 
+from cardproof.marks import N_
 from .base import Canary, Gate, GateOutcome, Said, SampleContext
 
 # Above this a "decode rate" is a division by a near-zero interval, not a speed.
@@ -40,11 +41,10 @@ def provoke(run) -> None:
 
 GATE = Gate(
     "counter_sanity",
-    "zero, missing or impossible counters",
+    N_("zero, missing or impossible counters"),
     check,
     default_threshold=0.01,
     threshold_unit="ms",
-    description_de="Zähler null, fehlend oder unmöglich",
     order=80,
     canary=Canary(provoke, order=40),
 )

@@ -3,6 +3,7 @@
 import json
 import tomllib
 
+from cardproof.marks import N_
 from ..llamacpp import free_port
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
@@ -72,9 +73,8 @@ def provoke(run) -> None:
 
 GATE = Gate(
     "embedding_down",
-    "the co-resident embedding model did not answer around the cell",
+    N_("the co-resident embedding model did not answer around the cell"),
     check,
-    description_de="das mitlaufende Embedding-Modell antwortete rund um die Zelle nicht",
     order=50,
     canary=Canary(provoke, order=60),
     gather=gather,

@@ -1,5 +1,6 @@
 """``empty_answer``: the answer was whitespace only (reasoning text does not count as an answer)."""
 
+from cardproof.marks import N_
 from .base import Canary, Gate, GateOutcome, Said, SampleContext
 
 
@@ -29,10 +30,9 @@ def provoke(run) -> None:
 
 GATE = Gate(
     "empty_answer",
-    "the answer was empty (whitespace only)",
+    N_("the answer was empty (whitespace only)"),
     check,
     threshold_unit="chars",
-    description_de="die Antwort war leer (nur Leerraum)",
     order=30,
     canary=Canary(provoke, order=20),
 )

@@ -4,6 +4,7 @@ import json
 
 import httpx
 
+from cardproof.marks import N_
 from ..backends import BackendError, evidence
 from ..backends.http import tls_verify
 from ..prompts import build_prompt
@@ -44,10 +45,10 @@ def from_metrics(store, cell_id: int) -> dict | None:
         return None  # counters reset (reload) or a request broke off mid-way: not comparable
     ours = sum(r["generated_tokens"] or 0 for r in rows)
     procs = _foreign_gpu_processes(store, cell_id, before["at"], after["at"])
-    return {"tokens": max(0, int(delta - ours)), "requests": len(procs), "clients": procs,
-            "source": Said("/metrics tokens_predicted_total: {generated} generated, {ours} ours; NVML: other GPU processes"
-                           if procs else "/metrics tokens_predicted_total: {generated} generated, {ours} ours",
-                           {"generated": int(delta), "ours": ours})}
+    counts = {"generated": int(delta), "ours": ours}
+    said = (Said("/metrics tokens_predicted_total: {generated} generated, {ours} ours; NVML: other GPU processes", counts)
+            if procs else Said("/metrics tokens_predicted_total: {generated} generated, {ours} ours", counts))
+    return {"tokens": max(0, int(delta - ours)), "requests": len(procs), "clients": procs, "source": said}
 
 
 def _foreign_gpu_processes(store, cell_id: int, ts_from: str, ts_to: str) -> list[str]:
@@ -104,10 +105,9 @@ def provoke(run) -> None:
 
 GATE = Gate(
     "foreign_load",
-    "other clients used the server during the cell",
+    N_("other clients used the server during the cell"),
     check,
-    threshold_unit="tokens or requests",
-    description_de="andere Clients nutzten den Server während der Zelle",
+    threshold_unit=N_("tokens or requests"),
     order=60,
     canary=Canary(provoke, order=50),
     gather=gather,

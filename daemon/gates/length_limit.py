@@ -1,5 +1,6 @@
 """``length_limit``: generation stopped on the token limit, so the answer (and its rate) is cut short."""
 
+from cardproof.marks import N_
 from .base import Canary, Gate, GateOutcome, Said, SampleContext
 
 _LENGTH = {"length", "limit"}  # OpenAI finish_reason / llama.cpp stop_type / Ollama done_reason
@@ -20,9 +21,8 @@ def provoke(run) -> None:
 
 GATE = Gate(
     "length_limit",
-    "generation stopped on the token limit",
+    N_("generation stopped on the token limit"),
     check,
-    description_de="die Erzeugung endete am Token-Limit",
     order=20,
     canary=Canary(provoke, order=10),
 )

@@ -4,6 +4,7 @@ import time
 
 import httpx
 
+from cardproof.marks import N_
 from ..backends import BackendError, evidence
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
@@ -54,11 +55,10 @@ def provoke(run) -> None:
 
 GATE = Gate(
     "load_time",
-    "a model load happened inside the measured request",
+    N_("a model load happened inside the measured request"),
     check,
     default_threshold=1.0,
     threshold_unit="s",
-    description_de="ein Modell wurde innerhalb der gemessenen Anfrage geladen",
     order=10,
     # after every canary that needs the model loaded: this one evicts it
     canary=Canary(provoke, order=70),

@@ -2,6 +2,7 @@
 
 import json
 
+from cardproof.marks import N_
 from ..backends import evidence
 from ..logs.parsers.llamacpp import parse_offloaded
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
@@ -78,9 +79,8 @@ def recorded(detail: dict) -> SampleContext | None:
 
 GATE = Gate(
     "not_on_card",
-    "offloaded layers below total, or GPU share below 100 %",
+    N_("offloaded layers below total, or GPU share below 100 %"),
     check,
-    description_de="weniger Schichten ausgelagert als vorhanden, oder GPU-Anteil unter 100 %",
     order=40,
     canary=Canary(provoke, order=80, recorded=recorded),
     gather=gather,

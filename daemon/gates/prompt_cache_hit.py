@@ -1,5 +1,6 @@
 """``prompt_cache_hit``: prompt tokens came from a cache, so the prefill rate is not a prefill."""
 
+from cardproof.marks import N_
 from .base import Canary, Gate, GateOutcome, Said, SampleContext
 
 REPEATED_NONCE = "cafe0000cafe0000"
@@ -27,10 +28,9 @@ def provoke(run) -> None:
 
 GATE = Gate(
     "prompt_cache_hit",
-    "prompt tokens were served from a cache",
+    N_("prompt tokens were served from a cache"),
     check,
     threshold_unit="tokens",
-    description_de="Prompt-Token kamen aus einem Cache",
     order=70,
     canary=Canary(provoke, order=30),
 )

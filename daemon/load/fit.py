@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 import httpx
 
+from cardproof.marks import N_
 from .. import llamacpp
 from ..crashes import end_reason as crash_end
 from ..memory.host import host_available, read_process
@@ -42,7 +43,7 @@ from .fit_settings import FitSettings
 if TYPE_CHECKING:
     from ..run_context import RunContext
 
-VERDICT_WORDS = {"fits": "fits", "does_not_fit": "does not fit", "not_on_card": "not on a card",
+VERDICT_WORDS = {"fits": "fits", "does_not_fit": N_("does not fit"), "not_on_card": N_("not on a card"),
                  "refused": "refused", "unknown": "no verdict"}
 REQUEST_PROMPT_TOKENS = 32
 MAX_LOG_BYTES = 64 * 2**20  # a runaway log is read up to here: a fit load's facts come in its first lines

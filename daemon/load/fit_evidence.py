@@ -14,6 +14,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
+from cardproof.marks import N_
 from ..logs.lines import clean
 from ..logs.parsers import parse_line
 from ..logs.attribution import scope_facts
@@ -179,7 +180,7 @@ def judge(ev: LoadEvidence, *, context_tokens: int, load_error: str | None, requ
         # plainly: nothing of this load is on a card; its buffers are still reported beside the verdict
         return Verdict("not_on_card", [], missing)
     if ev.offloaded_layers is None:
-        missing.append("offloaded layers")
+        missing.append(N_("offloaded layers"))
     if not any(k in KV for f in ev.buffers.values() for k in f):
         missing.append("KV buffer")
     if ev.ctx_size is None:

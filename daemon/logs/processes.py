@@ -43,6 +43,7 @@ Lines a proxy writes into the same stream (llama-swap's ``[INFO]``,
 from __future__ import annotations
 
 import re
+from cardproof.marks import N_
 
 _LLAMA_TS = r"(?:\d+\.\d\d\.\d\d\d\.\d\d\d [A-Z] )?"
 _START = re.compile(
@@ -196,7 +197,7 @@ class Streams:
             self._release(proc["pending"] + proc["pre"], "several_servers")
             return False
         if proc["load"] is not None and not proc["ended"] and not proc.get("crashed"):
-            self.owner.hooks.update_load(proc["load"], end_reason="next process started")
+            self.owner.hooks.update_load(proc["load"], end_reason=N_("next process started"))
         self._release(proc["pending"], "no_model")
         self.procs[key] = {"load": None, "pending": list(proc["pre"]), "pre": [], "started": True, "ended": False}
         return True
@@ -222,11 +223,11 @@ class Streams:
             hooks.bind(proc["pending"], load, how)
             proc["pending"] = []
         if "failed to load model" in text and not proc.get("why"):
-            proc["why"] = "exit after the model failed to load"
-            hooks.update_load(load, status="failed", end_reason="model failed to load")
+            proc["why"] = N_("exit after the model failed to load")
+            hooks.update_load(load, status="failed", end_reason=N_("model failed to load"))
         if "exit" in text and ("cleaning up before exit" in text or "exiting due to" in text) \
                 or "Received second interrupt" in text:
-            hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=proc.get("why") or "process exit")
+            hooks.update_load(load, end_line_id=line_id, ended_at=ts, end_reason=proc.get("why") or N_("process exit"))
             proc["ended"] = True
         elif "failed" in text or ".cu:" in text:
             m = _CRASH.search(text)

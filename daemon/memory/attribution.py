@@ -14,6 +14,7 @@ import statistics
 import time
 from collections import defaultdict
 
+from cardproof.marks import N_
 from ..store import Store, dumps, utcnow
 from .procinfo import server_pids
 from .readings import NOT_MEASURED, SourceUnavailable
@@ -236,7 +237,7 @@ def load_memory(db, load_id: int) -> dict:
         cols = [d[0] for d in db.execute("select * from memory_load_stats limit 0").description]
         s = dict(zip(cols, steady))
         if s["total_mib"] is not None:
-            out.update(card_mib=s["median_mib"], basis="steady state after load", status=s["status"],
+            out.update(card_mib=s["median_mib"], basis=N_("steady state after load"), status=s["status"],
                        per_device={int(k): v for k, v in json.loads(s["per_device_json"] or "{}").items()},
                        note=s["note"])
             return out
@@ -246,7 +247,7 @@ def load_memory(db, load_id: int) -> dict:
             for d, v in t["per_device"].items():
                 if v is not None:
                     per_device[d].append(v)
-        out.update(card_mib=statistics.median(totals), basis="median over the load", status="ok",
+        out.update(card_mib=statistics.median(totals), basis=N_("median over the load"), status="ok",
                    per_device={d: statistics.median(v) for d, v in per_device.items()}, note=None)
         return out
     if ticks:  # the processes are there, the driver withholds their memory (WDDM, MIG without rights)

@@ -35,15 +35,16 @@ from dataclasses import dataclass
 
 import psutil
 
+from cardproof.marks import N_
 from ..store import Store, StoreError, open_store, utcnow
 from .readings import MIB
 
 SOURCE = "psutil"
 
 #: what a reading lacks, as fixed sentences (the report translates them; several are joined by "; ")
-GIVEN_BY_NONE = {"uss": "USS is not given by this operating system", "pss": "PSS is not given by this operating system",
-                 "split": "The split into anonymous and file-backed pages is not given by this operating system"}
-DENIED = "USS and PSS need the right to read the process's page map"
+GIVEN_BY_NONE = {"uss": N_("USS is not given by this operating system"), "pss": N_("PSS is not given by this operating system"),
+                 "split": N_("The split into anonymous and file-backed pages is not given by this operating system")}
+DENIED = N_("USS and PSS need the right to read the process's page map")
 
 _STATUS_FIELDS = {"RssAnon": "anon_mib", "RssFile": "file_mib", "RssShmem": "shmem_mib", "VmHWM": "hwm_mib"}
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from cardproof.marks import N_
 
 # The one sentence the DB and the report carry when there is no driver.
 # It names what is missing; it never hands over to a self-report.
-NOT_MEASURED = "card memory: not measured (no NVIDIA driver)"
+NOT_MEASURED = N_("card memory: not measured (no NVIDIA driver)")
 
 MIB = 2**20
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from cardproof.marks import N_
 from .attribution import load_memory
 from .readings import is_card_device
 from .selfreport import latest_selfreport
@@ -73,7 +74,7 @@ def items_from_facts(facts: list[dict]) -> tuple[list[dict], list[str]]:
             continue
         dev = f.get("device")
         if not dev and cat not in _SINGLE:
-            notes.append(_note("a buffer line without a device was not counted", f["name"]))
+            notes.append(_note(N_("a buffer line without a device was not counted"), f["name"]))
             continue
         if dev and not is_card_device(dev):
             continue  # host memory (a projector kept on the CPU, CPU_Mapped weights)
@@ -90,7 +91,7 @@ def items_from_facts(facts: list[dict]) -> tuple[list[dict], list[str]]:
             }
         )
         if cat in _SINGLE and len(set(values)) > 1:
-            notes.append(_note("printed more than once with different values; the largest is used", cat))
+            notes.append(_note(N_("printed more than once with different values; the largest is used"), cat))
     items.sort(key=lambda i: (ORDER.index(i["category"]), i["device"] or ""))
     return items, notes
 
@@ -108,10 +109,10 @@ def reconcile(card_mib: float | None, selfreport: dict | None, facts: list[dict]
     unexplained = round(gap - explained, 3) if gap is not None else None
     estimated = sorted({i["category"] for i in gap_items if i["estimated"]}, key=ORDER.index)
     if estimated:
-        notes.append(_note("printed by the server as estimates; the log does not say whether they overlap",
+        notes.append(_note(N_("printed by the server as estimates; the log does not say whether they overlap"),
                            ", ".join(estimated)))
     if unexplained is not None and unexplained < 0:
-        notes.append(_note("the items exceed the gap: some overlap, or an estimate is high"))
+        notes.append(_note(N_("the items exceed the gap: some overlap, or an estimate is high")))
     by_cat: dict = defaultdict(float)
     compute_by_device: dict = {}
     for i in items:

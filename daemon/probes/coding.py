@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 
+from cardproof.marks import N_
 from .base import Probe, ProbeContext, Unit, failed_request, message
 from .looping import looping
 from .sandbox import run_tests
@@ -186,4 +187,4 @@ def facts(lang: str) -> dict[str, str]:
 
 
 PROBE = Probe("coding", None, "small functions run against tests in a bounded subprocess", run, order=40,
-              asked_format="the function in one fenced `python` code block", facts=facts)
+              asked_format=N_("the function in one fenced `python` code block"), facts=facts)

@@ -22,6 +22,7 @@ answer: FAIL_BROKEN).
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .answers import Asked, read
 from .base import Probe, ProbeContext, Unit, failed_request, message
 from .looping import looping
@@ -118,4 +119,4 @@ def facts(lang: str) -> dict[str, str]:
 
 
 PROBE = Probe("reasoning", None, "short tasks with checked answers, well-known and changed forms", run, order=30,
-              asked_format="a last line `ANSWER:` with the number", facts=facts)
+              asked_format=N_("a last line `ANSWER:` with the number"), facts=facts)

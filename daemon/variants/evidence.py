@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from cardproof.marks import N_
 from ..logs.attribution import scope_facts
 from ..logs.lines import clean
 from ..logs.parsers import parse_line
@@ -29,7 +30,7 @@ from ..logs.parsers.cmdline import parse_command_line
 from ..load.fit_evidence import _phase
 from .args import Expectation, expectations
 
-TOOK, CONTRADICTED, NOT_SHOWN, NOT_CHECKED = "took", "contradicted", "not shown", "not checked"
+TOOK, CONTRADICTED, NOT_SHOWN, NOT_CHECKED = "took", "contradicted", "not shown", N_("not checked")
 # where -ot ...=CPU and --n-cpu-moe put a tensor: plain, mapped, pinned (CUDA_Host) or repacked (CPU_REPACK,
 # earlier CPU_AARCH64; AMX) host memory -- a CPU override may take any host buffer type (llama.cpp PR 14990)
 _HOST_BUFFER = re.compile(r"^(CPU\w*|\w*_Host(_Mapped)?|AMX)$")
@@ -37,12 +38,12 @@ _EXPERT_LAYER = re.compile(r"^blk\.(\d+)\.ffn_\w*_exps\b")
 
 
 # why an argument is not shown or did not take: English message ids, German in the report's catalogue
-NO_OFFLOAD = "the log names no layers offloaded to a card (a CPU-only build prints none)"
-UBATCH_CAPPED = "n_ubatch is capped at n_batch: set -b as well"
-NO_OVERRIDE = "the log names no overridden tensor (a dense model has no experts to keep on the CPU)"
-NO_EXPERT = "the log names no expert tensor kept on the CPU"
-NO_REGEX = "the pattern is no regular expression Python reads"
-CTX_PADDED = "llama.cpp rounds the context up to whole blocks of cache cells (32 or 256)"
+NO_OFFLOAD = N_("the log names no layers offloaded to a card (a CPU-only build prints none)")
+UBATCH_CAPPED = N_("n_ubatch is capped at n_batch: set -b as well")
+NO_OVERRIDE = N_("the log names no overridden tensor (a dense model has no experts to keep on the CPU)")
+NO_EXPERT = N_("the log names no expert tensor kept on the CPU")
+NO_REGEX = N_("the pattern is no regular expression Python reads")
+CTX_PADDED = N_("llama.cpp rounds the context up to whole blocks of cache cells (32 or 256)")
 NOTES = (NO_OFFLOAD, UBATCH_CAPPED, NO_OVERRIDE, NO_EXPERT, NO_REGEX, CTX_PADDED)
 
 # what -fa asks for, in llama.cpp's words: a bare -fa (builds before 2025-08, a switch) is on; later builds

@@ -1,8 +1,7 @@
 """Caveat rules, built from the modules of this package: one module, one rule.
 
 Every module here other than ``base`` defines ``RULE``, a
-:class:`~.base.CaveatRule` (its ``check(view) -> [Caveat]``, its order, its
-German); ``RULES`` lists them by ``order``. Adding a rule is adding its
+:class:`~.base.CaveatRule` (its ``check(view) -> [Caveat]``, its order); ``RULES`` lists them by ``order``. Adding a rule is adding its
 module and its test.
 """
 
@@ -24,9 +23,4 @@ def caveats_for(view: dict) -> list[Caveat]:
     return out
 
 
-def german() -> dict[str, str]:
-    """English message id -> German, of every rule (report/i18n.py merges it into the catalogue)."""
-    return {en: de for rule in RULES.values() for en, de in rule.german.items()}
-
-
-__all__ = ["Caveat", "CaveatRule", "RULES", "caveats_for", "german"]
+__all__ = ["Caveat", "CaveatRule", "RULES", "caveats_for"]

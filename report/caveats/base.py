@@ -2,9 +2,9 @@
 
 Rules return the English message id and the values; the template renders
 the text in each language, with numbers formatted for that locale. A rule's
-module carries everything about it: the check, its place in the article and
-its messages in both languages (``german``, merged into the report's
-catalogue by ``report/i18n.py``).
+module carries the check and its place in the article; its titles and texts
+are marked ``N_()`` (``NP_()`` for a count's two forms) and have their German
+in the report's catalogue (report/locale/de/LC_MESSAGES/cardproof.po).
 """
 
 from __future__ import annotations
@@ -31,9 +31,6 @@ class CaveatRule:
     name: str
     check: Callable[[dict], list[Caveat]]  # view of one run -> the caveats its data forces
     order: int  # place of its boxes in the article
-    # every title and text the check emits (English message id) -> German; a (singular, plural)
-    # text -> its two German forms
-    german: dict
 
     def __call__(self, view: dict) -> list[Caveat]:
         return self.check(view)

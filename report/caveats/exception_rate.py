@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Caveat, CaveatRule
 
-TITLE = 'Reproducible failure'
+TITLE = N_('Reproducible failure')
 # one sentence for any two counts ("{failed} of {total}" after a colon): no plural to agree with
-TEXT = ('{model} · {cls}: requests failed with the same error ({kind}: {text}): {failed} of {total}. '
-        'That is reproducible, not a glitch; the cell has no number.')
+TEXT = N_('{model} · {cls}: requests failed with the same error ({kind}: {text}): {failed} of {total}. '
+          'That is reproducible, not a glitch; the cell has no number.')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -33,8 +34,4 @@ def check(view: dict) -> list[Caveat]:
     return out
 
 
-RULE = CaveatRule('exception_rate', check, order=60, german={
-    TITLE: 'Reproduzierbarer Fehler',
-    TEXT: ('{model} · {cls}: Anfragen scheiterten mit demselben Fehler ({kind}: {text}): {failed} von {total}. '
-           'Das ist reproduzierbar, kein Ausrutscher; die Zelle hat keine Zahl.'),
-})
+RULE = CaveatRule('exception_rate', check, order=60)

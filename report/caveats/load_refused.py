@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Caveat, CaveatRule
 
-TITLE = 'Not measured: the load was refused'
-TEXT = ('{model} was never loaded, so no request was sent for it: {reason}. Its rows are empty by '
-        'design, to keep the pinned model on the cards.')
+TITLE = N_('Not measured: the load was refused')
+TEXT = N_('{model} was never loaded, so no request was sent for it: {reason}. Its rows are empty by '
+          'design, to keep the pinned model on the cards.')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -31,8 +32,4 @@ def check(view: dict) -> list[Caveat]:
     return out
 
 
-RULE = CaveatRule('load_refused', check, order=70, german={
-    TITLE: 'Nicht gemessen: das Laden wurde verweigert',
-    TEXT: ('{model} wurde nie geladen, daher wurde keine Anfrage dafür gesendet: {reason}. Seine '
-           'Zeilen sind absichtlich leer, damit das festgesetzte Modell auf den Karten bleibt.'),
-})
+RULE = CaveatRule('load_refused', check, order=70)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import statistics
 
+from cardproof.marks import N_
 from .base import Caveat, CaveatRule
 
-TITLE = 'Prompt lengths differ'
-TEXT = ('In the {cls} class, {hi_model} read {excess} more prompt tokens than {lo_model} ({hi} against'
-        ' {lo}) for the same text, because the tokenizers differ: its rates are measured on a longer '
-        'prompt and are not directly comparable.')
+TITLE = N_('Prompt lengths differ')
+TEXT = N_('In the {cls} class, {hi_model} read {excess} more prompt tokens than {lo_model} ({hi} against'
+          ' {lo}) for the same text, because the tokenizers differ: its rates are measured on a longer '
+          'prompt and are not directly comparable.')
 
 LIMIT = 0.10
 
@@ -45,9 +46,4 @@ def check(view: dict) -> list[Caveat]:
     return out
 
 
-RULE = CaveatRule('prompt_tokens', check, order=20, german={
-    TITLE: 'Prompt-Längen unterscheiden sich',
-    TEXT: ('In der Klasse {cls} las {hi_model} für denselben Text {excess} mehr Prompt-Token als '
-           '{lo_model} ({hi} gegenüber {lo}), weil die Tokenizer sich unterscheiden: seine Raten '
-           'sind an einem längeren Prompt gemessen und nicht direkt vergleichbar.'),
-})
+RULE = CaveatRule('prompt_tokens', check, order=20)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from cardproof.marks import N_, NP_
 from ..findings import reasoning_took
 from .base import Caveat, CaveatRule
 
-TITLE = 'The reasoning switch did not take'
+TITLE = N_('The reasoning switch did not take')
 # (singular, plural): the form for the number of answered samples (n)
-TEXT = ('Reasoning was switched on for {model}, but its {n} answered sample returned no '
-        'reasoning text: its "reasoning on" rows measure the same thing as "reasoning off".',
-        'Reasoning was switched on for {model}, but none of its {n} answered samples returned '
-        'reasoning text: its "reasoning on" rows measure the same thing as "reasoning off".')
+TEXT = NP_('Reasoning was switched on for {model}, but its {n} answered sample returned no '
+           'reasoning text: its "reasoning on" rows measure the same thing as "reasoning off".',
+           'Reasoning was switched on for {model}, but none of its {n} answered samples returned '
+           'reasoning text: its "reasoning on" rows measure the same thing as "reasoning off".')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -33,12 +34,4 @@ def check(view: dict) -> list[Caveat]:
     return out
 
 
-RULE = CaveatRule('reasoning_switch', check, order=40, german={
-    TITLE: 'Der Reasoning-Schalter hat nicht gegriffen',
-    TEXT: ('Für {model} war Reasoning eingeschaltet, aber seine {n} beantwortete Messung lieferte'
-           ' keinen Reasoning-Text: seine Zeilen „Reasoning an“ messen dasselbe wie „Reasoning '
-           'aus“.',
-           'Für {model} war Reasoning eingeschaltet, aber keine seiner {n} beantworteten Messungen'
-           ' lieferte Reasoning-Text: seine Zeilen „Reasoning an“ messen dasselbe wie „Reasoning '
-           'aus“.'),
-})
+RULE = CaveatRule('reasoning_switch', check, order=40)

@@ -10,13 +10,14 @@ the frozen text is read here, so the caveat holds for the run as registered.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from ..findings.inputs import requantized as _requantized
 from .base import Caveat, CaveatRule
 
-TITLE = 'Requantized from one file: speed and memory differ, the weights do not'
-TEXT = ('{model} was made from {base} with llama-quantize --allow-requantize, so it carries the weights '
-        'of {base}: the two can differ in speed and memory, not in what the model learned. Their answers '
-        'can still differ a little, because each format computes with other rounding.')
+TITLE = N_('Requantized from one file: speed and memory differ, the weights do not')
+TEXT = N_('{model} was made from {base} with llama-quantize --allow-requantize, so it carries the weights '
+          'of {base}: the two can differ in speed and memory, not in what the model learned. Their answers '
+          'can still differ a little, because each format computes with other rounding.')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -31,10 +32,4 @@ def check(view: dict) -> list[Caveat]:
     ]
 
 
-RULE = CaveatRule('requantized', check, order=22, german={
-    TITLE: 'Aus einer Datei requantisiert: Tempo und Speicher unterscheiden sich, die Gewichte nicht',
-    TEXT: ('{model} wurde mit llama-quantize --allow-requantize aus {base} erzeugt und trägt deshalb die '
-           'Gewichte von {base}: Die beiden können sich in Tempo und Speicher unterscheiden, nicht in dem, '
-           'was das Modell gelernt hat. Ihre Antworten können trotzdem leicht abweichen, weil jedes Format '
-           'mit anderer Rundung rechnet.'),
-})
+RULE = CaveatRule('requantized', check, order=22)

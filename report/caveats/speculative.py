@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Caveat, CaveatRule
 
-TITLE = 'Speculative decoding on some rows'
-TEXT = ('{model} ran with speculative decoding ({acc} of {gen} draft tokens accepted, {rate}); the '
-        'other rows did not. Its decode rate depends on how well the draft model guesses and is not '
-        "the model's plain speed.")
+TITLE = N_('Speculative decoding on some rows')
+TEXT = N_('{model} ran with speculative decoding ({acc} of {gen} draft tokens accepted, {rate}); the '
+          'other rows did not. Its decode rate depends on how well the draft model guesses and is not '
+          "the model's plain speed.")
 
 
 def check(view: dict) -> list[Caveat]:
@@ -33,9 +34,4 @@ def check(view: dict) -> list[Caveat]:
     return out
 
 
-RULE = CaveatRule('speculative', check, order=30, german={
-    TITLE: 'Spekulatives Decoding in einigen Zeilen',
-    TEXT: ('{model} lief mit spekulativem Decoding ({acc} von {gen} Draft-Token akzeptiert, '
-           '{rate}); die anderen Zeilen nicht. Seine Decode-Rate hängt davon ab, wie gut das '
-           'Draft-Modell rät, und ist nicht die reine Geschwindigkeit des Modells.'),
-})
+RULE = CaveatRule('speculative', check, order=30)

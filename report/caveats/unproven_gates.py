@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Caveat, CaveatRule
 
-TITLE = 'Unproven gates'
-TEXT = ('These gates never fired in this run and no canary showed that they can: {gates}. Their '
-        'silence is not evidence that nothing went wrong.')
+TITLE = N_('Unproven gates')
+TEXT = N_('These gates never fired in this run and no canary showed that they can: {gates}. Their '
+          'silence is not evidence that nothing went wrong.')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -24,9 +25,4 @@ def check(view: dict) -> list[Caveat]:
     ]
 
 
-RULE = CaveatRule('unproven_gates', check, order=50, german={
-    TITLE: 'Unbewiesene Gates',
-    TEXT: ('Diese Gates haben in diesem Lauf nie ausgelöst, und keine Kanarienprobe hat gezeigt, '
-           'dass sie es können: {gates}. Ihr Schweigen ist kein Beleg dafür, dass nichts '
-           'schiefging.'),
-})
+RULE = CaveatRule('unproven_gates', check, order=50)

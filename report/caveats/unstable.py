@@ -6,21 +6,22 @@ the median); the article merges them into one box.
 
 from __future__ import annotations
 
+from cardproof.marks import N_, NP_
 from .base import Caveat, CaveatRule
 
-TITLE = 'Unstable cells'
+TITLE = N_('Unstable cells')
 # (singular, plural): the form for the number of cells (n)
-TEXT_RATIO = ('In {n} cell the fastest sample was more than {limit} times the slowest: {cells}. It is '
-              'marked in the tables and charts, and no headline, ratio or rule is stated from it.',
-              'In {n} cells the fastest sample was more than {limit} times the slowest: {cells}. They '
-              'are marked in the tables and charts, and no headline, ratio or rule is stated from '
-              'them.')
-TEXT_INTERVAL = ('In {n} cell the 95 % bootstrap interval of the median was wider than ±{pct} %: '
-                 '{cells}. It is marked in the tables and charts, and no headline, ratio or rule is'
-                 ' stated from it.',
-                 'In {n} cells the 95 % bootstrap interval of the median was wider than ±{pct} %: '
-                 '{cells}. They are marked in the tables and charts, and no headline, ratio or rule is'
-                 ' stated from them.')
+TEXT_RATIO = NP_('In {n} cell the fastest sample was more than {limit} times the slowest: {cells}. It is '
+                 'marked in the tables and charts, and no headline, ratio or rule is stated from it.',
+                 'In {n} cells the fastest sample was more than {limit} times the slowest: {cells}. They '
+                 'are marked in the tables and charts, and no headline, ratio or rule is stated from '
+                 'them.')
+TEXT_INTERVAL = NP_('In {n} cell the 95 % bootstrap interval of the median was wider than ±{pct} %: '
+                    '{cells}. It is marked in the tables and charts, and no headline, ratio or rule is'
+                    ' stated from it.',
+                    'In {n} cells the 95 % bootstrap interval of the median was wider than ±{pct} %: '
+                    '{cells}. They are marked in the tables and charts, and no headline, ratio or rule is'
+                    ' stated from them.')
 
 
 def _cells(cells: list[dict]) -> tuple:
@@ -55,18 +56,4 @@ def check(view: dict) -> list[Caveat]:
     return out
 
 
-RULE = CaveatRule('unstable', check, order=10, german={
-    TITLE: 'Instabile Zellen',
-    TEXT_RATIO: ('In {n} Zelle war die schnellste Messung mehr als {limit}-mal so schnell wie die'
-                 ' langsamste: {cells}. Sie ist in Tabellen und Diagrammen markiert; kein '
-                 'Ergebnis, kein Verhältnis und keine Regel wird aus ihr abgeleitet.',
-                 'In {n} Zellen war die schnellste Messung mehr als {limit}-mal so schnell wie die'
-                 ' langsamste: {cells}. Sie sind in Tabellen und Diagrammen markiert; kein '
-                 'Ergebnis, kein Verhältnis und keine Regel wird aus ihnen abgeleitet.'),
-    TEXT_INTERVAL: ('In {n} Zelle war das 95-%-Bootstrap-Intervall des Medians breiter als ±{pct}'
-                    ' %: {cells}. Sie ist in Tabellen und Diagrammen markiert; kein Ergebnis, '
-                    'kein Verhältnis und keine Regel wird aus ihr abgeleitet.',
-                    'In {n} Zellen war das 95-%-Bootstrap-Intervall des Medians breiter als ±{pct}'
-                    ' %: {cells}. Sie sind in Tabellen und Diagrammen markiert; kein Ergebnis, '
-                    'kein Verhältnis und keine Regel wird aus ihnen abgeleitet.'),
-})
+RULE = CaveatRule('unstable', check, order=10)

@@ -9,11 +9,12 @@ caveat says which argument the log contradicts, and what it says instead.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Caveat, CaveatRule
 
-TITLE = "A variant's log contradicts its arguments: no finding is stated from it"
-TEXT = ('{variant} asked for {flag} {value}; the load\'s log says {observed}. Its figures are shown, '
-        'but they are not those of the setting it names.')
+TITLE = N_("A variant's log contradicts its arguments: no finding is stated from it")
+TEXT = N_('{variant} asked for {flag} {value}; the load\'s log says {observed}. Its figures are shown, '
+          'but they are not those of the setting it names.')
 
 
 def check(view: dict) -> list[Caveat]:
@@ -32,8 +33,4 @@ def check(view: dict) -> list[Caveat]:
     return out
 
 
-RULE = CaveatRule('variant_contradicted', check, order=24, german={
-    TITLE: 'Das Protokoll einer Variante widerspricht ihren Argumenten: aus ihr wird nichts gefolgert',
-    TEXT: ('{variant} verlangte {flag} {value}; das Protokoll des Ladevorgangs sagt {observed}. Ihre Werte '
-           'werden gezeigt, sind aber nicht die der Einstellung, nach der sie benannt ist.'),
-})
+RULE = CaveatRule('variant_contradicted', check, order=24)

@@ -3,7 +3,7 @@
 ``stable`` holds what every statement of the report obeys: unstable cells,
 measurable differences, the headline. Every other module here but ``base``,
 ``inputs``, ``pick`` and ``show`` defines ``RULE``, a :class:`~.base.FindingRule` (its
-``check(view) -> [Finding]``, its order, its German); ``RULES`` lists them by
+``check(view) -> [Finding]``, its order); ``RULES`` lists them by
 ``order``. Adding a finding is adding its module and its test (a run where it
 must fire and one where it must stay silent).
 """
@@ -16,7 +16,7 @@ from .stable import (BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cell_
                      every_sample_order, headline, interval_too_wide, is_unstable, judge_cell, measurable,
                      median_interval, reasoning_pairs, reasoning_took, report_limits, spread_ratio, unstable_ratio,
                      welch_differs)
-from .base import SECTION_GERMAN, Fig, Finding, FindingRule, Line, Quote, Term
+from .base import Fig, Finding, FindingRule, Line, Quote, Term
 
 #: modules of this package that are no rule
 HELPERS = {"base", "stable", "inputs", "show", "pick"}
@@ -44,12 +44,7 @@ def findings_for(view: dict) -> list[Finding]:
     return out
 
 
-def german() -> dict[str, str]:
-    """English message id -> German, of every rule (report/i18n.py merges it into the catalogue)."""
-    return SECTION_GERMAN | {en: de for rule in RULES.values() for en, de in rule.german.items()}
-
-
 __all__ = ["BOOTSTRAP_LEVEL", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "Fig", "Finding", "FindingRule", "Line",
            "Quote", "RULES", "Term", "cell_values", "cells_measurable", "every_sample_order", "findings_for",
-           "german", "headline", "interval_too_wide", "is_unstable", "judge_cell", "measurable", "median_interval",
+           "headline", "interval_too_wide", "is_unstable", "judge_cell", "measurable", "median_interval",
            "reasoning_pairs", "reasoning_took", "report_limits", "spread_ratio", "unstable_ratio", "welch_differs"]

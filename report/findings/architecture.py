@@ -10,33 +10,34 @@ is not what the speeds show, and nothing is said.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line, Term
 from .pick import bits_per_weight, first_class, is_moe, shape, stable_cell
 from .stable import cells_measurable
 
-TITLE = "Architecture explains speed"
-TEXT_FOLLOWS = ("In the prompt class {cls}, {groups}: {fast} tok/s against {slow} "
-                "tok/s. Ranked by decode, the models follow their active parameters per token: no model with more "
-                "of them decodes measurably faster than one with fewer.")
-TEXT_BREAKS = ("In the prompt class {cls}, {groups}: {fast} tok/s against {slow} "
-               "tok/s. Ranked by decode, the models do not all follow their active parameters per token: {breaks}.")
-MOE_FASTER = "every mixture-of-experts model decodes faster than every dense model"
-DENSE_FASTER = "every dense model decodes faster than every mixture-of-experts model"
-BREAK = "{fast} decodes measurably faster than {slow} with more active parameters"
-DENSE = "dense"
-RANGE = "{low} to {high}"
-EXPERTS = "{used} of {count} experts per token"
-FIGURE = ("{model}: {kind}, {active} of {params} parameters active per token, {bits} bits per weight; "
-          "decode {tps} tok/s, {per} tok/s per billion active parameters")
-CONDITION = ("The GGUF headers give each model's experts and parameters; the two groups' decode ranges in stable "
-             "cells do not overlap, and every pair across them differs beyond the samples' scatter (Welch's t-test "
-             "at 5 %).")
-CAVEAT_BITS = ("Every model has about {bits} bits per weight, but decode follows the bytes read per token, which "
-               "the active parameters set only together with the quantisation of the tensors they use. One prompt "
-               "class, one request at a time, on this machine.")
-CAVEAT = ("The groups differ in more than their experts: bits per weight run from {bits_low} to {bits_high}, and "
-          "decode follows the bytes read per token, which the active parameters set only together with the "
-          "quantisation. One prompt class, one request at a time, on this machine.")
+TITLE = N_("Architecture explains speed")
+TEXT_FOLLOWS = N_("In the prompt class {cls}, {groups}: {fast} tok/s against {slow} "
+                  "tok/s. Ranked by decode, the models follow their active parameters per token: no model with more "
+                  "of them decodes measurably faster than one with fewer.")
+TEXT_BREAKS = N_("In the prompt class {cls}, {groups}: {fast} tok/s against {slow} "
+                 "tok/s. Ranked by decode, the models do not all follow their active parameters per token: {breaks}.")
+MOE_FASTER = N_("every mixture-of-experts model decodes faster than every dense model")
+DENSE_FASTER = N_("every dense model decodes faster than every mixture-of-experts model")
+BREAK = N_("{fast} decodes measurably faster than {slow} with more active parameters")
+DENSE = N_("dense")
+RANGE = N_("{low} to {high}")
+EXPERTS = N_("{used} of {count} experts per token")
+FIGURE = N_("{model}: {kind}, {active} of {params} parameters active per token, {bits} bits per weight; "
+            "decode {tps} tok/s, {per} tok/s per billion active parameters")
+CONDITION = N_("The GGUF headers give each model's experts and parameters; the two groups' decode ranges in stable "
+               "cells do not overlap, and every pair across them differs beyond the samples' scatter (Welch's t-test "
+               "at 5 %).")
+CAVEAT_BITS = N_("Every model has about {bits} bits per weight, but decode follows the bytes read per token, which "
+                 "the active parameters set only together with the quantisation of the tensors they use. One prompt "
+                 "class, one request at a time, on this machine.")
+CAVEAT = N_("The groups differ in more than their experts: bits per weight run from {bits_low} to {bits_high}, and "
+            "decode follows the bytes read per token, which the active parameters set only together with the "
+            "quantisation. One prompt class, one request at a time, on this machine.")
 
 
 def check(view: dict) -> list[Finding]:
@@ -99,30 +100,4 @@ def _caveat(bits: list[float]) -> Line:
                          "bits_high": Fig(max(bits) if bits else None, digits=2)})
 
 
-RULE = FindingRule("architecture", check, order=10, german={
-    TITLE: "Die Architektur erklärt das Tempo",
-    TEXT_FOLLOWS: ("In der Prompt-Klasse {cls} gilt: {groups} – {fast} Tok./s gegen {slow} "
-                   "Tok./s. Nach Decode geordnet folgen die Modelle ihren aktiven Parametern "
-                   "pro Token: Kein Modell mit mehr davon ist im Decode messbar schneller als eines mit weniger."),
-    TEXT_BREAKS: ("In der Prompt-Klasse {cls} gilt: {groups} – {fast} Tok./s gegen {slow} "
-                  "Tok./s. Nach Decode geordnet folgen nicht alle Modelle ihren aktiven "
-                  "Parametern pro Token: {breaks}."),
-    MOE_FASTER: "Jedes Mixture-of-Experts-Modell ist im Decode schneller als jedes dichte Modell",
-    DENSE_FASTER: "Jedes dichte Modell ist im Decode schneller als jedes Mixture-of-Experts-Modell",
-    BREAK: "{fast} ist im Decode messbar schneller als {slow}, mit mehr aktiven Parametern",
-    DENSE: "dicht",
-    RANGE: "{low} bis {high}",
-    CAVEAT_BITS: ("Jedes Modell hat etwa {bits} Bit pro Gewicht, aber das Decode folgt den Bytes, die pro Token gelesen "
-                  "werden, die die aktiven Parameter nur zusammen mit der Quantisierung der Tensoren bestimmen, die sie "
-                  "nutzen. Eine Prompt-Klasse, eine Anfrage zur Zeit, auf dieser Maschine."),
-    EXPERTS: "{used} von {count} Experten pro Token",
-    FIGURE: ("{model}: {kind}, {active} von {params} Parametern pro Token aktiv, {bits} Bit pro Gewicht; "
-             "Decode {tps} Tok./s, {per} Tok./s je Milliarde aktiver Parameter"),
-    CONDITION: ("Die GGUF-Header nennen die Experten und Parameter jedes Modells; die Decode-Spannen der beiden "
-                "Gruppen in stabilen Zellen überlappen nicht, und jedes Paar über die Gruppen hinweg unterscheidet "
-                "sich über die Streuung der Messungen hinaus (Welch-t-Test bei 5 %)."),
-    CAVEAT: ("Die Gruppen unterscheiden sich in mehr als ihren Experten: Die Bits pro Gewicht reichen von {bits_low} "
-             "bis {bits_high}, und das Decode folgt den Bytes, die pro Token gelesen werden, die die aktiven "
-             "Parameter nur zusammen mit der Quantisierung bestimmen. Eine Prompt-Klasse, eine Anfrage zur Zeit, "
-             "auf dieser Maschine."),
-})
+RULE = FindingRule("architecture", check, order=10)

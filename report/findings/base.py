@@ -6,15 +6,17 @@ condition that allowed it and the caveat that limits it, and its figures
 link to the rows they come from. A rule returns message ids and values, never
 text: the article says them in each language with the locale's numbers, and
 ``cardproof publish`` records them so a later change gets an addendum. A
-rule's module carries everything about it: the check, its place in the
-article and its messages in both languages (``german``, merged into the
-report's catalogue by ``report/i18n.py``).
+rule's module carries the check and its place in the article; its message
+ids are marked ``N_()`` there and have their German in the report's
+catalogue (report/locale/de/LC_MESSAGES/cardproof.po).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
+
+from cardproof.marks import N_
 
 
 @dataclass(frozen=True)
@@ -76,31 +78,17 @@ class FindingRule:
     name: str
     check: Callable[[dict], list[Finding]]  # view of one finished run -> the findings its data supports
     order: int  # place of its findings in the article
-    # every message the check emits (English message id) -> German
-    german: dict
 
     def __call__(self, view: dict) -> list[Finding]:
         return self.check(view)
 
 
 #: the section's words and the figures' units (the rules' own sentences are in their modules)
-SECTION = "Findings"
-INTRO = ("What the numbers of this run mean, as far as they carry it. Each finding names the figures it rests on "
-         "(linked to their evidence), why it may be stated here and what limits it; none comes from an unstable "
-         "cell or from a difference the samples do not show beyond their scatter.")
-WHY = "Why it is stated:"
-LIMIT = "What limits it:"
-BILLION = "{n} B"
-MILLION = "{n} M"
-
-SECTION_GERMAN = {
-    SECTION: "Befunde",
-    INTRO: ("Was die Zahlen dieses Laufs bedeuten, soweit sie es tragen. Jeder Befund nennt die Zahlen, auf denen er "
-            "beruht (verlinkt mit ihren Belegen), warum er hier gesagt werden darf und was ihn einschränkt; keiner "
-            "stammt aus einer instabilen Zelle oder aus einem Unterschied, den die Messungen nicht über ihre Streuung "
-            "hinaus zeigen."),
-    WHY: "Warum er gesagt wird:",
-    LIMIT: "Was ihn einschränkt:",
-    BILLION: "{n} Mrd.",
-    MILLION: "{n} Mio.",
-}
+SECTION = N_("Findings")
+INTRO = N_("What the numbers of this run mean, as far as they carry it. Each finding names the figures it rests on "
+           "(linked to their evidence), why it may be stated here and what limits it; none comes from an unstable "
+           "cell or from a difference the samples do not show beyond their scatter.")
+WHY = N_("Why it is stated:")
+LIMIT = N_("What limits it:")
+BILLION = N_("{n} B")
+MILLION = N_("{n} M")

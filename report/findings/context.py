@@ -10,40 +10,41 @@ that did not.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from ..stats import spread
 from .base import Fig, Finding, FindingRule, Line, Quote
 from .pick import spread_unstable
 from .stable import measurable
 
-TITLE = "Context costs: {model}"
-TEXT = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s with "
-        "{tokens_base} tokens: {per_1000} per 1,000 tokens of context.")
-TEXT_FIT = "{model}: the largest context that fits on the cards is {fits} tokens."
-TEXT_FIT_NOT = "{model}: the largest context that fits on the cards is {fits} tokens; {next} tokens did not fit."
-TEXT_BOTH = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s with "
-             "{tokens_base} tokens: {per_1000} per 1,000 tokens of context. The largest context that fits on the cards "
-             "is {fits} tokens.")
-TEXT_BOTH_NOT = ("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s "
-                 "with {tokens_base} tokens: {per_1000} per 1,000 tokens of context. The largest context that fits on "
-                 "the cards is {fits} tokens; {next} tokens did not fit.")
-STEP = "depth {depth}: {tokens} prompt tokens, decode {tps} tok/s (n={n})"
-STEP_NOT = "depth {depth}: {tokens} prompt tokens, decode {tps} tok/s (n={n}), no measurable difference from the first"
-FITS = "context {context}: fits"
-FITS_NOT = "context {context}: does not fit"
-CONDITION = ("Decode is compared only where a depth differs from the shallowest beyond the samples' scatter (ranges "
-             "apart and Welch's t-test at 5 %) and neither step is unstable.")
-CONDITION_BOTH = ("Decode is compared only where a depth differs from the shallowest beyond the samples' scatter "
-                  "(ranges apart and Welch's t-test at 5 %) and neither step is unstable; the fit from the fit test's "
-                  "own verdicts.")
-CONDITION_FIT = "From the fit test's own verdicts: every layer on the cards, no KV cache on the CPU, the request answered."
-CAVEAT = ("One request at a time, the context filled with cardproof's filler text: a straight line through two depths, "
-          "and decode need not fall evenly between them. More slots or another KV cache type change the cost, and so "
-          "may flash attention, which the load's log does not state.")
-CAVEAT_SETTINGS = ("One request at a time, the context filled with cardproof's filler text: a straight line through two "
-                   "depths, and decode need not fall evenly between them. The cost holds for the settings the load's "
-                   "log states (flash attention {fa}, KV cache {kv_k}/{kv_v}, {slots} slots); with others it differs.")
-CAVEAT_FIT = ("A context that fits alone may not fit beside another model, and one slot was asked for: a server with "
-              "several slots needs room for each.")
+TITLE = N_("Context costs: {model}")
+TEXT = N_("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s with "
+          "{tokens_base} tokens: {per_1000} per 1,000 tokens of context.")
+TEXT_FIT = N_("{model}: the largest context that fits on the cards is {fits} tokens.")
+TEXT_FIT_NOT = N_("{model}: the largest context that fits on the cards is {fits} tokens; {next} tokens did not fit.")
+TEXT_BOTH = N_("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s with "
+               "{tokens_base} tokens: {per_1000} per 1,000 tokens of context. The largest context that fits on the cards "
+               "is {fits} tokens.")
+TEXT_BOTH_NOT = N_("{model} decodes at {tps_deep} tok/s with {tokens_deep} tokens of context against {tps_base} tok/s "
+                   "with {tokens_base} tokens: {per_1000} per 1,000 tokens of context. The largest context that fits on "
+                   "the cards is {fits} tokens; {next} tokens did not fit.")
+STEP = N_("depth {depth}: {tokens} prompt tokens, decode {tps} tok/s (n={n})")
+STEP_NOT = N_("depth {depth}: {tokens} prompt tokens, decode {tps} tok/s (n={n}), no measurable difference from the first")
+FITS = N_("context {context}: fits")
+FITS_NOT = N_("context {context}: does not fit")
+CONDITION = N_("Decode is compared only where a depth differs from the shallowest beyond the samples' scatter (ranges "
+               "apart and Welch's t-test at 5 %) and neither step is unstable.")
+CONDITION_BOTH = N_("Decode is compared only where a depth differs from the shallowest beyond the samples' scatter "
+                    "(ranges apart and Welch's t-test at 5 %) and neither step is unstable; the fit from the fit test's "
+                    "own verdicts.")
+CONDITION_FIT = N_("From the fit test's own verdicts: every layer on the cards, no KV cache on the CPU, the request answered.")
+CAVEAT = N_("One request at a time, the context filled with cardproof's filler text: a straight line through two depths, "
+            "and decode need not fall evenly between them. More slots or another KV cache type change the cost, and so "
+            "may flash attention, which the load's log does not state.")
+CAVEAT_SETTINGS = N_("One request at a time, the context filled with cardproof's filler text: a straight line through two "
+                     "depths, and decode need not fall evenly between them. The cost holds for the settings the load's "
+                     "log states (flash attention {fa}, KV cache {kv_k}/{kv_v}, {slots} slots); with others it differs.")
+CAVEAT_FIT = N_("A context that fits alone may not fit beside another model, and one slot was asked for: a server with "
+                "several slots needs room for each.")
 
 
 def _speed(view: dict, model: str) -> dict | None:
@@ -133,39 +134,4 @@ def check(view: dict) -> list[Finding]:
     return out
 
 
-RULE = FindingRule("context", check, order=40, german={
-    TITLE: "Was der Kontext kostet: {model}",
-    TEXT: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} Tok./s mit "
-           "{tokens_base} Token: {per_1000} je 1.000 Token Kontext."),
-    TEXT_FIT: "{model}: Der größte Kontext, der auf die Karten passt, hat {fits} Token.",
-    TEXT_FIT_NOT: ("{model}: Der größte Kontext, der auf die Karten passt, hat {fits} Token; {next} Token passten "
-                   "nicht."),
-    TEXT_BOTH: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} Tok./s "
-                "mit {tokens_base} Token: {per_1000} je 1.000 Token Kontext. Der größte Kontext, der auf die Karten "
-                "passt, hat {fits} Token."),
-    TEXT_BOTH_NOT: ("{model} erreicht im Decode {tps_deep} Tok./s mit {tokens_deep} Token Kontext gegen {tps_base} "
-                    "Tok./s mit {tokens_base} Token: {per_1000} je 1.000 Token Kontext. Der größte Kontext, der auf die "
-                    "Karten passt, hat {fits} Token; {next} Token passten nicht."),
-    STEP: "Tiefe {depth}: {tokens} Prompt-Token, Decode {tps} Tok./s (n={n})",
-    STEP_NOT: ("Tiefe {depth}: {tokens} Prompt-Token, Decode {tps} Tok./s (n={n}), kein messbarer Unterschied zur "
-               "ersten"),
-    FITS: "Kontext {context}: passt",
-    FITS_NOT: "Kontext {context}: passt nicht",
-    CONDITION: ("Das Decode wird nur verglichen, wo sich eine Tiefe über die Streuung der Messungen hinaus von der "
-                "flachsten unterscheidet (Spannen getrennt und Welch-t-Test bei 5 %) und keine der beiden Stufen "
-                "instabil ist."),
-    CONDITION_BOTH: ("Das Decode wird nur verglichen, wo sich eine Tiefe über die Streuung der Messungen hinaus von "
-                     "der flachsten unterscheidet (Spannen getrennt und Welch-t-Test bei 5 %) und keine der beiden "
-                     "Stufen instabil ist; das Passen aus den eigenen Urteilen des Passtests."),
-    CONDITION_FIT: ("Aus den eigenen Urteilen des Passtests: jede Schicht auf den Karten, kein KV-Cache auf der CPU, "
-                    "die Anfrage beantwortet."),
-    CAVEAT: ("Eine Anfrage zur Zeit, der Kontext mit dem Fülltext von cardproof gefüllt: eine Gerade durch zwei Tiefen, "
-             "und das Decode muss zwischen ihnen nicht gleichmäßig fallen. Mehr Slots oder ein anderer KV-Cache-Typ "
-             "ändern die Kosten, womöglich auch Flash Attention, die das Protokoll des Ladevorgangs nicht nennt."),
-    CAVEAT_SETTINGS: ("Eine Anfrage zur Zeit, der Kontext mit dem Fülltext von cardproof gefüllt: eine Gerade durch zwei "
-                      "Tiefen, und das Decode muss zwischen ihnen nicht gleichmäßig fallen. Die Kosten gelten für die "
-                      "Einstellungen, die das Protokoll des Ladevorgangs nennt (Flash Attention {fa}, KV-Cache "
-                      "{kv_k}/{kv_v}, {slots} Slots); mit anderen sind sie andere."),
-    CAVEAT_FIT: ("Ein Kontext, der allein passt, passt vielleicht nicht neben einem anderen Modell, und es wurde ein "
-                 "Slot verlangt: Ein Server mit mehreren Slots braucht Platz für jeden."),
-})
+RULE = FindingRule("context", check, order=40)

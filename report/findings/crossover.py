@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import statistics
 
+from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line, Term
 from .pick import spread_unstable, stable_cell
 from .stable import cells_measurable, measurable
 
-TITLE = "End to end, the order depends on the answer's length"
-TEXT = ("In the prompt class {cls}, {quick} answers first for answers up to about {tokens} tokens; beyond that "
-        "{fast} finishes first, its faster decode making up for its later first token.")
-PAIR = ("{quick}: first token after {quick_ttft} ms, decode {quick_dec} tok/s; {fast}: first token after {fast_ttft} "
-        "ms, decode {fast_dec} tok/s. At this run's median answer of {n} tokens: {quick_e2e} s against {fast_e2e} s.")
-CONDITION = ("Stated where the time to the first token and the decode rate differ in opposite directions beyond the "
-             "samples' scatter (ranges apart and Welch's t-test at 5 %), from cells stable in both.")
-CAVEAT = ("End-to-end time here is the median time to the first token plus the answer's tokens at the median "
-          "decode rate, one request at a time: it leaves out queueing and a decode rate that falls as the answer "
-          "grows.")
+TITLE = N_("End to end, the order depends on the answer's length")
+TEXT = N_("In the prompt class {cls}, {quick} answers first for answers up to about {tokens} tokens; beyond that "
+          "{fast} finishes first, its faster decode making up for its later first token.")
+PAIR = N_("{quick}: first token after {quick_ttft} ms, decode {quick_dec} tok/s; {fast}: first token after {fast_ttft} "
+          "ms, decode {fast_dec} tok/s. At this run's median answer of {n} tokens: {quick_e2e} s against {fast_e2e} s.")
+CONDITION = N_("Stated where the time to the first token and the decode rate differ in opposite directions beyond the "
+               "samples' scatter (ranges apart and Welch's t-test at 5 %), from cells stable in both.")
+CAVEAT = N_("End-to-end time here is the median time to the first token plus the answer's tokens at the median "
+            "decode rate, one request at a time: it leaves out queueing and a decode rate that falls as the answer "
+            "grows.")
 
 
 def _values(cell: dict, key: str) -> list[float]:
@@ -83,17 +84,4 @@ def _finding(cls: str, quick: str, cq: dict, fast: str, cf: dict, n_star: float)
                    Line(CONDITION), Line(CAVEAT))
 
 
-RULE = FindingRule("crossover", check, order=31, german={
-    TITLE: "Gesamtzeit: Welches Modell zuerst fertig ist, hängt von der Antwortlänge ab",
-    TEXT: ("In der Prompt-Klasse {cls} antwortet {quick} bei Antworten bis etwa {tokens} Token zuerst; darüber ist "
-           "{fast} zuerst fertig, weil sein schnelleres Decode das spätere erste Token aufholt."),
-    PAIR: ("{quick}: erstes Token nach {quick_ttft} ms, Decode {quick_dec} Tok./s; {fast}: erstes Token nach "
-           "{fast_ttft} ms, Decode {fast_dec} Tok./s. Bei der mittleren Antwort dieses Laufs von {n} Token: "
-           "{quick_e2e} s gegen {fast_e2e} s."),
-    CONDITION: ("Gesagt, wo sich die Zeit bis zum ersten Token und die Decode-Rate in entgegengesetzter Richtung über "
-                "die Streuung der Messungen hinaus unterscheiden (Spannen getrennt und Welch-t-Test bei 5 %), aus "
-                "Zellen, die in beidem stabil sind."),
-    CAVEAT: ("Die Gesamtzeit ist hier der Median der Zeit bis zum ersten Token plus die Token der Antwort bei der "
-             "mittleren Decode-Rate, eine Anfrage nach der anderen: Warteschlangen und eine Decode-Rate, die mit der "
-             "Antwort sinkt, bleiben außen vor."),
-})
+RULE = FindingRule("crossover", check, order=31)

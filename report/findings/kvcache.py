@@ -10,25 +10,26 @@ outweighs its weights. Nothing comes from a file size or a self-report alone.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line, Term
 from .pick import number
 
-TITLE = "{small} saves less memory than its file suggests"
-TEXT = ("{small} holds {saved} less memory than {big} ({small_mib} against {big_mib}, {where}), not the {file_saved} "
-        "its file suggests: at a context of {ctx} tokens its KV cache ({kv}) is as large as {big}'s, and larger than "
-        "its weights ({weights}).")
-TITLE_ONE = "{model}'s KV cache outweighs its weights"
-TEXT_ONE = ("At a context of {ctx} tokens, {model}'s KV cache ({kv}) is larger than its weights ({weights}): the "
-            "context, not the quantisation, decides most of its memory ({held}, {where}).")
-LINE = "{model}: weights {weights}, KV cache {kv}, memory held {held}, file {file}"
-CONDITION = ("The weights and the KV cache are the server's own buffer lines of each load; the memory held is "
-             "measured (the card's reading, else the server process's peak resident memory as the OS counts it), "
-             "never a file size.")
-CAVEAT = ("One context: at a shorter one the KV cache shrinks and the weights' share grows. A memory-mapped "
-          "model's pages can be dropped under pressure, so the process's peak is what it held, not the least it "
-          "needs.")
-ON_CARDS = "as the cards read it"
-IN_PROCESS = "in the server process"
+TITLE = N_("{small} saves less memory than its file suggests")
+TEXT = N_("{small} holds {saved} less memory than {big} ({small_mib} against {big_mib}, {where}), not the {file_saved} "
+          "its file suggests: at a context of {ctx} tokens its KV cache ({kv}) is as large as {big}'s, and larger than "
+          "its weights ({weights}).")
+TITLE_ONE = N_("{model}'s KV cache outweighs its weights")
+TEXT_ONE = N_("At a context of {ctx} tokens, {model}'s KV cache ({kv}) is larger than its weights ({weights}): the "
+              "context, not the quantisation, decides most of its memory ({held}, {where}).")
+LINE = N_("{model}: weights {weights}, KV cache {kv}, memory held {held}, file {file}")
+CONDITION = N_("The weights and the KV cache are the server's own buffer lines of each load; the memory held is "
+               "measured (the card's reading, else the server process's peak resident memory as the OS counts it), "
+               "never a file size.")
+CAVEAT = N_("One context: at a shorter one the KV cache shrinks and the weights' share grows. A memory-mapped "
+            "model's pages can be dropped under pressure, so the process's peak is what it held, not the least it "
+            "needs.")
+ON_CARDS = N_("as the cards read it")
+IN_PROCESS = N_("in the server process")
 KV_SAME = 0.02  # the KV caches of a pair differ by at most this share: the same context and cache type
 GAP = 0.10  # the file sizes overstate the saving by at least this many points before it is said
 
@@ -93,22 +94,4 @@ def check(view: dict) -> list[Finding]:
     return found
 
 
-RULE = FindingRule("kvcache", check, order=75, german={
-    TITLE: "{small} spart weniger Speicher, als seine Datei vermuten lässt",
-    TEXT: ("{small} belegt {saved} weniger Speicher als {big} ({small_mib} gegenüber {big_mib}, {where}), nicht die "
-           "{file_saved}, die seine Datei vermuten lässt: Bei einem Kontext von {ctx} Token ist sein KV-Cache ({kv}) "
-           "so groß wie der von {big} und größer als seine Gewichte ({weights})."),
-    TITLE_ONE: "Der KV-Cache von {model} übertrifft seine Gewichte",
-    TEXT_ONE: ("Bei einem Kontext von {ctx} Token ist der KV-Cache von {model} ({kv}) größer als seine Gewichte "
-               "({weights}): Der Kontext, nicht die Quantisierung, bestimmt den Großteil seines Speichers ({held}, "
-               "{where})."),
-    LINE: "{model}: Gewichte {weights}, KV-Cache {kv}, belegter Speicher {held}, Datei {file}",
-    CONDITION: ("Gewichte und KV-Cache sind die eigenen Pufferzeilen des Servers für jeden Ladevorgang; der belegte "
-                "Speicher ist gemessen (die Messung der Karte, sonst die Spitze des residenten Speichers des "
-                "Serverprozesses laut Betriebssystem), nie eine Dateigröße."),
-    CAVEAT: ("Ein Kontext: Bei einem kürzeren schrumpft der KV-Cache, und der Anteil der Gewichte wächst. Die Seiten "
-             "eines per mmap eingebundenen Modells können unter Druck verworfen werden; die Spitze des Prozesses ist "
-             "also, was er belegte, nicht das Wenigste, was er braucht."),
-    ON_CARDS: "wie die Karten es messen",
-    IN_PROCESS: "im Serverprozess",
-})
+RULE = FindingRule("kvcache", check, order=75)

@@ -10,42 +10,43 @@ Q8_0 of another" measures two models.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line, Term
 from .pick import bits_per_weight, card_rows, cell_of, number, shape, stable_cell
 from .stable import cells_measurable
 
-TITLE = "Quantisation ladder"
-TEXT = ("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. In the prompt "
-        "class {cls}, from {top} to {bottom}, {memory} goes from {mem_top} to {mem_bottom} and decode from "
-        "{tps_top} to {tps_bottom} tok/s ({ratio}).")
-TEXT_FLAT = ("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. In the "
-             "prompt class {cls}, from {top} to {bottom}, {memory} goes from {mem_top} to {mem_bottom}; decode "
-             "shows no measurable difference ({tps_top} and {tps_bottom} tok/s).")
-CARD = "the memory on the card"
-FILE = "the file"
-STEP = "{hi} ({hi_q}) → {lo} ({lo_q}): decode {hi_tps} → {lo_tps} tok/s, {ratio}; {memory} {hi_mem} → {lo_mem}"
-NOT_MEASURABLE = "no measurable difference in decode"
-LEFT_OUT = "{model} ({quant}): no step of the ladder, its cell is unstable ({low} to {high} tok/s)"
-CONDITION = ("The GGUF headers give every step the same architecture, parameter count and tokenizer; a step's decode "
-             "is given as a ratio only where it differs beyond the samples' scatter, from stable cells.")
-CAVEAT = ("Speed and memory only: what each step costs in the quality of the answers is not measured here, and a "
-          "format's speed depends on this build's kernels for this machine.")
-CAVEAT_QUALITY = ("Speed and memory here: what each step costs in the answers is measured in the finding Quality "
-                  "beside speed. A format's speed depends on this build's kernels for this machine.")
-CAVEAT_REQUANTIZED = ("{models} were requantized from {base} and carry its weights: the ladder shows what each format "
-                      "costs in speed and memory, not what it costs in quality. A format's speed depends on this "
-                      "build's kernels for this machine.")
+TITLE = N_("Quantisation ladder")
+TEXT = N_("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. In the prompt "
+          "class {cls}, from {top} to {bottom}, {memory} goes from {mem_top} to {mem_bottom} and decode from "
+          "{tps_top} to {tps_bottom} tok/s ({ratio}).")
+TEXT_FLAT = N_("{models} are one base model ({params} parameters, one tokenizer) at {n} quantisations. In the "
+               "prompt class {cls}, from {top} to {bottom}, {memory} goes from {mem_top} to {mem_bottom}; decode "
+               "shows no measurable difference ({tps_top} and {tps_bottom} tok/s).")
+CARD = N_("the memory on the card")
+FILE = N_("the file")
+STEP = N_("{hi} ({hi_q}) → {lo} ({lo_q}): decode {hi_tps} → {lo_tps} tok/s, {ratio}; {memory} {hi_mem} → {lo_mem}")
+NOT_MEASURABLE = N_("no measurable difference in decode")
+LEFT_OUT = N_("{model} ({quant}): no step of the ladder, its cell is unstable ({low} to {high} tok/s)")
+CONDITION = N_("The GGUF headers give every step the same architecture, parameter count and tokenizer; a step's decode "
+               "is given as a ratio only where it differs beyond the samples' scatter, from stable cells.")
+CAVEAT = N_("Speed and memory only: what each step costs in the quality of the answers is not measured here, and a "
+            "format's speed depends on this build's kernels for this machine.")
+CAVEAT_QUALITY = N_("Speed and memory here: what each step costs in the answers is measured in the finding Quality "
+                    "beside speed. A format's speed depends on this build's kernels for this machine.")
+CAVEAT_REQUANTIZED = N_("{models} were requantized from {base} and carry its weights: the ladder shows what each format "
+                        "costs in speed and memory, not what it costs in quality. A format's speed depends on this "
+                        "build's kernels for this machine.")
 
-TITLE_MIXED = "Quantisation ladder not controlled"
-TEXT_MIXED = ("{models} look like one ladder of {family} at {quants}, but their base models differ ({differs}): the "
-              "ladder is not controlled, and no effect per bit is stated from it.")
-ARCHITECTURE = "architecture"
-PARAMETERS = "parameter count"
-TOKENIZER = "tokenizer"
-MEMBER = "{model}: {quant}, architecture {arch}, {params} parameters, tokenizer {tokenizer}"
-CONDITION_MIXED = "The GGUF headers name these files one family ({family}) and give them different base models."
-CAVEAT_MIXED = ("A controlled ladder needs the same architecture, parameter count and tokenizer at every step; across "
-                "these files, what the format changes is mixed with what the base model changes.")
+TITLE_MIXED = N_("Quantisation ladder not controlled")
+TEXT_MIXED = N_("{models} look like one ladder of {family} at {quants}, but their base models differ ({differs}): the "
+                "ladder is not controlled, and no effect per bit is stated from it.")
+ARCHITECTURE = N_("architecture")
+PARAMETERS = N_("parameter count")
+TOKENIZER = N_("tokenizer")
+MEMBER = N_("{model}: {quant}, architecture {arch}, {params} parameters, tokenizer {tokenizer}")
+CONDITION_MIXED = N_("The GGUF headers name these files one family ({family}) and give them different base models.")
+CAVEAT_MIXED = N_("A controlled ladder needs the same architecture, parameter count and tokenizer at every step; across "
+                  "these files, what the format changes is mixed with what the base model changes.")
 
 
 def _family(s: dict):
@@ -178,40 +179,4 @@ def _mixed(members: list[dict], bases: dict) -> Finding:
                    tuple(figures), Line(CONDITION_MIXED, {"family": name}), Line(CAVEAT_MIXED))
 
 
-RULE = FindingRule("ladder", check, order=20, german={
-    TITLE: "Quantisierungsleiter",
-    TEXT: ("{models} sind ein Basismodell ({params} Parameter, ein Tokenizer) in {n} Quantisierungen. In der "
-           "Prompt-Klasse {cls} geht von {top} bis {bottom} {memory} von {mem_top} auf {mem_bottom} und das "
-           "Decode von {tps_top} auf {tps_bottom} Tok./s ({ratio})."),
-    TEXT_FLAT: ("{models} sind ein Basismodell ({params} Parameter, ein Tokenizer) in {n} Quantisierungen. In der "
-                "Prompt-Klasse {cls} geht von {top} bis {bottom} {memory} von {mem_top} auf {mem_bottom}; im Decode "
-                "zeigt sich kein messbarer Unterschied ({tps_top} und {tps_bottom} Tok./s)."),
-    CARD: "der Speicher auf der Karte",
-    FILE: "die Datei",
-    STEP: "{hi} ({hi_q}) → {lo} ({lo_q}): Decode {hi_tps} → {lo_tps} Tok./s, {ratio}; {memory} {hi_mem} → {lo_mem}",
-    NOT_MEASURABLE: "kein messbarer Unterschied im Decode",
-    LEFT_OUT: "{model} ({quant}): keine Stufe der Leiter, seine Zelle ist instabil ({low} bis {high} Tok./s)",
-    CONDITION: ("Die GGUF-Header nennen für jede Stufe dieselbe Architektur, dieselbe Parameterzahl und denselben "
-                "Tokenizer; das Decode einer Stufe wird nur dort als Verhältnis angegeben, wo es sich über die "
-                "Streuung der Messungen hinaus unterscheidet, aus stabilen Zellen."),
-    CAVEAT: ("Nur Tempo und Speicher: Was jede Stufe an Qualität der Antworten kostet, wird hier nicht gemessen, und "
-             "das Tempo eines Formats hängt von den Kernels dieses Builds für diese Maschine ab."),
-    CAVEAT_QUALITY: ("Tempo und Speicher hier: Was jede Stufe an den Antworten kostet, misst der Befund Qualität "
-                     "neben Tempo. Das Tempo eines Formats hängt von den Kernels dieses Builds für diese Maschine ab."),
-    CAVEAT_REQUANTIZED: ("{models} wurden aus {base} requantisiert und tragen dessen Gewichte: Die Leiter zeigt, was "
-                         "jedes Format an Tempo und Speicher kostet, nicht was es an Qualität kostet. Das Tempo eines "
-                         "Formats hängt von den Kernels dieses Builds für diese Maschine ab."),
-    TITLE_MIXED: "Quantisierungsleiter nicht kontrolliert",
-    TEXT_MIXED: ("{models} sehen aus wie eine Leiter von {family} in {quants}, aber ihre Basismodelle unterscheiden "
-                 "sich ({differs}): Die Leiter ist nicht kontrolliert, und kein Effekt pro Bit wird aus ihr "
-                 "abgeleitet."),
-    ARCHITECTURE: "Architektur",
-    PARAMETERS: "Parameterzahl",
-    TOKENIZER: "Tokenizer",
-    MEMBER: "{model}: {quant}, Architektur {arch}, {params} Parameter, Tokenizer {tokenizer}",
-    CONDITION_MIXED: ("Die GGUF-Header ordnen diese Dateien einer Familie zu ({family}) und nennen verschiedene "
-                      "Basismodelle."),
-    CAVEAT_MIXED: ("Eine kontrollierte Leiter braucht auf jeder Stufe dieselbe Architektur, Parameterzahl und "
-                   "denselben Tokenizer; zwischen diesen Dateien mischt sich, was das Format ändert, mit dem, was "
-                   "das Basismodell ändert."),
-})
+RULE = FindingRule("ladder", check, order=20)

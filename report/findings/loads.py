@@ -11,27 +11,28 @@ measured loads.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from ..stats import spread
 from .base import Fig, Finding, FindingRule, Line, Term
 from .pick import first_class, number, stable_cell
 from .stable import measurable
 
-TITLE = "Load costs: {model}"
-TEXT = ("Loading {model} takes {load} s, as long as {k} requests of the prompt class {cls} ({wall} s each, median).")
-TEXT_RELOADED = ("Loading {model} takes {load} s, as long as {k} requests of the prompt class {cls} ({wall} s each, "
-                 "median). The server evicted it and loaded it again during the measurement ({reloads}×), each "
-                 "time at that cost.")
-TEXT_RELOAD_ONLY = ("The server evicted {model} and loaded it again during the measurement ({reloads}×; {load} s "
-                    "per load, median).")
-LOAD = "load {id} ({trigger}): {seconds}"
-REQUESTS = "requests of {cls}: {wall} s median, {low}–{high} s, n={n}"
-EXPLICIT = "loaded by cardproof"
-INSIDE = "loaded inside a measured request"
-CONDITION = ("Every measured load took longer than the slowest request of the class by more than the campaign's "
-             "stability limit (×{limit}), from a stable cell; canary and probe loads are not counted.")
-CONDITION_RELOAD = "A load inside a measured request: the server had unloaded the model and loaded it again."
-CAVEAT = ("Load time depends on whether the file was read from disk or from the page cache, which the run does not "
-          "record; a server that keeps the model loaded pays it once, one that swaps models pays it on every swap.")
+TITLE = N_("Load costs: {model}")
+TEXT = N_("Loading {model} takes {load} s, as long as {k} requests of the prompt class {cls} ({wall} s each, median).")
+TEXT_RELOADED = N_("Loading {model} takes {load} s, as long as {k} requests of the prompt class {cls} ({wall} s each, "
+                   "median). The server evicted it and loaded it again during the measurement ({reloads}×), each "
+                   "time at that cost.")
+TEXT_RELOAD_ONLY = N_("The server evicted {model} and loaded it again during the measurement ({reloads}×; {load} s "
+                      "per load, median).")
+LOAD = N_("load {id} ({trigger}): {seconds}")
+REQUESTS = N_("requests of {cls}: {wall} s median, {low}–{high} s, n={n}")
+EXPLICIT = N_("loaded by cardproof")
+INSIDE = N_("loaded inside a measured request")
+CONDITION = N_("Every measured load took longer than the slowest request of the class by more than the campaign's "
+               "stability limit (×{limit}), from a stable cell; canary and probe loads are not counted.")
+CONDITION_RELOAD = N_("A load inside a measured request: the server had unloaded the model and loaded it again.")
+CAVEAT = N_("Load time depends on whether the file was read from disk or from the page cache, which the run does not "
+            "record; a server that keeps the model loaded pays it once, one that swaps models pays it on every swap.")
 
 
 def _request_seconds(cell: dict) -> list[float]:
@@ -77,24 +78,4 @@ def check(view: dict) -> list[Finding]:
     return out
 
 
-RULE = FindingRule("loads", check, order=50, german={
-    TITLE: "Was das Laden kostet: {model}",
-    TEXT: "Das Laden von {model} dauert {load} s, so lange wie {k} Anfragen der Prompt-Klasse {cls} (je {wall} s, Median).",
-    TEXT_RELOADED: ("Das Laden von {model} dauert {load} s, so lange wie {k} Anfragen der Prompt-Klasse {cls} (je "
-                    "{wall} s, Median). Der Server hat es während der Messung verdrängt und neu geladen ({reloads}×), "
-                    "jedes Mal zu diesem Preis."),
-    TEXT_RELOAD_ONLY: ("Der Server hat {model} während der Messung verdrängt und neu geladen ({reloads}×; {load} s "
-                       "je Ladevorgang, Median)."),
-    LOAD: "Ladevorgang {id} ({trigger}): {seconds}",
-    REQUESTS: "Anfragen der Klasse {cls}: {wall} s Median, {low}–{high} s, n={n}",
-    EXPLICIT: "von cardproof geladen",
-    INSIDE: "innerhalb einer gemessenen Anfrage geladen",
-    CONDITION: ("Jedes gemessene Laden dauerte länger als die langsamste Anfrage der Klasse, um mehr als die "
-                "Stabilitätsgrenze der Kampagne (×{limit}), aus einer stabilen Zelle; Ladevorgänge von "
-                "Kanarienproben und Prüfungen zählen nicht."),
-    CONDITION_RELOAD: ("Ein Ladevorgang innerhalb einer gemessenen Anfrage: Der Server hatte das Modell entladen und "
-                       "neu geladen."),
-    CAVEAT: ("Die Ladezeit hängt davon ab, ob die Datei von der Platte oder aus dem Seitencache gelesen wurde, was der "
-             "Lauf nicht festhält; ein Server, der das Modell geladen hält, zahlt sie einmal, einer, der Modelle "
-             "tauscht, bei jedem Tausch."),
-})
+RULE = FindingRule("loads", check, order=50)

@@ -12,26 +12,27 @@ weights.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line, Term
 from .stable import cells_measurable
 
-TITLE = "Quality beside speed"
-TEXT = ("Against {base}, the ladder's base, over {chunks} chunks of {context} tokens of the shipped text: {models} "
-        "keep the base's top token at {same_low} to {same_high} of positions, with a mean KL divergence from "
-        "{kld_low} to {kld_high}; decode in the prompt class {cls} is {tps_base} tok/s for the base.")
-MEMBER = "{model} ({quant}): decode {ratio} ({tps} tok/s), KL divergence {kld} ± {err}, 99th percentile {p99}, same top token {same}"
-NOT_MEASURABLE = "no measurable change"
-CONDITION = ("Every member was read by llama-perplexity with the base's logits over the same tokens, and its GGUF "
-             "header names the base's tokenizer; the figures are the tool's own lines. Decode comes from stable cells "
-             "and is given as a ratio only where it differs beyond the samples' scatter.")
-CAVEAT = ("KL divergence over one English literary text at one context size shows how far each format moves the "
-          "next-token distributions on that text; it does not show how answers to other tasks, other languages or "
-          "long contexts change, and a small mean can hide rare large changes (the 99th percentile shows the worst "
-          "positions).")
-CAVEAT_REQUANTIZED = ("{base} was itself requantized from {source}, so every file here carries the same weights: "
-                      "these KL divergences measure rounding between the formats, not what quantising the original "
-                      "model lost (a check of the ladder's \"same weights\"). Over one text at one context size, and "
-                      "a small mean can hide rare large changes.")
+TITLE = N_("Quality beside speed")
+TEXT = N_("Against {base}, the ladder's base, over {chunks} chunks of {context} tokens of the shipped text: {models} "
+          "keep the base's top token at {same_low} to {same_high} of positions, with a mean KL divergence from "
+          "{kld_low} to {kld_high}; decode in the prompt class {cls} is {tps_base} tok/s for the base.")
+MEMBER = N_("{model} ({quant}): decode {ratio} ({tps} tok/s), KL divergence {kld} ± {err}, 99th percentile {p99}, same top token {same}")
+NOT_MEASURABLE = N_("no measurable change")
+CONDITION = N_("Every member was read by llama-perplexity with the base's logits over the same tokens, and its GGUF "
+               "header names the base's tokenizer; the figures are the tool's own lines. Decode comes from stable cells "
+               "and is given as a ratio only where it differs beyond the samples' scatter.")
+CAVEAT = N_("KL divergence over one English literary text at one context size shows how far each format moves the "
+            "next-token distributions on that text; it does not show how answers to other tasks, other languages or "
+            "long contexts change, and a small mean can hide rare large changes (the 99th percentile shows the worst "
+            "positions).")
+CAVEAT_REQUANTIZED = N_("{base} was itself requantized from {source}, so every file here carries the same weights: "
+                        "these KL divergences measure rounding between the formats, not what quantising the original "
+                        "model lost (a check of the ladder's \"same weights\"). Over one text at one context size, and "
+                        "a small mean can hide rare large changes.")
 
 
 def check(view: dict) -> list[Finding]:
@@ -83,26 +84,4 @@ def _line(e: dict, figure: str) -> str | None:
     return f"line-{line}" if line is not None else None
 
 
-RULE = FindingRule("quality", check, order=25, german={
-    TITLE: "Qualität neben Tempo",
-    TEXT: ("Gegenüber {base}, der Basis der Leiter, über {chunks} Abschnitte zu {context} Token des mitgelieferten "
-           "Texts: {models} behalten an {same_low} bis {same_high} der Positionen das Top-Token der Basis, bei einer "
-           "mittleren KL-Divergenz von {kld_low} bis {kld_high}; das Decode in der Prompt-Klasse {cls} liegt für die "
-           "Basis bei {tps_base} Tok./s."),
-    MEMBER: ("{model} ({quant}): Decode {ratio} ({tps} Tok./s), KL-Divergenz {kld} ± {err}, 99. Perzentil {p99}, "
-             "gleiches Top-Token {same}"),
-    NOT_MEASURABLE: "keine messbare Änderung",
-    CONDITION: ("Jede Stufe wurde von llama-perplexity mit den Logits der Basis über dieselben Token gelesen, und ihr "
-                "GGUF-Header nennt den Tokenizer der Basis; die Zahlen sind die eigenen Zeilen des Werkzeugs. Das "
-                "Decode stammt aus stabilen Zellen und wird nur dort als Verhältnis angegeben, wo es sich über die "
-                "Streuung der Messungen hinaus unterscheidet."),
-    CAVEAT: ("Die KL-Divergenz über einen englischen literarischen Text bei einer Kontextgröße zeigt, wie weit jedes "
-             "Format die Verteilungen des nächsten Tokens auf diesem Text verschiebt; sie zeigt nicht, wie sich "
-             "Antworten auf andere Aufgaben, in anderen Sprachen oder bei langen Kontexten ändern, und ein kleiner "
-             "Mittelwert kann seltene große Änderungen verbergen (das 99. Perzentil zeigt die schlimmsten Positionen)."),
-    CAVEAT_REQUANTIZED: ("{base} wurde selbst aus {source} requantisiert, also tragen alle Dateien hier dieselben "
-                         "Gewichte: Diese KL-Divergenzen messen das Runden zwischen den Formaten, nicht was das "
-                         "Quantisieren des ursprünglichen Modells gekostet hat (eine Prüfung der „gleichen Gewichte“ "
-                         "der Leiter). Über einen Text bei einer Kontextgröße, und ein kleiner Mittelwert kann "
-                         "seltene große Änderungen verbergen."),
-})
+RULE = FindingRule("quality", check, order=25)

@@ -9,22 +9,23 @@ from stable cells.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line, Term
 from .pick import spread_unstable, stable_cell
 from .stable import cells_measurable, measurable
 
-TITLE = "Prefill and decode rank the models differently"
-TEXT = ("In the prompt class {cls} (up to {tokens} prompt tokens), ranked by decode the models are {by_decode}; ranked by "
-        "prefill, {by_prefill}. {n} pairs swap places, measurably in both.")
-TEXT_ONE = ("In the prompt class {cls} (up to {tokens} prompt tokens), ranked by decode the models are {by_decode}; ranked "
-            "by prefill, {by_prefill}. One pair swaps places, measurably in both.")
-PAIR = ("{a} decodes faster than {b} ({a_dec} against {b_dec} tok/s), but {b} fills the prompt faster ({b_pre} "
-        "against {a_pre} tok/s)")
-CONDITION = ("Stated for pairs whose order differs beyond the samples' scatter in decode and in prefill (ranges apart "
-             "and Welch's t-test at 5 %), from cells stable in both.")
-CAVEAT = ("Prefill was measured on this class's prompts; at other lengths its rate differs. Which order matters "
-          "depends on the workload: long prompts with short answers weigh prefill, short prompts with long answers "
-          "decode.")
+TITLE = N_("Prefill and decode rank the models differently")
+TEXT = N_("In the prompt class {cls} (up to {tokens} prompt tokens), ranked by decode the models are {by_decode}; ranked by "
+          "prefill, {by_prefill}. {n} pairs swap places, measurably in both.")
+TEXT_ONE = N_("In the prompt class {cls} (up to {tokens} prompt tokens), ranked by decode the models are {by_decode}; ranked "
+              "by prefill, {by_prefill}. One pair swaps places, measurably in both.")
+PAIR = N_("{a} decodes faster than {b} ({a_dec} against {b_dec} tok/s), but {b} fills the prompt faster ({b_pre} "
+          "against {a_pre} tok/s)")
+CONDITION = N_("Stated for pairs whose order differs beyond the samples' scatter in decode and in prefill (ranges apart "
+               "and Welch's t-test at 5 %), from cells stable in both.")
+CAVEAT = N_("Prefill was measured on this class's prompts; at other lengths its rate differs. Which order matters "
+            "depends on the workload: long prompts with short answers weigh prefill, short prompts with long answers "
+            "decode.")
 
 
 def _values(cell: dict, key: str) -> list[float]:
@@ -74,18 +75,4 @@ def _order(names: list[str]) -> str:
     return " > ".join(names)
 
 
-RULE = FindingRule("ranking", check, order=30, german={
-    TITLE: "Prefill und Decode ordnen die Modelle verschieden",
-    TEXT: ("In der Prompt-Klasse {cls} (bis zu {tokens} Prompt-Token) sind die Modelle nach Decode geordnet {by_decode}; nach "
-           "Prefill {by_prefill}. {n} Paare tauschen die Plätze, messbar in beiden."),
-    TEXT_ONE: ("In der Prompt-Klasse {cls} (bis zu {tokens} Prompt-Token) sind die Modelle nach Decode geordnet {by_decode}; "
-               "nach Prefill {by_prefill}. Ein Paar tauscht die Plätze, messbar in beiden."),
-    PAIR: ("{a} ist im Decode schneller als {b} ({a_dec} gegen {b_dec} Tok./s), aber {b} füllt den Prompt schneller "
-           "({b_pre} gegen {a_pre} Tok./s)"),
-    CONDITION: ("Gesagt für Paare, deren Reihenfolge sich im Decode und im Prefill über die Streuung der Messungen "
-                "hinaus unterscheidet (Spannen getrennt und Welch-t-Test bei 5 %), aus Zellen, die in beidem stabil "
-                "sind."),
-    CAVEAT: ("Das Prefill wurde mit den Prompts dieser Klasse gemessen; bei anderen Längen ist seine Rate eine andere. "
-             "Welche Reihenfolge zählt, hängt von der Last ab: lange Prompts mit kurzen Antworten gewichten das "
-             "Prefill, kurze Prompts mit langen Antworten das Decode."),
-})
+RULE = FindingRule("ranking", check, order=30)

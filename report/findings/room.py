@@ -9,22 +9,23 @@ file size or a self-report is no reading of the card.
 
 from __future__ import annotations
 
+from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line
 from .pick import card_rows, number
 
-TITLE = "Room on the card beside {pin}"
-TEXT_ALL = ("Beside the pinned {pin} ({pin_mib} on the cards), the cards ({total}) have room for each other model of "
-            "the campaign: {fit}.")
-TEXT_NONE = ("Beside the pinned {pin} ({pin_mib} on the cards), the cards ({total}) have room for none of the other "
-             "models of the campaign: {short}.")
-TEXT_SOME = ("Beside the pinned {pin} ({pin_mib} on the cards), the cards ({total}) have room for {fit}, not for "
-             "{short}.")
-FITS = "{model}: {mib} on the cards, {left} would be left"
-SHORT = "{model}: {mib} on the cards, {over} more than is left beside the pin"
-CONDITION = ("Every figure is the card's own reading (NVML) of a model's measured load, and the total is what the cards "
-             "reported.")
-CAVEAT = ("Each model was measured alone: side by side, both also need their KV caches and compute buffers at the "
-          "contexts they will serve, and a margin of a few percent of the card is no room in practice.")
+TITLE = N_("Room on the card beside {pin}")
+TEXT_ALL = N_("Beside the pinned {pin} ({pin_mib} on the cards), the cards ({total}) have room for each other model of "
+              "the campaign: {fit}.")
+TEXT_NONE = N_("Beside the pinned {pin} ({pin_mib} on the cards), the cards ({total}) have room for none of the other "
+               "models of the campaign: {short}.")
+TEXT_SOME = N_("Beside the pinned {pin} ({pin_mib} on the cards), the cards ({total}) have room for {fit}, not for "
+               "{short}.")
+FITS = N_("{model}: {mib} on the cards, {left} would be left")
+SHORT = N_("{model}: {mib} on the cards, {over} more than is left beside the pin")
+CONDITION = N_("Every figure is the card's own reading (NVML) of a model's measured load, and the total is what the cards "
+               "reported.")
+CAVEAT = N_("Each model was measured alone: side by side, both also need their KV caches and compute buffers at the "
+            "contexts they will serve, and a margin of a few percent of the card is no room in practice.")
 
 
 def check(view: dict) -> list[Finding]:
@@ -54,19 +55,4 @@ def check(view: dict) -> list[Finding]:
     return [Finding("room", f"room:{pins[0]}", TITLE, text, params, tuple(lines), Line(CONDITION), Line(CAVEAT))]
 
 
-RULE = FindingRule("room", check, order=70, german={
-    TITLE: "Platz auf der Karte neben {pin}",
-    TEXT_ALL: ("Neben dem festgesetzten {pin} ({pin_mib} auf den Karten) haben die Karten ({total}) Platz für jedes "
-               "andere Modell der Kampagne: {fit}."),
-    TEXT_NONE: ("Neben dem festgesetzten {pin} ({pin_mib} auf den Karten) haben die Karten ({total}) für keines der "
-                "anderen Modelle der Kampagne Platz: {short}."),
-    TEXT_SOME: ("Neben dem festgesetzten {pin} ({pin_mib} auf den Karten) haben die Karten ({total}) Platz für {fit}, "
-                "nicht für {short}."),
-    FITS: "{model}: {mib} auf den Karten, {left} blieben frei",
-    SHORT: "{model}: {mib} auf den Karten, {over} mehr, als neben dem festgesetzten Modell frei ist",
-    CONDITION: ("Jede Zahl ist die eigene Messung der Karte (NVML) eines gemessenen Ladevorgangs, und die Summe ist, "
-                "was die Karten meldeten."),
-    CAVEAT: ("Jedes Modell wurde allein gemessen: Nebeneinander brauchen beide auch ihre KV-Caches und Compute-Puffer "
-             "bei den Kontexten, die sie bedienen werden, und ein Rand von wenigen Prozent der Karte ist in der "
-             "Praxis kein Platz."),
-})
+RULE = FindingRule("room", check, order=70)

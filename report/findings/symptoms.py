@@ -14,16 +14,17 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line, Quote, Term
 
-TITLE = "Same symptom, different causes: {model}"
-TEXT = ("In the prompt class {cls}, {n} requests to {model} failed with the same symptom ({kind}), from {k} different "
-        "causes: they are not one fault repeated.")
-CAUSE = "{cause}: {count}× (samples {samples})"
-CAUSE_CRASH = "{cause}, as the server's log says it (line {line}): {count}× (samples {samples})"
-CONDITION = "One cell failed the same way at least twice, and the error texts or the server's crash lines differ."
-CAVEAT = ("Causes are told apart by their words: two texts can still share one root cause (a driver fault seen by the "
-          "client and by the server), and one text can hide two.")
+TITLE = N_("Same symptom, different causes: {model}")
+TEXT = N_("In the prompt class {cls}, {n} requests to {model} failed with the same symptom ({kind}), from {k} different "
+          "causes: they are not one fault repeated.")
+CAUSE = N_("{cause}: {count}× (samples {samples})")
+CAUSE_CRASH = N_("{cause}, as the server's log says it (line {line}): {count}× (samples {samples})")
+CONDITION = N_("One cell failed the same way at least twice, and the error texts or the server's crash lines differ.")
+CAVEAT = N_("Causes are told apart by their words: two texts can still share one root cause (a driver fault seen by the "
+            "client and by the server), and one text can hide two.")
 
 _NOISE = re.compile(r"0x[0-9a-fA-F]+|\d{4,}")
 
@@ -90,14 +91,4 @@ def check(view: dict) -> list[Finding]:
     return out
 
 
-RULE = FindingRule("symptoms", check, order=60, german={
-    TITLE: "Gleiches Symptom, verschiedene Ursachen: {model}",
-    TEXT: ("In der Prompt-Klasse {cls} scheiterten {n} Anfragen an {model} mit demselben Symptom ({kind}), aus {k} "
-           "verschiedenen Ursachen: Es ist nicht ein Fehler, der sich wiederholt."),
-    CAUSE: "{cause}: {count}× (Messungen {samples})",
-    CAUSE_CRASH: "{cause}, wie das Log des Servers es sagt (Zeile {line}): {count}× (Messungen {samples})",
-    CONDITION: ("Eine Zelle scheiterte mindestens zweimal auf dieselbe Weise, und die Fehlertexte oder die "
-                "Absturzzeilen des Servers unterscheiden sich."),
-    CAVEAT: ("Ursachen werden an ihren Worten unterschieden: Zwei Texte können dieselbe Wurzel haben (ein Treiberfehler, "
-             "vom Client und vom Server aus gesehen), und ein Text kann zwei verbergen."),
-})
+RULE = FindingRule("symptoms", check, order=60)

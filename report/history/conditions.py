@@ -28,26 +28,27 @@ from urllib.parse import urlsplit, urlunsplit
 
 from cardproof.daemon.redact import public_url, redact_secrets
 
+from cardproof.marks import N_
 from ..mdsafe import MD, code_span, esc
 
 #: the machine's load as a condition's name: "0.40 / 1.25" (runs.host_json, m027)
-LOAD_CONDITION = "machine load (1-minute average at start / end)"
+LOAD_CONDITION = N_("machine load (1-minute average at start / end)")
 #: the machine's load differs only where it moved by this many busy CPUs at the start or the end:
 #: about what one more process pinned beside a single-stream server takes
 LOAD_DIFFERENCE = 1.0
 #: run-level conditions, in the order the page lists them
-RUN_CONDITIONS = ("server build", "backend", "cardproof version", "CPU", "GPUs", "driver", "CUDA", "host",
-                  LOAD_CONDITION, "campaign file")
+RUN_CONDITIONS = (N_("server build"), "backend", N_("cardproof version"), "CPU", "GPUs", "driver", "CUDA", "host",
+                  LOAD_CONDITION, N_("campaign file"))
 #: load facts that change what a model measures (daemon/logs/parsers), by the label the page shows
 FACT_CONDITIONS = {
     "ctx_size": "context",
-    "kv_cache_type_k": "KV cache type K",
-    "kv_cache_type_v": "KV cache type V",
-    "offloaded_layers": "offloaded layers",
+    "kv_cache_type_k": N_("KV cache type K"),
+    "kv_cache_type_v": N_("KV cache type V"),
+    "offloaded_layers": N_("offloaded layers"),
     "spec_type": "speculative decoding",
-    "draft_model": "draft model",
+    "draft_model": N_("draft model"),
 }
-MODEL_CONDITIONS = ("quantisation", "file digest", *FACT_CONDITIONS.values())
+MODEL_CONDITIONS = ("quantisation", N_("file digest"), *FACT_CONDITIONS.values())
 #: a campaign setting's condition is named ``<kind>:<key>`` (the key as the campaign file spells it);
 #: ``setting`` can move a figure, the others cannot
 MOVES, PORT, PATH, ASIDE = "setting", "port", "path", "aside"
@@ -345,7 +346,7 @@ def model_conditions(db, run_ids: list[int] | None = None) -> dict[tuple[int, st
         if r["quantisation"]:
             entry.setdefault("quantisation", set()).add(str(r["quantisation"]))
         if r["digest"]:
-            entry.setdefault("file digest", set()).add(str(r["digest"])[:12])
+            entry.setdefault(N_("file digest"), set()).add(str(r["digest"])[:12])
     if "facts" in db.table_names():
         names = list(FACT_CONDITIONS)
         marks = ",".join("?" * len(names))

@@ -16,6 +16,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from cardproof.marks import N_
 from .. import charts, csvsafe
 from ..i18n import CATALOGUE, LANGUAGES, Lang
 from ..mdsafe import MD, publishable, publishing, translator
@@ -33,13 +34,13 @@ _PRINTS = ".trends.json"
 #: rows of a cell's table beyond those that matter (steps, changes, unusable runs): the latest runs
 TABLE_RUNS = 60
 METRIC_NAMES = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "TTFT", "load_seconds": "load time",
-                "aggregate_tps": "aggregate tok/s", "ttft_p90_ms": "TTFT p90"}
+                "aggregate_tps": "aggregate tok/s", "ttft_p90_ms": N_("TTFT p90")}
 _FILE_KEYS = {"decode_tps": "decode", "prefill_tps": "prefill", "ttft_ms": "ttft", "load_seconds": "load",
               "aggregate_tps": "aggregate", "ttft_p90_ms": "ttft-p90"}
 METRIC_AXES = {"decode_tps": "decode tok/s (median, min–max)", "prefill_tps": "prefill tok/s (median, min–max)",
-               "ttft_ms": "TTFT ms (median, min–max)", "load_seconds": "load time s (median, min–max)",
-               "aggregate_tps": "aggregate tok/s (one figure per run)",
-               "ttft_p90_ms": "TTFT p90 ms (one figure per run)"}
+               "ttft_ms": N_("TTFT ms (median, min–max)"), "load_seconds": N_("load time s (median, min–max)"),
+               "aggregate_tps": N_("aggregate tok/s (one figure per run)"),
+               "ttft_p90_ms": N_("TTFT p90 ms (one figure per run)")}
 
 
 def _suffix(lang: str) -> str:
@@ -88,15 +89,15 @@ def step_sentence(series: dict, step: dict, L: Lang) -> MD:
 
     lo, hi = sorted((abs(step["low"]), abs(step["high"])))
     if step["metric"] == "load_seconds":  # a load belongs to the model, not to one of its cells
-        msg = ("{metric} of {model} rose {size} ({low}–{high}) between {before} and {after}, "
-               "and stayed there for {stayed}." if step["change"] > 0 else
-               "{metric} of {model} fell {size} ({low}–{high}) between {before} and {after}, "
-               "and stayed there for {stayed}.")
+        msg = (N_("{metric} of {model} rose {size} ({low}–{high}) between {before} and {after}, "
+                  "and stayed there for {stayed}.") if step["change"] > 0 else
+               N_("{metric} of {model} fell {size} ({low}–{high}) between {before} and {after}, "
+                  "and stayed there for {stayed}."))
     else:
-        msg = ("{metric} of {model} ({cell}) rose {size} ({low}–{high}) between {before} and {after}, "
-               "and stayed there for {stayed}." if step["change"] > 0 else
-               "{metric} of {model} ({cell}) fell {size} ({low}–{high}) between {before} and {after}, "
-               "and stayed there for {stayed}.")
+        msg = (N_("{metric} of {model} ({cell}) rose {size} ({low}–{high}) between {before} and {after}, "
+                  "and stayed there for {stayed}.") if step["change"] > 0 else
+               N_("{metric} of {model} ({cell}) fell {size} ({low}–{high}) between {before} and {after}, "
+                  "and stayed there for {stayed}."))
     text = _(msg).format(
         metric=L.gettext(METRIC_NAMES[step["metric"]]), model=series["model"], cell=cell_name(series, L),
         size=L.pct(abs(step["change"]), 1), low=L.num(lo * 100, 1), high=L.pct(hi, 1),

@@ -16,6 +16,7 @@ from collections import defaultdict
 from cardproof.daemon.campaign_check import DEFAULT_MIN_EFFECT_PCT
 from cardproof.daemon.load.stats import percentile
 
+from cardproof.marks import N_
 from .. import findings, queries
 from ..gates import run_gate_config
 from ..privacy import public_text
@@ -79,7 +80,7 @@ def _state(run: dict, decode, decode_values: list[float], kind: str = "measure",
     if refused:  # a depth the server's context cannot hold, refused before any request
         return "refused"
     if decode is None:
-        return "no valid sample"
+        return N_("no valid sample")
     if kind != "measure":
         # a load step's requests differ by stream and queue by design: their spread is the step's
         # figure, not a sign of an unstable cell

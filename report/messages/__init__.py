@@ -1,1 +1,0 @@
-"""Message catalogues, one module per feature: ``MESSAGES = {english: german}``."""
