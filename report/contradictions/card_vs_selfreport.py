@@ -23,12 +23,12 @@ def detect(db, view: dict) -> list[Contradiction]:
         out.append(Contradiction(
             f"memory:{r['load_id']}",
             {"en": f"{r['model']}: the card shows less memory than the runtime reports",
-             "de": f"{r['model']}: die Karte zeigt weniger Speicher, als die Laufzeit meldet"},
+             "de": f"{r['model']}: die Karte zeigt weniger Speicher, als der Server meldet"},
             Side({"en": f"Read from the card (NVML, the load's own processes): {card / 1024:.2f} GiB.",
                   "de": f"Von der Karte gelesen (NVML, die eigenen Prozesse des Ladevorgangs): {card / 1024:.2f} GiB."},
                  (f"memory-load-{r['load_id']}",)),
             Side({"en": f"The runtime's own figure: {report / 1024:.2f} GiB ({r.get('selfreport_source') or '?'}).",
-                  "de": f"Die eigene Angabe der Laufzeit: {report / 1024:.2f} GiB ({r.get('selfreport_source') or '?'})."},
+                  "de": f"Die eigene Angabe des Servers: {report / 1024:.2f} GiB ({r.get('selfreport_source') or '?'})."},
                  (f"memory-load-{r['load_id']}",)),
         ))
     return out
