@@ -20,3 +20,31 @@ class Contradiction:
     status: str = "open"  # open | resolved
     resolution: dict = field(default_factory=dict)
     source: str = "detected"  # detected | authored
+
+
+def said(msgid: str | tuple[str, str], values: dict | None = None, count: int | None = None) -> dict[str, str]:
+    """``{language: sentence}``: the catalogue's ``msgid`` in each language with ``values`` filled in.
+
+    A number is formatted by the language's locale (an int with no decimals, a float with one, a
+    ``(value, digits)`` pair with that many), a text is put in as it is (a model's name, a log's value).
+    A ``(singular, plural)`` msgid takes the form for ``count``.
+    """
+    from ..i18n import LANGUAGES, Lang
+
+    out = {}
+    for code in LANGUAGES:
+        L = Lang(code)
+        if isinstance(msgid, tuple):
+            text = L.translations.ngettext(msgid[0], msgid[1], count if count is not None else 0)
+        else:
+            text = L.gettext(msgid)
+        out[code] = text.format(**{k: _shown(L, v) for k, v in (values or {}).items()})
+    return out
+
+
+def _shown(L, value) -> str:
+    if isinstance(value, tuple):
+        return L.num(value[0], value[1])
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return L.num(value, 0 if isinstance(value, int) else 1)

@@ -7,7 +7,9 @@ missing from the self-report, so both figures stay visible side by side.
 
 from __future__ import annotations
 
-from .base import Contradiction, Side
+from cardproof.marks import N_
+
+from .base import Contradiction, Side, said
 
 # NVML rounds to MiB and samples once a second; below this, no disagreement.
 _TOLERANCE_MIB = 64.0
@@ -22,13 +24,11 @@ def detect(db, view: dict) -> list[Contradiction]:
             continue
         out.append(Contradiction(
             f"memory:{r['load_id']}",
-            {"en": f"{r['model']}: the card shows less memory than the runtime reports",
-             "de": f"{r['model']}: die Karte zeigt weniger Speicher, als der Server meldet"},
-            Side({"en": f"Read from the card (NVML, the load's own processes): {card / 1024:.2f} GiB.",
-                  "de": f"Von der Karte gelesen (NVML, die eigenen Prozesse des Ladevorgangs): {card / 1024:.2f} GiB."},
+            said(N_("{model}: the card shows less memory than the server reports"), {"model": r["model"]}),
+            Side(said(N_("Read from the card (NVML, the load's own processes): {gib} GiB."), {"gib": (card / 1024, 2)}),
                  (f"memory-load-{r['load_id']}",)),
-            Side({"en": f"The runtime's own figure: {report / 1024:.2f} GiB ({r.get('selfreport_source') or '?'}).",
-                  "de": f"Die eigene Angabe des Servers: {report / 1024:.2f} GiB ({r.get('selfreport_source') or '?'})."},
+            Side(said(N_("The server's own figure: {gib} GiB ({source})."),
+                      {"gib": (report / 1024, 2), "source": r.get("selfreport_source") or "?"}),
                  (f"memory-load-{r['load_id']}",)),
         ))
     return out

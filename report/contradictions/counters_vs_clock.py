@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .base import Contradiction, Side
+from cardproof.marks import N_, NP_
+
+from .base import Contradiction, Side, said
 
 # Clock granularity and stream buffering: a few ms either way are not a contradiction.
 _SLACK_MS = 5.0
@@ -23,13 +25,10 @@ def detect(db, view: dict) -> list[Contradiction]:
     return [
         Contradiction(
             "counters_vs_clock",
-            {"en": "Server counters longer than the request itself",
-             "de": "Serverzähler länger als die Anfrage selbst"},
-            Side({"en": f"The server's timings add up to {worst[1]:.1f} ms for sample {worst[0]['id']} "
-                        f"({len(bad)} samples in all).",
-                  "de": f"Die Zeiten des Servers ergeben {worst[1]:.1f} ms für Messung {worst[0]['id']} "
-                        f"({len(bad)} Messungen insgesamt)."}, ev),
-            Side({"en": f"Our clock saw the whole request take {worst[0]['wall_ms']:.1f} ms.",
-                  "de": f"Unsere Uhr sah die ganze Anfrage in {worst[0]['wall_ms']:.1f} ms."}, ev),
+            said(N_("Server counters longer than the request itself")),
+            Side(said(NP_("The server's timings add up to {ms} ms for sample {sample} ({n} sample in all).",
+                          "The server's timings add up to {ms} ms for sample {sample} ({n} samples in all)."),
+                      {"ms": float(worst[1]), "sample": str(worst[0]["id"]), "n": len(bad)}, len(bad)), ev),
+            Side(said(N_("Our clock saw the whole request take {ms} ms."), {"ms": float(worst[0]["wall_ms"])}), ev),
         )
     ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .base import Contradiction, Side
+from cardproof.marks import N_, NP_
+
+from .base import Contradiction, Side, said
 
 
 def _spec_facts(db, load_ids: list[int]) -> dict:
@@ -31,25 +33,22 @@ def detect(db, view: dict) -> list[Contradiction]:
         if says_none and drafted:
             out.append(Contradiction(
                 f"spec:{m['name']}",
-                {"en": f"{m['name']}: speculative decoding off in the log, on in the answers",
-                 "de": f"{m['name']}: spekulatives Decoding laut Log aus, laut Antworten an"},
-                Side({"en": "The load's log line says no speculative decoding is configured.",
-                      "de": "Die Logzeile des Ladevorgangs sagt, es sei kein spekulatives Decoding eingerichtet."},
+                said(N_("{model}: speculative decoding off in the log, on in the answers"), {"model": m["name"]}),
+                Side(said(N_("The load's log line says no speculative decoding is configured.")),
                      (line,) if line else ()),
-                Side({"en": f"{len(drafted)} samples report draft tokens.",
-                      "de": f"{len(drafted)} Messungen melden Draft-Token."},
+                Side(said(NP_("{n} sample reports draft tokens.", "{n} samples report draft tokens."),
+                          {"n": len(drafted)}, len(drafted)),
                      tuple(f"sample-{s['id']}" for s in drafted[:10])),
             ))
         elif not says_none and samples and not drafted:
             out.append(Contradiction(
                 f"spec:{m['name']}",
-                {"en": f"{m['name']}: speculative decoding configured, never used",
-                 "de": f"{m['name']}: spekulatives Decoding eingerichtet, nie genutzt"},
-                Side({"en": f"The load's log configures speculative decoding ({spec['value_text']}).",
-                      "de": f"Das Log des Ladevorgangs richtet spekulatives Decoding ein ({spec['value_text']})."},
+                said(N_("{model}: speculative decoding configured, never used"), {"model": m["name"]}),
+                Side(said(N_("The load's log configures speculative decoding ({value})."),
+                          {"value": spec["value_text"]}),
                      (line,) if line else ()),
-                Side({"en": f"None of {len(samples)} samples reports a draft token.",
-                      "de": f"Keine von {len(samples)} Messungen meldet ein Draft-Token."},
+                Side(said(NP_("The {n} sample reports no draft token.", "None of {n} samples reports a draft token."),
+                          {"n": len(samples)}, len(samples)),
                      tuple(f"sample-{s['id']}" for s in samples[:10])),
             ))
     return out

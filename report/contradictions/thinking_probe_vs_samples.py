@@ -8,7 +8,9 @@ not decided here (principle 14).
 
 from __future__ import annotations
 
-from .base import Contradiction, Side
+from cardproof.marks import N_, NP_
+
+from .base import Contradiction, Side, said
 
 NO_CHANNEL = {"no_trace", "trace_in_content", "empty", "no_answer_after_trace"}
 
@@ -40,27 +42,28 @@ def detect(db, view: dict) -> list[Contradiction]:
             chars = sorted(s["reasoning_chars"] for s in traced)
             out.append(Contradiction(
                 f"thinking:{m['name']}",
-                {"en": f"{m['name']}: the thinking probe finds no separate trace, the samples carry one",
-                 "de": f"{m['name']}: die Denk-Prüfung findet keine getrennte Denkspur, die Messungen tragen eine"},
-                Side({"en": f"The thinking probe ended {len(broken)} of {len(probe)} attempts on arm {broken[0]['arm']}.",
-                      "de": f"Die Denk-Prüfung endete in {len(broken)} von {len(probe)} Versuchen im Zweig {broken[0]['arm']}."},
+                said(N_("{model}: the thinking probe finds no separate trace, the samples carry one"),
+                     {"model": m["name"]}),
+                Side(said(NP_("The thinking probe ended {k} of {n} attempt on arm {arm}.",
+                              "The thinking probe ended {k} of {n} attempts on arm {arm}."),
+                          {"k": len(broken), "n": len(probe), "arm": broken[0]["arm"]}, len(probe)),
                      tuple(f"probe-{r['id']}" for r in broken[:10])),
-                Side({"en": f"{len(traced)} of {len(answered)} reasoning-on samples returned reasoning text "
-                            f"({chars[0]}–{chars[-1]} characters).",
-                      "de": f"{len(traced)} von {len(answered)} Messungen mit Reasoning lieferten Denktext "
-                            f"({chars[0]}–{chars[-1]} Zeichen)."},
+                Side(said(NP_("{k} of {n} reasoning-on sample returned reasoning text ({low}–{high} characters).",
+                              "{k} of {n} reasoning-on samples returned reasoning text ({low}–{high} characters)."),
+                          {"k": len(traced), "n": len(answered), "low": chars[0], "high": chars[-1]}, len(answered)),
                      tuple(f"sample-{s['id']}" for s in traced[:10])),
             ))
         elif passed and not traced:
             out.append(Contradiction(
                 f"thinking:{m['name']}",
-                {"en": f"{m['name']}: the thinking probe passes, the samples never show a trace",
-                 "de": f"{m['name']}: die Denk-Prüfung besteht, die Messungen zeigen nie eine Denkspur"},
-                Side({"en": f"The thinking probe found a separate trace in {len(passed)} of {len(probe)} attempts.",
-                      "de": f"Die Denk-Prüfung fand in {len(passed)} von {len(probe)} Versuchen eine getrennte Denkspur."},
+                said(N_("{model}: the thinking probe passes, the samples never show a trace"), {"model": m["name"]}),
+                Side(said(NP_("The thinking probe found a separate trace in {k} of {n} attempt.",
+                              "The thinking probe found a separate trace in {k} of {n} attempts."),
+                          {"k": len(passed), "n": len(probe)}, len(probe)),
                      tuple(f"probe-{r['id']}" for r in passed[:10])),
-                Side({"en": f"None of {len(answered)} reasoning-on samples returned reasoning text.",
-                      "de": f"Keine von {len(answered)} Messungen mit Reasoning lieferte Denktext."},
+                Side(said(NP_("The {n} reasoning-on sample returned no reasoning text.",
+                              "None of {n} reasoning-on samples returned reasoning text."),
+                          {"n": len(answered)}, len(answered)),
                      tuple(f"sample-{s['id']}" for s in answered[:10])),
             ))
     return out
