@@ -47,3 +47,17 @@ def extract_python(fileobj, keywords, comment_tags, options):
                              for a in call.args)
                 if any(a is not None for a in args):
                     yield call.lineno, name, args if len(args) > 1 else args[0], []
+
+
+def extract_toml(fileobj, keywords, comment_tags, options):
+    """The English texts of an authored TOML register (daemon/probes/defects.toml): every string
+    value of the keys named in babel.cfg's ``keys`` option (comma-separated) is a msgid."""
+    import tomllib
+
+    keys = {k.strip() for k in options.get("keys", "").split(",") if k.strip()}
+    data = tomllib.loads(fileobj.read().decode("utf-8"))
+    for entries in data.values():
+        for entry in entries if isinstance(entries, list) else [entries]:
+            for key in sorted(keys & set(entry)):
+                if isinstance(entry[key], str):
+                    yield 0, None, entry[key], []

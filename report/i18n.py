@@ -15,9 +15,9 @@ Adding a string (read this before adding one):
      ``msgstr``; ``msgstr[0]``/``msgstr[1]`` for a count), in the words of
      docs/GLOSSARY.md. tests/test_i18n_catalogue.py fails for a string without
      German, tests/test_i18n_extraction.py for a .pot that is not regenerated.
-Every string of the report lives in the ``.po``, except the probe defects
-register's (daemon/probes/defects.toml, authored in both languages and merged
-here).
+Every string of the report lives in the ``.po``; the probe defects register's
+texts (daemon/probes/defects.toml, English msgids with counts filled in from the
+probes) are filled in German here.
 
 The ``.po`` is compiled in memory when this module is imported, so a plain
 ``pip install -e .`` works and no stale ``.mo`` can exist. Numbers are
@@ -50,21 +50,28 @@ def read_catalogue(lang: str = "de"):
         return read_po(f, locale=lang, domain=DOMAIN)
 
 
-def _register_messages() -> dict[str, str]:
-    """German that lives with authored data: the probe defects register (daemon/probes/defects.toml)."""
-    from cardproof.daemon.probes.defects import load_defects  # bilingual authored TOML
+def _register_messages(catalog) -> dict[str, str]:
+    """The probe defects register's texts as the report shows them (their counts filled in) -> German.
+
+    The register's English texts are msgids of ``catalog``; the filled text is what a page asks for.
+    """
+    from cardproof.daemon.probes.defects import in_language, load_defects
+
+    def say(msgid: str) -> str:
+        msg = catalog.get(msgid)
+        return msg.string if msg is not None and msg.string and not msg.fuzzy else msgid
 
     merged: dict[str, str] = {}
     for entries in load_defects().values():
         for d in entries:
-            merged[d["defect"]] = d["defect_de"]
-            merged[d["effect"]] = d["effect_de"]
+            for key in ("defect", "effect"):
+                merged[d[key]] = in_language(d, key, say)
     return merged
 
 
 def _load() -> tuple[Translations, dict[str, str]]:
     catalog = read_catalogue("de")
-    extra = _register_messages()
+    extra = _register_messages(catalog)
     for en, de in extra.items():
         if en not in catalog:
             catalog.add(en, de)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from cardproof.daemon.gates import GATES
-from cardproof.daemon.probes.defects import DefectsError, load_defects
-from cardproof.report.i18n import CATALOGUE, Lang
+from cardproof.daemon.probes.defects import DefectsError, in_language, load_defects
+from cardproof.report.i18n import CATALOGUE, Lang, read_catalogue
 from cardproof.report.mdsafe import translator
 
 
@@ -20,16 +20,17 @@ def test_every_probe_defect_has_german_and_the_report_uses_it():
     entries = [d for ds in register.values() for d in ds]
     assert len(entries) >= 8
     _ = translator(Lang("de").gettext, CATALOGUE)
+    german = {m.id: m.string for m in read_catalogue("de") if m.id}
     for d in entries:
         for key in ("defect", "effect"):
-            assert d[f"{key}_de"].strip() and d[f"{key}_de"] != d[key], d
-            assert str(_(d[key])) == d[f"{key}_de"]
+            assert german.get(d["texts"][key], "").strip(), f"no German for {d['texts'][key]!r}"
+            assert str(_(d[key])) != d[key] and str(_(d[key])) == in_language(d, key, Lang("de").gettext)
 
 
-def test_a_defect_without_german_is_refused_naming_file_and_entry(tmp_path):
+def test_a_defect_without_its_effect_is_refused_naming_file_and_entry(tmp_path):
     bad = tmp_path / "defects.toml"
-    bad.write_text('[[tools]]\ndefect = "x"\nsince = "0.1"\neffect = "y"\neffect_de = "z"\n')
-    with pytest.raises(DefectsError, match=r"defects\.toml: tools\[0\]: missing \['defect_de'\]"):
+    bad.write_text('[[tools]]\ndefect = "x"\nsince = "0.1"\n')
+    with pytest.raises(DefectsError, match=r"defects\.toml: tools\[0\]: missing \['effect'\]"):
         load_defects(bad)
 
 

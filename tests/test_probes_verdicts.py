@@ -23,7 +23,8 @@ from cardproof.daemon.backends import OpenAICompatBackend
 from cardproof.daemon.probes import PROBES, coding, reasoning, thinking, tools, vision
 from cardproof.daemon.probes.base import ProbeContext, Unit, apply_declaration, summarise
 from cardproof.daemon.probes.capabilities import from_llama_props, from_ollama_show
-from cardproof.daemon.probes.defects import load_defects
+from cardproof.daemon.probes.defects import in_language, load_defects
+from cardproof.report.i18n import Lang
 
 
 def answer(content="", reasoning_content=None, tool_calls=None, finish="stop") -> dict:
@@ -292,14 +293,15 @@ def test_the_coding_defect_counts_come_from_the_probes_own_tasks(monkeypatch):
     to six tests; the counts are now the definition's, in both languages, and follow it when it changes."""
     first = load_defects()["coding"][0]
     assert first["defect"] == "Four small functions with four to six tests each."
-    assert first["defect_de"] == "Vier kleine Funktionen mit je vier bis sechs Tests."
-    assert first["effect"].startswith("4/4 against 3/4 ") and first["effect_de"].startswith("4/4 gegenüber 3/4 ")
+    de = Lang("de").gettext
+    assert in_language(first, "defect", de) == "Vier kleine Funktionen mit je vier bis sechs Tests."
+    assert first["effect"].startswith("4/4 against 3/4 ") and in_language(first, "effect", de).startswith("4/4 gegenüber 3/4 ")
     assert load_defects()["reasoning"][0]["defect"].startswith("Three public puzzles.")
     bigger = dict(coding.TASKS) | {"extra": {"prompt": "x", "tests": [[[1], 1]] * 7, "reference": "def extra(x):\n    return x\n"}}
     monkeypatch.setattr(coding, "TASKS", bigger)
     grown = load_defects()["coding"][0]
     assert grown["defect"] == "Five small functions with four to seven tests each."
-    assert grown["defect_de"] == "Fünf kleine Funktionen mit je vier bis sieben Tests."
+    assert in_language(grown, "defect", de) == "Fünf kleine Funktionen mit je vier bis sieben Tests."
     assert grown["effect"].startswith("5/5 against 4/5 ")
 
 
@@ -307,7 +309,6 @@ def test_a_count_the_probe_does_not_give_is_refused_naming_the_entry(tmp_path):
     from cardproof.daemon.probes.defects import DefectsError
 
     bad = tmp_path / "defects.toml"
-    bad.write_text('[[coding]]\ndefect = "{Tasks} functions, {widgets} widgets"\ndefect_de = "x"\nsince = "0.1"\n'
-                   'effect = "y"\neffect_de = "z"\n')
+    bad.write_text('[[coding]]\ndefect = "{Tasks} functions, {widgets} widgets"\nsince = "0.1"\neffect = "y"\n')
     with pytest.raises(DefectsError, match=r"defects\.toml: coding\[0\]\.defect: the probe's definition gives no \{widgets\}"):
         load_defects(bad)

@@ -91,7 +91,8 @@ class Probe:
     # each answer's detail then says whether it had it (``format_followed``)
     asked_format: str | None = None
     # lang -> the counts its known defects quote, from its own definition (daemon/probes/defects.py)
-    facts: Callable[[str], dict[str, str]] | None = None
+    # the counts the defects register quotes, as words of the language of the gettext it is given
+    facts: Callable[[Callable[[str], str]], dict[str, str]] | None = None
 
 
 def request_sha256(body: dict) -> str:

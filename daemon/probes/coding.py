@@ -176,13 +176,13 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
-def facts(lang: str) -> dict[str, str]:
+def facts(say) -> dict[str, str]:
     """The counts the defects register quotes, from :data:`TASKS` itself: tasks, tests per task, a full score."""
     from .defects import number_words, span_words
 
     tests = sorted(len(spec["tests"]) for spec in TASKS.values())
     n = len(TASKS)
-    return {"tasks": number_words(n, lang), "tests": span_words(tests[0], tests[-1], lang),
+    return {"tasks": number_words(n, say), "tests": span_words(tests[0], tests[-1], say),
             "all": f"{n}/{n}", "all_but_one": f"{n - 1}/{n}"}
 
 

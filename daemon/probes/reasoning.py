@@ -111,11 +111,11 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
-def facts(lang: str) -> dict[str, str]:
+def facts(say) -> dict[str, str]:
     """The counts the defects register quotes, from :data:`TASKS` itself."""
     from .defects import number_words
 
-    return {"tasks": number_words(len(TASKS), lang)}
+    return {"tasks": number_words(len(TASKS), say)}
 
 
 PROBE = Probe("reasoning", None, "short tasks with checked answers, well-known and changed forms", run, order=30,

@@ -184,11 +184,11 @@ def run(ctx: ProbeContext) -> list[Unit]:
     return units
 
 
-def facts(lang: str) -> dict[str, str]:
+def facts(say) -> dict[str, str]:
     """The counts the defects register quotes, from :data:`TASKS` itself."""
     from .defects import number_words
 
-    return {"tasks": number_words(len(TASKS), lang)}
+    return {"tasks": number_words(len(TASKS), say)}
 
 
 PROBE = Probe("tools", "tools", "well-formed tool calls for a given schema, and the result used", run, order=10,
