@@ -272,7 +272,7 @@ def test_gates_at_a_glance(canary_run_db, tmp_path):
     n = db.execute("select count(*) from gate_results join samples on samples.id = sample_id where "
                    "samples.run_id = ? and samples.kind = 'measure' and gate = 'not_on_card'", [run_id]).fetchone()[0]
     assert n and f"- `not_on_card`: fired on every measured sample ({n}/{n})." in en
-    assert "- `not_on_card`: hat bei jeder gemessenen Messung ausgelöst" in de
+    assert "- `not_on_card`: hat bei jeder Messung ausgelöst" in de
     quiet = en[en.index("### Gates that never fired in this run"):]
     quiet = quiet[:quiet.index("\n## ")]
     assert quiet.count("These gates never fired during the measurements.") == 1
@@ -371,7 +371,7 @@ def test_rules_are_not_graded_on_the_incumbent_nor_read_from_an_unstable_cell(ca
     assert outcome("candidate_fast", "tiny-b") != "**not graded: incumbent**"
     assert outcome("medium_fast", "tiny-b") == "**unstable**"
     assert outcome("medium_fast", "tiny-a") not in ("**unstable**", "**not graded: incumbent**")
-    assert "nicht bewertet: Amtsinhaber" in de
+    assert "nicht bewertet: Bestandsmodell" in de
 
 
 def test_expectations_are_confirmed_or_refuted_with_the_deciding_figure(canary_run_db, tmp_path):

@@ -85,7 +85,7 @@ def test_counts_and_shares_use_the_locale_and_no_broken_plural():
     assert str(say(Lang("en"), stored)) == "answer characters: 1, reasoning characters: 1,234"
     assert str(say(Lang("de"), stored)) == "Zeichen der Antwort: 1, Zeichen des Reasonings: 1.234"
     _, stored = _check("not_on_card", SampleContext(sample={}, response={}, max_tokens=8, gpu_share=0.875))
-    assert str(say(Lang("de"), stored)) == "die Laufzeit meldet 88\u00a0% auf der GPU"
+    assert str(say(Lang("de"), stored)) == "der Server meldet 88\u00a0% auf der GPU"
 
 
 def test_several_problems_are_each_said_and_values_from_the_row_are_quoted_or_dashed():

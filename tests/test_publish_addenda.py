@@ -401,7 +401,7 @@ KIND_CASES = {
                      "and model_id in ({models})", "tiny-b"),
                 ("Rule fast, tiny-b", "Regel fast, tiny-b"), RECORDED, ("fail", "nicht bestanden")),
     "probe": (_probe_rows("verdict = 'PASS', graded = 1"), _probe_rows("duration_ms = duration_ms + 1"),
-              ("Probe verdicts: tiny-b, coding", "Befunde der Prüfungen: tiny-b, coding"), RECORDED,
+              ("Probe verdicts: tiny-b, coding", "Urteile der Prüfungen: tiny-b, coding"), RECORDED,
               ("PASS 4/4", "PASS 4/4")),
     # the same tokens in half the step's time: 400 tok/s, still rising (twice the tokens per request would
     # make the steps' answers unequal, which states no knee); a later first token changes no output
