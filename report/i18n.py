@@ -137,6 +137,20 @@ class Lang:
         fmt = "#,##0" + ("." + "0" * digits if digits else "")
         return format_decimal(value, format=fmt, locale=self.code)
 
+    def fig(self, kind: str, value) -> str:
+        """A measured quantity rounded as everywhere else on the site (report/figures.py)."""
+        from cardproof.report.figures import DIGITS
+
+        return self.num(value, DIGITS[kind])
+
+    def rule_value(self, name: str, value, text: str = "") -> str:
+        """A value a rule read, rounded as its quantity is in the tables (report/figures.py)."""
+        from cardproof.report.figures import rule_digits
+
+        if not _finite(value):
+            return self.num(value)
+        return self.num(value, rule_digits(name, float(value), text))
+
     def pct(self, value, digits: int = 0) -> str:
         if not _finite(value):
             return "—"

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cardproof.marks import N_
+
+from .figures import rule_digits
 from .findings.base import Fig, Line, Term
 from .findings.pick import cell_of, spread_unstable, stable_cell
 from .findings.stable import cells_measurable, measurable
@@ -234,14 +236,15 @@ def _swap(view: dict) -> Line | None:
     return Line(SWAP_SOME, {"model": model, "classes": Seq(tuple(Term(c) for c in classes))})
 
 
-def _rule_value(value):
-    """A rule's value as the Decision table prints it (numbers with two decimals, truth as true/false)."""
+def _rule_value(value, name: str = "", text: str = ""):
+    """A rule's value as the Decision table prints it: rounded as its quantity is everywhere
+    (report/figures.py), truth as true/false."""
     if value is True:
         return "true"
     if value is False:
         return "false"
     if isinstance(value, (int, float)):
-        return Fig(value, digits=2)
+        return Fig(value, digits=rule_digits(name, float(value), text))
     return "—" if value is None else str(value)
 
 
@@ -255,7 +258,7 @@ def _decision(view: dict) -> list[Line]:
     for rule in rules:
         outcomes = []
         for m in rule["models"]:
-            values = tuple(Line(VALUE, {"name": str(n), "value": _rule_value(v)})
+            values = tuple(Line(VALUE, {"name": str(n), "value": _rule_value(v, str(n), a.get("text") or "")})
                            for a in m.get("arms") or [] if isinstance(a, dict)
                            for n, v in (a.get("values") or {}).items())
             word = Term(m["outcome"])

@@ -383,14 +383,14 @@ def test_expectations_are_confirmed_or_refuted_with_the_deciding_figure(canary_r
     section = section[:section.index("\n## ")]
     below = section[section.index("**below\\_a\\_million**"):section.index("**above\\_a\\_million**")]
     above = section[section.index("**above\\_a\\_million**"):]
-    for model, figure in (("tiny-b", "105.00"), ("tiny-a", "52.50")):
+    for model, figure in (("tiny-b", "105.0"), ("tiny-a", "52.5")):
         assert f"- {model}: **confirmed** — decode.short = {figure}" in below, below
         assert f"- {model}: **refuted** — decode.short = {figure}" in above, above
     assert "## Was der Autor erwartete" in de and "**widerlegt**" in de
     noisy = tmp_path / "noisy.db"
     _set_rates(canary_run_db, noisy, _rates(**{"tiny-b__short__off": [100.0, 100.0, 300.0]}))
     en, _, _ = _build(noisy, tmp_path / "p2")
-    assert en.count("- tiny-b: **unstable** — decode.short = 100.00") == 2  # decides neither expectation
+    assert en.count("- tiny-b: **unstable** — decode.short = 100.0") == 2  # decides neither expectation
 
 
 def test_an_expectation_reads_the_incumbent_as_a_rule_does(canary_run_db, tmp_path):
@@ -418,7 +418,7 @@ def test_an_expectation_reads_the_incumbent_as_a_rule_does(canary_run_db, tmp_pa
     _set_rates(canary_run_db, db_path, _rates())
     with_expectation(db_path)
     got = section(_build(db_path, tmp_path / "p")[0])
-    assert "- tiny-b: **confirmed** — " in got and "incumbent.decode.short = 52.50" in got, got
+    assert "- tiny-b: **confirmed** — " in got and "incumbent.decode.short = 52.5" in got, got
     assert "- tiny-a: **confirmed** — pinned = true" in got, got
     assert "missing" not in got
     noisy = tmp_path / "noisy.db"

@@ -72,7 +72,7 @@ MODULES = sorted(m.name for m in pkgutil.iter_modules(findings.__path__) if m.na
 
 def test_the_registry_is_every_rule_module_in_its_order():
     assert set(RULES) == set(MODULES) == {"architecture", "ladder", "ranking", "crossover", "context", "loads", "symptoms", "room",
-                                          "kvcache", "quality"}
+                                          "kvcache", "kvtype", "quality"}
     for name in MODULES:
         module = importlib.import_module(f"cardproof.report.findings.{name}")
         assert isinstance(module.RULE, FindingRule) and module.RULE.name == name and RULES[name] is module.RULE
