@@ -67,8 +67,8 @@ NO_RULE = N_("No pass rule was set before this run: it ranks the models, it deci
 WORTH_BEHIND = (N_("Passing the rule is not the same as being worth adopting: the rule weighs only {read}, and where "
                    "it does not look {behind}."))
 BEHIND = N_("{model} is measurably behind {incumbent} in {metric} of the class {cls} ({value} against {other} tok/s)")
-WORTH_NOT_BEHIND = (N_("Passing the rule is not the same as being worth adopting: the rule weighs only {read}; in the "
-                       "other decode and prefill figures of this run {models} are measurably behind {incumbent} nowhere, "
+WORTH_NOT_BEHIND = (N_("Passing the rule is not the same as being worth adopting: the rule weighs only {read}; of the "
+                       "other decode and prefill figures of this run, none puts {models} measurably behind {incumbent}; "
                        "and what the run did not measure (answers beyond the probes, sustained load) is weighed by "
                        "nobody."))
 WORTH_NONE_PASS = N_("No candidate passes the rule, so nothing in this run argues for replacing {incumbent}.")

@@ -193,7 +193,7 @@ def test_a_ladder_of_one_base_model_states_each_step_with_its_memory(tmp_path):
     assert len(f.figures) == 2  # F16 -> Q8_0 -> Q4_1
     en = plain(f, Lang("en"))
     assert "In the prompt class short, from F16 to Q4_1" in en and "the file goes from" in en and "×2.6" in en
-    assert "requantized from smol-q4_1" in en and "not what it costs in quality" in en
+    assert "Requantized from smol-q4_1, with its weights: smol-f16, smol-q8_0, smol-q4_1." in en and "not what it costs in quality" in en
 
 
 def test_a_step_left_out_as_unstable_is_named_and_the_weights_source_still_said(tmp_path):
@@ -206,7 +206,7 @@ def test_a_step_left_out_as_unstable_is_named_and_the_weights_source_still_said(
     assert f.key == "ladder:smol-f16|smol-q8_0" and len(f.figures) == 2
     en = plain(f, Lang("en"))
     assert "smol-q4_1 (Q4_1): no step of the ladder, its cell is unstable (0.4 to 70.0 tok/s)" in en
-    assert "requantized from smol-q4_1" in en
+    assert "Requantized from smol-q4_1, with its weights: smol-f16, smol-q8_0." in en
 
 
 def test_a_ladder_is_stated_in_the_class_where_most_of_its_steps_are_stable(tmp_path):

@@ -33,7 +33,7 @@ CAVEAT = N_("Speed and memory only: what each step costs in the quality of the a
             "format's speed depends on this build's kernels for this machine.")
 CAVEAT_QUALITY = N_("Speed and memory here: what each step costs in the answers is measured in the finding Quality "
                     "beside speed. A format's speed depends on this build's kernels for this machine.")
-CAVEAT_REQUANTIZED = N_("{models} were requantized from {base} and carry its weights: the ladder shows what each format "
+CAVEAT_REQUANTIZED = N_("Requantized from {base}, with its weights: {models}. The ladder shows what each format "
                         "costs in speed and memory, not what it costs in quality. A format's speed depends on this "
                         "build's kernels for this machine.")
 
