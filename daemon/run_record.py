@@ -208,7 +208,7 @@ def measuring_commits(store: Store):
     a crash or kill of this process (the WAL is in the OS's hands); only a
     power loss or kernel crash can take back the rows since the last sync,
     which :func:`sync_point` bounds to one cell or load step. The fsync per
-    sample was most of the runner's own milliseconds per request (issue 17).
+    sample was most of the runner's own milliseconds per request.
     """
     conn = store.db.conn
     try:

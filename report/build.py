@@ -119,7 +119,7 @@ def _page_producers():
     rewrites. (The trend pages come first, from ``trend_pass``: the run
     articles' leads name the steps they find.)
     """
-    from .observed import write_log_articles  # server logs imported with no run (issue 15)
+    from .observed import write_log_articles  # server logs imported with no run
 
     return [write_log_articles]
 
@@ -139,7 +139,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     code = code_fingerprint() + ("+addresses" if show_addresses else "")
     prints = run_fingerprints(db, all_runs, project, code)
     # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key.
-    # The trend pages are made and rendered one at a time (issue 19: a year of points is never held at
+    # The trend pages are made and rendered one at a time (a year of points is never held at
     # once), each run's points kept between builds; what the leads need of their steps comes back.
     starts, written = trend_pass(db, project, prints, show_addresses=show_addresses, progress=progress)
     # the manifest and the summaries live until the build ends: the cyclic collector
@@ -198,7 +198,7 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
             views.of(prev[r["id"]])  # the comparison reads both runs' samples
         view = article_view(db, base, previous_id=prev[r["id"]], ratio=ratio, views=views, project=project,
                             show_addresses=show_addresses).context()
-        view["lead"] = view["lead"] | {"steps": lead_steps(starts.get(r["id"]))}  # issue 20: the steps it starts
+        view["lead"] = view["lead"] | {"steps": lead_steps(starts.get(r["id"]))}  # the steps it starts
         for h in (view["comparison"] or {}).get("held", []):  # the previous headline's ratio across runs
             h["across"] = ratio_range(all_runs, summaries, r, h["before"]["best"], h["before"]["other"], h["cls"])
         # downloads, addenda and the feed's date are part of the page as first written: each file once
@@ -215,11 +215,11 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
             ev_text = with_downloads(render_evidence(view, lang, show_addresses=show_addresses), r["id"], Lang(lang))
             if _write_if_changed(ev_path, ev_text):
                 written.append(ev_path)
-        if not ev_fresh:  # issue 14 item 6: the run's samples (CSV, JSON) beside its evidence
+        if not ev_fresh:  # the run's samples (CSV, JSON) beside its evidence
             written.extend(write_run_samples(db, out_dir, r["id"], show_addresses=show_addresses))
         return True
 
-    published = published_runs(db)  # these runs' articles carry an Addenda section (issue 14 item 7)
+    published = published_runs(db)  # these runs' articles carry an Addenda section
     comparisons: dict[int, ComparisonSummary] = {}
     total = len(all_runs)
     # Oldest first: a run's ratio range reads the summaries of its campaign's earlier runs, and its
@@ -345,7 +345,7 @@ def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_address
     except SiteSettingsError as exc:
         raise ReportError(str(exc)) from exc
     scaffold(project)
-    # issue 14 item 6: the publishable database beside the evidence (each run's samples come with its
+    # The publishable database beside the evidence (each run's samples come with its
     # articles). Made on a thread of its own while the articles render: the copy and the row compare run
     # inside SQLite, which lets go of the GIL, so at a year of runs their seconds overlap the pages'.
     # It starts only once the store has been opened and found to be cardproof's: a database that is

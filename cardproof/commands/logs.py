@@ -1,4 +1,4 @@
-"""``cardproof logs import`` and ``cardproof loads``: server logs as evidence (issue 4)."""
+"""``cardproof logs import`` and ``cardproof loads``: server logs as evidence."""
 
 from __future__ import annotations
 

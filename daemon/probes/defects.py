@@ -18,7 +18,7 @@ from string import Formatter
 
 REGISTER = Path(__file__).with_name("defects.toml")
 _KEYS = {"defect", "defect_de", "since", "effect", "effect_de", "counts"}
-# Authored text carries both languages of the report (issue 14): no German, no entry.
+# Authored text carries both languages of the report: no German, no entry.
 _REQUIRED = {"defect", "defect_de", "since", "effect", "effect_de"}
 
 

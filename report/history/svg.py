@@ -3,7 +3,7 @@
 The trend charts have one fixed shape, so they are drawn here rather than
 through Altair and vl-convert: validating and rendering a Vega-Lite spec
 cost about 0.2 s per chart, and a campaign of many models has hundreds of
-trend charts (issue 20's speed goal: a year of nightly runs inside the
+trend charts (the speed goal: a year of nightly runs inside the
 report step's budget). Drawing is linear in the points.
 
 What the chart shows is the same as before: median per run with its
