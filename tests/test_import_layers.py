@@ -29,6 +29,7 @@ REPORT_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("queries and views", ("queries", "gates", "findings", "findings.*", "fingerprints", "row_owners", "provenance", "lead",
                            "evidence", "expectations", "fit", "memory", "energy", "probes", "reconcile", "compare",
                            "llama_bench", "history", "history.conditions", "history.steps", "history.series",
+                           "history.cache_json",
                            "history.llama_bench", "caveats", "caveats.*", "contradictions", "contradictions.*",
                            "axes", "views", "summaries", "summary", "setup", "variants", "quality", "run_order")),
     ("sections and charts", ("charts", "axes_charts", "article_parts", "observations", "history.numbers",
