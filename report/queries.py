@@ -15,6 +15,7 @@ from . import findings
 from .gates import excluded_samples
 from .stats import spread
 from .variants import variant_rows, variants_view
+from cardproof.daemon.store import json_value
 
 
 def runs(db: sqlite_utils.Database) -> list[dict]:
@@ -183,11 +184,7 @@ def _gpus(raw: str | None) -> dict:
     An older or damaged row may hold other shapes; what is not a GPU entry
     is left out rather than failing the article.
     """
-    try:
-        data = json.loads(raw) if raw else {}
-    except (ValueError, RecursionError):
-        data = {}
-    data = data if isinstance(data, dict) else {}
+    data = json_value(raw, dict, {})
     gpus = data.get("gpus") if isinstance(data.get("gpus"), list) else []
     return data | {"gpus": [{"name": g.get("name"), "memory_total_mib": g.get("memory_total_mib")} | g
                             for g in gpus if isinstance(g, dict)]}

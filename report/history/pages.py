@@ -38,6 +38,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .. import queries
+from ..cell_kinds import SQL_KINDS
 from . import cache_json
 from .llama_bench import bench_series
 from .render import Trends, page_print, runs_of_steps, series_print
@@ -56,8 +57,6 @@ FEW_RUNS = 20
 #: what the trend pages keep on a point (its table rows and its CSV line): kept in the page file apart
 #: from the points, and put back only on a point made from the same run data
 _TEXTS = ("_rows", "_csv")
-#: the cell kinds a series is made of (report/history/series.py ``KIND_METRICS``)
-_KINDS = "('measure', 'load', 'rate', 'depth')"
 
 
 def page_file(folder: Path, campaign: str, model: str) -> Path:
@@ -165,7 +164,7 @@ class _Campaign:
             return set()
         return {m for (m,) in self.db.execute(
             f"""select distinct models.name from cells join models on models.id = cells.model_id
-                where coalesce(cells.kind, 'measure') in {_KINDS}"""
+                where coalesce(cells.kind, 'measure') in {SQL_KINDS}"""
             + _among("cells.run_id", [r["id"] for r in self.fresh]))}
 
 
