@@ -16,7 +16,7 @@ own:
 Printed: seconds per size (wall clock and this process's CPU time, which
 other work on a shared machine inflates less), seconds per run, the growth exponent (slope of
 log time over log runs; goal <= 1.1), and the time after one new run (goal:
-well inside the 5 s issue 19 gives the whole report step for one new run),
+well inside the 5 s goal for the whole report step for one new run),
 each beside the load average: other work on the machine inflates them all.
 
     python bench/history_build.py [--runs 100,300,1000] [--models 10] [--dir /tmp/g20] [--repeat 3]

@@ -24,7 +24,7 @@ Not a timed test: it prints what it measured, goals met or not.
    (daemon/logs/split_child.py) and of the thread that takes the split
    batches over (daemon/logs/pipe.py).
 
-Goals (issue 4): parsing + attribution + storing >= 100,000 lines/s with
+Goals: parsing + attribution + storing >= 100,000 lines/s with
 the journal read excluded; whole import <= 1.5 x journalctl's read time.
 
 Each timing is taken ``--repeat`` times (default 3) and the fastest is used

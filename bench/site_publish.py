@@ -1,4 +1,4 @@
-"""Publishing one new run at a year of nightly runs: report step + site build (issue 19, goal 3: <= 60 s at 1,000 runs).
+"""Publishing one new run at a year of nightly runs: report step + site build (goal: <= 60 s at 1,000 runs).
 
 Generates (or reuses) a database of ``--runs`` runs under ``--work`` (bench/report_data.py: real-shaped
 runs with log lines, probes, canaries), renders every run once and builds the whole site once (the

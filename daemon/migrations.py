@@ -119,7 +119,7 @@ def _m002_sample_kind(db: sqlite_utils.Database) -> None:
 
 
 def _m002_gates(db: sqlite_utils.Database) -> None:
-    # gates (issue 3)
+    # gates
     db["gate_results"].create(
         {
             "id": int, "sample_id": int, "gate": str,
@@ -142,7 +142,7 @@ def _m002_gates(db: sqlite_utils.Database) -> None:
 
 
 def _m002_log_evidence(db: sqlite_utils.Database) -> None:
-    # log evidence (issue 4)
+    # log evidence
     db["log_sources"].create(
         {
             "id": int,
@@ -173,7 +173,7 @@ def _m002_log_evidence(db: sqlite_utils.Database) -> None:
     db["facts"].create(
         {
             "id": int, "load_id": int, "line_id": int,
-            "name": str,  # DESIGN.md vocabulary: offloaded_layers, kv_buffer_mib, ...
+            "name": str,  # as daemon/logs/parsers/ name them: offloaded_layers, kv_buffer_mib, ...
             "device": str,  # CUDA0, CPU_Mapped, ... or NULL
             "value_num": float, "value_text": str, "unit": str,
         },
@@ -188,7 +188,7 @@ def _m002_log_evidence(db: sqlite_utils.Database) -> None:
 
 
 def _m002_card_memory(db: sqlite_utils.Database) -> None:
-    # memory from the card (issue 5)
+    # memory from the card
     db["memory_samples"].create(
         {
             "id": int, "run_id": int, "load_id": int, "ts": str,
@@ -212,7 +212,7 @@ def _m002_card_memory(db: sqlite_utils.Database) -> None:
 
 
 def _m002_foreign_load(db: sqlite_utils.Database) -> None:
-    # foreign load (issues 3, 6)
+    # foreign load
     db["requests_seen"].create(
         {
             "id": int, "run_id": int, "ts": str, "client": str, "method": str, "path": str, "status": int,
@@ -245,7 +245,7 @@ def m005_gate_checks(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m004_memory_attribution")
 def m004_memory_attribution(db: sqlite_utils.Database) -> None:
-    # memory from the card (issue 5): what a reading saw beyond used/total/free
+    # memory from the card: what a reading saw beyond used/total/free
     for col, kind in (
         ("device_name", str), ("uuid", str), ("util_mem_pct", float),
         ("pcie_gen_current", int), ("pcie_gen_max", int),
@@ -290,7 +290,7 @@ def m004_memory_attribution(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m003_logs_attribution")
 def m003_logs_attribution(db: sqlite_utils.Database) -> None:
-    # log evidence (issue 4): where an import resumes, and loads seen in a log
+    # log evidence: where an import resumes, and loads seen in a log
     db["log_sources"].add_column("state_json", str)  # attribution bindings to resume with
     for col, kind in (
         ("origin", str),  # NULL: written by the runner; 'log': discovered in a server log
@@ -315,7 +315,7 @@ def m003_logs_attribution(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m006_daemon_service")
 def m006_daemon_service(db: sqlite_utils.Database) -> None:
-    # the daemon (issue 6): its queue, its own state and heartbeat, quiet-window waits
+    # the daemon: its queue, its own state and heartbeat, quiet-window waits
     db["daemon_queue"].create(
         {
             "id": int, "campaign_path": str, "campaign_name": str, "campaign_sha256": str,
@@ -363,7 +363,7 @@ def m006_daemon_service(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m008_backends_imports")
 def m008_backends_imports(db: sqlite_utils.Database) -> None:
-    # llama-bench results (issue 9): one row per test with its whole configuration;
+    # llama-bench results: one row per test with its whole configuration;
     # the raw row is kept as JSON so fields of newer llama-bench builds are not lost
     db["llama_bench_imports"].create(
         {"id": int, "path": str, "sha256": str, "format": str, "imported_at": str, "host": str, "rows": int},
@@ -387,7 +387,7 @@ def m008_backends_imports(db: sqlite_utils.Database) -> None:
         foreign_keys=[("import_id", "llama_bench_imports", "id")],
     )
     db["llama_bench_results"].create_index(["import_id", "row_index"], unique=True)
-    # several hosts (issue 9): where a merged run came from; each merge and what it did
+    # several hosts: where a merged run came from; each merge and what it did
     for col in ("merged_from", "merged_at"):
         if col not in db["runs"].columns_dict:
             db["runs"].add_column(col, str)
@@ -401,14 +401,14 @@ def m008_backends_imports(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m007_probes_rules")
 def m007_probes_rules(db: sqlite_utils.Database) -> None:
-    # issue 8: probe verdicts with their evidence, declared capabilities, pass-rule outcomes
+    # Probe verdicts with their evidence, declared capabilities, pass-rule outcomes
     db["probe_results"].create(
         {
             "id": int, "run_id": int, "model_id": int,
             "probe": str,  # tools | thinking | reasoning | coding | vision
             "variant": str,  # the task (reasoning: task/known or task/changed)
             "attempt": int,  # 1.. : repeats on identical input find unstable probes
-            "verdict": str,  # DESIGN.md vocabulary, after declared-vs-delivered
+            "verdict": str,  # one of daemon/probes/base.py VERDICTS, after declared-vs-delivered
             "raw_verdict": str,  # before the declaration was applied
             "arm": str,  # the branch of the probe's logic that decided
             "declared": int,  # 1 declared, 0 not declared, NULL unknown / not a capability
@@ -445,7 +445,7 @@ def m007_probes_rules(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m011_observed_requests")
 def m011_observed_requests(db: sqlite_utils.Database) -> None:
-    # issue 15: the server's own per-request counters read from its log (print_timing),
+    # The server's own per-request counters read from its log (print_timing),
     # observed in production traffic and kept apart from cardproof's measured samples;
     # the load is that of line_id (joined at read time, so rebinding and merging carry it)
     db["observed_requests"].create(
@@ -465,7 +465,7 @@ def m011_observed_requests(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m010_timestamp_notes")
 def m010_timestamp_notes(db: sqlite_utils.Database) -> None:
-    # issue 16: an access line whose printed time is no date (2025/13/45 - 99:99:99) keeps that
+    # An access line whose printed time is no date (2025/13/45 - 99:99:99) keeps that
     # text in ts, and ts_note says why; it never stops an import or a report build
     if "ts_note" not in db["requests_seen"].columns_dict:
         db["requests_seen"].add_column("ts_note", str)
@@ -473,7 +473,7 @@ def m010_timestamp_notes(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m009_run_liveness")
 def m009_run_liveness(db: sqlite_utils.Database) -> None:
-    # issue 16: which process a 'running' run belongs to, so any reader can tell a
+    # Which process a 'running' run belongs to, so any reader can tell a
     # run whose process is gone (SIGKILL, OOM, power loss) from one still measuring;
     # the start time (clock ticks since boot) and boot id tell a reused pid apart
     for col, kind in (("pid", int), ("pid_start_ticks", int), ("boot_id", str), ("pid_ns", str)):
@@ -483,7 +483,7 @@ def m009_run_liveness(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m012_registrations")
 def m012_registrations(db: sqlite_utils.Database) -> None:
-    # issue 13: `cardproof register` freezes a campaign's text, hash and time before any run, and
+    # `cardproof register` freezes a campaign's text, hash and time before any run, and
     # a run of that text is linked to its registration, so "registered before the run" is a fact
     db["registrations"].create(
         {"id": int, "name": str, "path": str, "sha256": str, "toml_text": str, "registered_at": str},
@@ -496,7 +496,7 @@ def m012_registrations(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m014_said_observations")
 def m014_said_observations(db: sqlite_utils.Database) -> None:
-    # issue 14: what a gate observed and why a canary settled as it did, as a message id and its
+    # What a gate observed and why a canary settled as it did, as a message id and its
     # values (JSON) beside the English text, so each page says it in its own language with its
     # own number format; rows from before keep their English text only, shown quoted
     if "observed_json" not in db["gate_results"].columns_dict:
@@ -507,7 +507,7 @@ def m014_said_observations(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m015_load_steps")
 def m015_load_steps(db: sqlite_utils.Database) -> None:
-    # issue 17: a concurrency or context-depth step of a run, and per request of it what a
+    # A concurrency or context-depth step of a run, and per request of it what a
     # sample row has no room for (its stream, queue time, the arrival time of every chunk);
     # the step's percentiles are computed from these rows when read, never stored
     db["load_steps"].create(
@@ -533,7 +533,7 @@ def m015_load_steps(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m016_publications")
 def m016_publications(db: sqlite_utils.Database) -> None:
-    # issue 14 item 7: what `cardproof publish` put out -- each run's headline, table figures,
+    # What `cardproof publish` put out -- each run's headline, table figures,
     # verdicts and caveats as shown in each language, with the time and the author's note -- so a
     # later build can show what changed since as Addenda instead of silently rewriting it
     db["publications"].create(
@@ -554,7 +554,7 @@ def m016_publications(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m017_run_indexes")
 def m017_run_indexes(db: sqlite_utils.Database) -> None:
-    # issue 19: the report reads one run's rows at a time (`where run_id = ?`); without these
+    # The report reads one run's rows at a time (`where run_id = ?`); without these
     # indexes each such query scans every run's rows, and a year of nightly runs made the
     # report step quadratic in the number of runs
     for table in ("samples", "cells", "loads", "canaries", "observed_requests"):
@@ -567,7 +567,7 @@ def m017_run_indexes(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m018_said_reasons")
 def m018_said_reasons(db: sqlite_utils.Database) -> None:
-    # issue 14: why a depth step was refused and why a log's capture has a gap, as a message id
+    # Why a depth step was refused and why a log's capture has a gap, as a message id
     # and its values beside the English (as m014 for gate observations), so German pages say
     # them in German with German numbers; older rows keep their English, shown quoted
     if "refused_json" not in db["load_steps"].columns_dict:
@@ -578,7 +578,7 @@ def m018_said_reasons(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m020_fit_checks")
 def m020_fit_checks(db: sqlite_utils.Database) -> None:
-    # issue 17 item 4: one row per model x context of the fit test -- the load cardproof started at
+    # One row per model x context of the fit test -- the load cardproof started at
     # that context, what its log said (layers, KV and buffers per device), the card's memory and the
     # one request; the verdict is stored with its reasons, the log lines behind each figure in evidence_json
     db["fit_checks"].create(
@@ -609,7 +609,7 @@ def m020_fit_checks(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m021_load_rates")
 def m021_load_rates(db: sqlite_utils.Database) -> None:
-    # issue 17: open-loop Poisson rate steps ([load] rates). A step states its offered rate and
+    # Open-loop Poisson rate steps ([load] rates). A step states its offered rate and
     # the seed its arrivals were drawn from; each request when it was due, when it was sent and
     # how many requests were in flight then (itself included), so arrivals can be checked later
     for name, kind in (("rate_rps", float), ("seed", int), ("duration_s", float)):
@@ -626,7 +626,7 @@ ROW_CHANGE_BITS = 12
 
 @migrations(name="m022_row_changes")
 def m022_row_changes(db: sqlite_utils.Database) -> None:
-    # issue 19: which stored rows were changed or deleted, by table and bucket of 4,096 rowids, counted
+    # Which stored rows were changed or deleted, by table and bucket of 4,096 rowids, counted
     # by triggers (inserted rows are not counted: they are the rows above a table's highest id). The
     # public copy of the store (report/exports.py) then compares only the new rows and the buckets
     # whose counts moved, not a year of log lines on every build; a writer of any kind (the daemon, an
@@ -686,7 +686,7 @@ def m023_model_shape(db: sqlite_utils.Database) -> None:
 
 @migrations(name="m024_variants")
 def m024_variants(db: sqlite_utils.Database) -> None:
-    # issue 21: server variants ([variants]). A variant is measured as a model of its own (``base~name``,
+    # Server variants ([variants]). A variant is measured as a model of its own (``base~name``,
     # so cells, samples, gates, medians and the history treat it as one, unchanged); this row ties it to
     # its base model and keeps what it was asked (its arguments, the base's as read, the server's as
     # started) and what its load's log proved of them (per argument: took, contradicted, not shown)

@@ -70,6 +70,19 @@ def load_for_cell(ctx: RunContext, name: str, pin: str | None, refused: dict[str
                                       "requested_at": utcnow(), "status": "refused", "error_text": reason})
 
 
+def free_router(ctx: RunContext, names: list[str], who: str) -> None:
+    """Unload ``names`` from the campaign's server where it is a router, so the card holds what ``who`` (the
+    variants, the fit test) loads next and not the run's models as well; the pin is not among ``names``."""
+    try:
+        if not ctx.backend.is_router():
+            return
+        for name in names:
+            if ctx.backend.model_status(name) == "loaded":
+                ctx.backend.unload(name)
+    except Exception as exc:  # noqa: BLE001 -- the step still runs; the free memory it reads says the rest
+        ctx.echo(f"{who}: could not unload the run's models from the server: {exc}")
+
+
 def samples_not_sent(store, run_id: int, cell_id: int, reps: int, load_id: int | None, kind: str,
                      reason: str) -> int:
     """A cell whose model was refused or never loaded: its samples stored as exceptions never sent, with

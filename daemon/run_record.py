@@ -8,7 +8,6 @@ before judging or, on an early end, before the status is written.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from .crashes import describe_end
 from .logs import LogSourceError, attribute_run, capture_file, capture_journal
 from .logs.summary import crashed_loads
 from .redact import public_url
-from .store import Store, StoreError, dumps, utcnow
+from .store import Store, StoreError, dumps, json_value, utcnow
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -158,10 +157,7 @@ def finish_run(store: Store, campaign: Campaign, run_id: int, state: RunState, e
 def _with_end_load(store: Store, run_id: int) -> str | None:
     """The run's ``host_json`` with the machine's load at its end beside the load at its start."""
     row = store.db.execute("select host_json from runs where id = ?", [run_id]).fetchone()
-    try:
-        host = json.loads(row[0] or "{}") if row else {}
-    except (ValueError, TypeError, RecursionError):
-        host = {}
+    host = json_value(row[0], dict, {}) if row else {}
     if not isinstance(host, dict):
         host = {}
     load = host.get("load_1m") if isinstance(host.get("load_1m"), dict) else {}
@@ -208,7 +204,7 @@ def measuring_commits(store: Store):
     a crash or kill of this process (the WAL is in the OS's hands); only a
     power loss or kernel crash can take back the rows since the last sync,
     which :func:`sync_point` bounds to one cell or load step. The fsync per
-    sample was most of the runner's own milliseconds per request (issue 17).
+    sample was most of the runner's own milliseconds per request.
     """
     conn = store.db.conn
     try:

@@ -119,7 +119,7 @@ def insert_sample(store: Store, row: dict) -> int:
 
     One prepared INSERT instead of sqlite-utils' insert: that reads the
     table's columns and views and opens a savepoint on every call, about
-    two thirds of a sample's storing time (issue 17: the runner's cost per
+    two thirds of a sample's storing time (the runner's cost per
     request). The row is the same; a value that is not a plain SQL value
     goes through ``Store.insert``, which turns it into JSON as before.
     """

@@ -205,6 +205,20 @@ def dumps(obj) -> str:
     return json_text(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
+def json_value(text, kind: type | tuple[type, ...] | None = None, default=None):
+    """A JSON column's value, read as tolerantly as the report reads every row: ``default`` where the column
+    is NULL or empty, is not JSON (an old or damaged row, one nested past the parser's depth), or holds a
+    value that is not of ``kind``. The one way a stored JSON column is read where a bad row must not stop
+    the reader."""
+    if not text:
+        return default
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return default
+    return value if kind is None or isinstance(value, kind) else default
+
+
 #: the key under which a stored object names the values JSON has no number for (see json_text)
 NON_FINITE_KEY = "_non_finite"
 

@@ -225,6 +225,30 @@ def table(what: str = "", max_items: int | None = None) -> Callable[[Any], dict]
     return check
 
 
+def bounded_list(value: Any, item: Callable[[Any], Any], *, expected: str, max_items: int, noun: str,
+                 non_empty: bool = True, tuples: bool = False, distinct: bool = False) -> list:
+    """The items of a TOML list, each through ``item``, the one at fault named by its index.
+
+    ``expected`` says what the whole should be (``a non-empty list of server arguments``); more than
+    ``max_items`` is refused as ``expected at most N <noun>``. ``tuples`` also takes a tuple (settings built
+    in code), ``distinct`` refuses an item given twice.
+    """
+    if not isinstance(value, (list, tuple) if tuples else list) or (non_empty and not value):
+        raise Invalid(f"expected {expected}, got {describe(value)}")
+    if len(value) > max_items:
+        raise Invalid(f"expected at most {max_items:,} {noun}, got {len(value):,}")
+    out: list = []
+    for i, raw in enumerate(value):
+        try:
+            checked_item = item(raw)
+        except Invalid as exc:
+            raise Invalid(str(exc), at=(i,)) from None
+        if distinct and checked_item in out:
+            raise Invalid(f"{raw} is listed twice", at=(i,))
+        out.append(checked_item)
+    return out
+
+
 def distinct(what: str, known: Callable[[], Any] | None = None) -> Callable[[Any], tuple[str, ...]]:
     """A check for a non-empty list of distinct ``what`` names, each one of ``known()`` where given.
 

@@ -21,7 +21,6 @@ they did.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +30,7 @@ import sqlite_utils
 from . import queries
 from .i18n import LANGUAGES, Lang
 from .statements import FORM, KINDS, LEGACY_KINDS, statements
-from ..daemon.store import json_text
+from ..daemon.store import json_text, json_value
 from ..daemon.storefile import connect_readonly
 
 _ADDENDA_MARK = '<span id="addenda"></span>'
@@ -115,20 +114,13 @@ def _published(db: sqlite_utils.Database, run_id: int) -> list[dict]:
                           where run_id = ? order by publications.id, published_figures.id""", [run_id]):
         pub = pubs.setdefault(r["id"], {"at": r["published_at"], "note": r["note"], "kinds": _kinds(r["kinds"]),
                                         "figures": {}})
-        try:
-            shown = json.loads(r["shown_json"] or "{}")
-        except ValueError:
-            shown = {}
-        pub["figures"][r["key"]] = {"value": r["value"], **(shown if isinstance(shown, dict) else {})}
+        pub["figures"][r["key"]] = {"value": r["value"], **json_value(r["shown_json"], dict, {})}
     return list(pubs.values())
 
 
 def _kinds(text: str | None) -> frozenset[str] | None:
-    try:
-        kinds = json.loads(text) if text else None
-    except ValueError:
-        return None
-    return frozenset(k for k in kinds if isinstance(k, str)) if isinstance(kinds, list) else None
+    kinds = json_value(text, list)
+    return frozenset(k for k in kinds if isinstance(k, str)) if kinds is not None else None
 
 
 def addenda(db: sqlite_utils.Database, run_id: int, view: dict | None = None,

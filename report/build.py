@@ -12,6 +12,7 @@ import contextlib
 import gc
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -72,13 +73,13 @@ def write_articles(db_path: Path, project: Path, *, progress=None, show_addresse
     try:
         # damaged rows: named on stderr and read as NULL, the build goes on
         with shielded(store, checked=project / "site" / DAMAGE_CHECKED), charts.deferred(), _frozen():
-            written, manifest, manifest_path, old = _write_articles(store.db, project, progress, show_addresses)
+            done = _write_articles(store.db, project, progress, show_addresses)
         # only once every chart exists may the manifest call these articles fresh
-        write_manifest(manifest_path, manifest, old)
+        write_manifest(done.manifest_path, done.manifest, done.old)
     finally:
         store.close()
     write_gate(project, gate | pages_state(project))
-    return written
+    return done.files
 
 
 @contextlib.contextmanager
@@ -119,134 +120,210 @@ def _page_producers():
     rewrites. (The trend pages come first, from ``trend_pass``: the run
     articles' leads name the steps they find.)
     """
-    from .observed import write_log_articles  # server logs imported with no run (issue 15)
+    from .observed import write_log_articles  # server logs imported with no run
 
     return [write_log_articles]
 
 
-def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[list[Path], dict, Path, dict]:
+@dataclass
+class _Pass:
+    """One build's shared state: the store's runs and their fingerprints, the last build's manifest, each
+    page's key, the runs' summaries as they are made, and the files written."""
+
+    db: object
+    project: Path
+    show_addresses: bool
+    progress: object
+    all_runs: list[dict]
+    prints: dict[int, str]
+    old: dict  # the last build's manifest
+    starts: dict[int, list[dict]]  # run id -> the trend steps it starts (its article's lead)
+    written: list[Path]
+    prev: dict[int, int | None] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+    summaries: dict[int, RunSummary] = field(default_factory=dict)
+    published: set = field(default_factory=set)
+    views: _RecentViews | None = None
+
+    @property
+    def out_dir(self) -> Path:
+        return self.project / "site" / "runs"
+
+    @property
+    def cmp_dir(self) -> Path:
+        return self.project / "site" / "compare"
+
+    def fresh(self, key: str, files: list[Path]) -> bool:
+        """Whether the page ``key`` was written by the last build from what it would show now."""
+        return self.old["pages"].get(key) == self.keys[key] and all(f.exists() for f in files)
+
+    def write(self, path: Path, text: str) -> None:
+        if _write_if_changed(path, text):
+            self.written.append(path)
+
+
+@dataclass
+class _Written:
+    """What ``_write_articles`` leaves for the build: the files written and the manifest to write once every
+    chart exists (``old`` is the last build's, whose stored lines the new one may reuse)."""
+
+    files: list[Path]
+    manifest: dict
+    manifest_path: Path
+    old: dict
+
+
+def _write_articles(db, project: Path, progress, show_addresses: bool) -> _Written:
     """Render what changed; returns the files written, the new manifest, where it goes and the old one."""
+    p = _start(db, project, progress, show_addresses)
+    comparisons = _write_runs(p)
+    _write_indexes(p, comparisons)
+    for produce in _page_producers():
+        p.written += produce(db, project, show_addresses=show_addresses)
+    _remove_stale(p.out_dir, p.cmp_dir, p.keys)
+    remove_stale_samples(p.out_dir, [r["id"] for r in p.all_runs])
+    manifest = {"pages": p.keys, "runs": {str(rid): s for rid, s in p.summaries.items()},
+                "comparisons": {c.key: c.to_json() for c in comparisons}}
+    return _Written(p.written, manifest, project / "site" / MANIFEST, p.old)
+
+
+def _start(db, project: Path, progress, show_addresses: bool) -> _Pass:
+    """The runs and their fingerprints, the trend pages (first: the leads name their steps), each page's key."""
     all_runs = queries.runs(db)
     n_models = dict(db.execute("select run_id, count(distinct model_id) from cells group by run_id").fetchall())
     for r in all_runs:
         r["n_models"] = n_models.get(r["id"], 0)
-    out_dir = project / "site" / "runs"
-    cmp_dir = project / "site" / "compare"
-    for d in (out_dir, cmp_dir):
+    for d in (project / "site" / "runs", project / "site" / "compare"):
         d.mkdir(parents=True, exist_ok=True)
-    manifest_path = project / "site" / MANIFEST
-    old = read_manifest(manifest_path)
+    old = read_manifest(project / "site" / MANIFEST)
     code = code_fingerprint() + ("+addresses" if show_addresses else "")
     prints = run_fingerprints(db, all_runs, project, code)
     # a step is confirmed by later runs: the run that starts it learns so then, so its steps are in its key.
-    # The trend pages are made and rendered one at a time (issue 19: a year of points is never held at
+    # The trend pages are made and rendered one at a time (a year of points is never held at
     # once), each run's points kept between builds; what the leads need of their steps comes back.
     starts, written = trend_pass(db, project, prints, show_addresses=show_addresses, progress=progress)
     # the manifest and the summaries live until the build ends: the cyclic collector
     # need not walk them again on every collection of the pages' short-lived objects
     gc.freeze()
-    prev = previous_runs(all_runs)
-    # A run article shows its own data, its comparison with the previous run and the campaign's
-    # ratio range up to itself: its key covers the previous run and every earlier run of the campaign.
+    p = _Pass(db, project, show_addresses, progress, all_runs, prints, old, starts, written,
+              prev=previous_runs(all_runs), published=published_runs(db))
+    p.keys = _page_keys(p)
+    p.views = _RecentViews(lambda rid: queries.run_view(db, rid))
+    return p
+
+
+def _page_keys(p: _Pass) -> dict[str, str]:
+    """Each run page's key. A run article shows its own data, its comparison with the previous run and the
+    campaign's ratio range up to itself: its key covers the previous run and every earlier run of the
+    campaign."""
     keys = {}
     upto: dict[str, list[str]] = {}
-    for r in sorted(all_runs, key=lambda r: (r["started_at"] or "", r["id"])):
-        upto.setdefault(r["campaign_name"], []).append(prints[r["id"]])
-        p_id = prev[r["id"]]
-        own = combine(prints[r["id"]], prints.get(p_id, "") if p_id else "", combine(*upto[r["campaign_name"]]))
-        keys[f"run-{r['id']}"] = combine(own, steps_print(starts.get(r["id"])))
+    for r in sorted(p.all_runs, key=lambda r: (r["started_at"] or "", r["id"])):
+        upto.setdefault(r["campaign_name"], []).append(p.prints[r["id"]])
+        p_id = p.prev[r["id"]]
+        own = combine(p.prints[r["id"]], p.prints.get(p_id, "") if p_id else "", combine(*upto[r["campaign_name"]]))
+        keys[f"run-{r['id']}"] = combine(own, steps_print(p.starts.get(r["id"])))
         # the evidence page and sample files show none of the steps (only the article's lead names them):
         # a later run that confirms or moves a step renders this run's article again, not its raw records
         keys[f"run-{r['id']}-evidence"] = own
         if p_id:
-            keys[f"run-{r['id']}-vs-{p_id}"] = combine(prints[r["id"]], prints[p_id])
-    views = _RecentViews(lambda rid: queries.run_view(db, rid))
-    old_runs = old["runs"]
-    summaries: dict[int, RunSummary] = {}
+            keys[f"run-{r['id']}-vs-{p_id}"] = combine(p.prints[r["id"]], p.prints[p_id])
+    return keys
 
-    def summary_of(r: dict) -> RunSummary:
-        cached = old_runs.get(str(r["id"]))
-        try:
-            if isinstance(cached, StoredLine):  # read again from the file when its cells or line are needed
-                kept = RunSummary.from_line(cached.text(), cached.text)
-                if kept.fingerprint == prints[r["id"]]:
-                    return kept
-            elif isinstance(cached, dict) and cached.get("fingerprint") == prints[r["id"]]:
-                return RunSummary.from_json(cached)  # a manifest of the older layout
-        except (KeyError, TypeError, ValueError):
-            pass  # a damaged manifest: built again
-        return RunSummary.of(views.of(r["id"]), prints[r["id"]])
 
-    def fresh(key: str, files: list[Path]) -> bool:
-        return old["pages"].get(key) == keys[key] and all(f.exists() for f in files)
-
-    def write_run(r: dict) -> bool:
-        """The article and evidence page of ``r`` in every language, unless fresh; True when rendered."""
-        key = f"run-{r['id']}"
-        files = [_lang_file(out_dir, key, lang) for lang in LANGUAGES]
-        ev_files = [_lang_file(out_dir, f"{key}-evidence", lang) for lang in LANGUAGES]
-        ev_fresh = fresh(f"{key}-evidence", ev_files + sample_files(out_dir, r["id"]))
-        if ev_fresh and fresh(key, files):
-            return False
-        base = views.of(r["id"])
-        h = base["headline"]
-        ratio = None
-        if h and h.get("other") and r["status"] == "completed":  # an unfinished run gets no headline
-            rr = ratio_range(all_runs, summaries, r, h["best"]["name"], h["other"]["name"], h["cls"])
-            ratio = rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
-        if prev[r["id"]]:
-            views.of(prev[r["id"]])  # the comparison reads both runs' samples
-        view = article_view(db, base, previous_id=prev[r["id"]], ratio=ratio, views=views, project=project,
-                            show_addresses=show_addresses).context()
-        view["lead"] = view["lead"] | {"steps": lead_steps(starts.get(r["id"]))}  # issue 20: the steps it starts
-        for h in (view["comparison"] or {}).get("held", []):  # the previous headline's ratio across runs
-            h["across"] = ratio_range(all_runs, summaries, r, h["before"]["best"], h["before"]["other"], h["cls"])
-        # downloads, addenda and the feed's date are part of the page as first written: each file once
-        entries = addenda(db, r["id"], view) if r["id"] in published else None
-        when = date_line(r["started_at"])
-        for lang, path, ev_path in zip(LANGUAGES, files, ev_files):
-            text = render_run(view, lang, out_dir / "img", project, show_addresses=show_addresses)
-            if entries is not None:
-                text = with_addenda(text, r["id"], entries, Lang(lang))
-            if _write_if_changed(path, dated(text, when)):
-                written.append(path)
-            if ev_fresh:
-                continue
-            ev_text = with_downloads(render_evidence(view, lang, show_addresses=show_addresses), r["id"], Lang(lang))
-            if _write_if_changed(ev_path, ev_text):
-                written.append(ev_path)
-        if not ev_fresh:  # issue 14 item 6: the run's samples (CSV, JSON) beside its evidence
-            written.extend(write_run_samples(db, out_dir, r["id"], show_addresses=show_addresses))
-        return True
-
-    published = published_runs(db)  # these runs' articles carry an Addenda section (issue 14 item 7)
+def _write_runs(p: _Pass) -> list[ComparisonSummary]:
+    """Every run's article, evidence page and comparison with its previous run, where changed; returns the
+    comparisons' summaries, newest first."""
     comparisons: dict[int, ComparisonSummary] = {}
-    total = len(all_runs)
+    total = len(p.all_runs)
     # Oldest first: a run's ratio range reads the summaries of its campaign's earlier runs, and its
     # comparison the view of the run before it, which was built a few runs ago and is still held.
-    for i, r in enumerate(reversed(all_runs), 1):
-        summaries[r["id"]] = summary_of(r)
-        if write_run(r):
-            if progress:
-                progress(f"[{i}/{total}] run {r['id']} rendered")
-        p_id = prev[r["id"]]
-        if p_id is None:
-            continue
-        key = f"run-{r['id']}-vs-{p_id}"
-        files = [_lang_file(cmp_dir, key, lang) for lang in LANGUAGES]
-        if fresh(key, files) and isinstance(old["comparisons"].get(key), dict):
-            try:
-                comparisons[r["id"]] = ComparisonSummary.from_json(old["comparisons"][key], key)
-                continue
-            except (KeyError, TypeError, ValueError):
-                pass
-        views.of(p_id), views.of(r["id"])  # the comparison reads both runs' samples
-        cmp = compare_runs(db, p_id, r["id"], views)
-        for lang, path in zip(LANGUAGES, files):
-            if _write_if_changed(path, render_compare(cmp, lang, cmp_dir / "img", show_addresses=show_addresses)):
-                written.append(path)
-        comparisons[r["id"]] = ComparisonSummary.of(cmp, key)
-    comparisons = [comparisons[r["id"]] for r in all_runs if r["id"] in comparisons]  # newest first
+    for i, r in enumerate(reversed(p.all_runs), 1):
+        p.summaries[r["id"]] = _summary_of(p, r)
+        if _write_run(p, r) and p.progress:
+            p.progress(f"[{i}/{total}] run {r['id']} rendered")
+        if p.prev[r["id"]] is not None:
+            comparisons[r["id"]] = _write_comparison(p, r, p.prev[r["id"]])
+    return [comparisons[r["id"]] for r in p.all_runs if r["id"] in comparisons]
+
+
+def _summary_of(p: _Pass, r: dict) -> RunSummary:
+    """The run's summary: kept in the manifest while its fingerprint holds, else made from its view."""
+    cached = p.old["runs"].get(str(r["id"]))
+    try:
+        if isinstance(cached, StoredLine):  # read again from the file when its cells or line are needed
+            kept = RunSummary.from_line(cached.text(), cached.text)
+            if kept.fingerprint == p.prints[r["id"]]:
+                return kept
+        elif isinstance(cached, dict) and cached.get("fingerprint") == p.prints[r["id"]]:
+            return RunSummary.from_json(cached)  # a manifest of the older layout
+    except (KeyError, TypeError, ValueError):
+        pass  # a damaged manifest: built again
+    return RunSummary.of(p.views.of(r["id"]), p.prints[r["id"]])
+
+
+def _write_run(p: _Pass, r: dict) -> bool:
+    """The article and evidence page of ``r`` in every language, unless fresh; True when rendered."""
+    key = f"run-{r['id']}"
+    files = [_lang_file(p.out_dir, key, lang) for lang in LANGUAGES]
+    ev_files = [_lang_file(p.out_dir, f"{key}-evidence", lang) for lang in LANGUAGES]
+    ev_fresh = p.fresh(f"{key}-evidence", ev_files + sample_files(p.out_dir, r["id"]))
+    if ev_fresh and p.fresh(key, files):
+        return False
+    view = _run_view(p, r)
+    # downloads, addenda and the feed's date are part of the page as first written: each file once
+    entries = addenda(p.db, r["id"], view) if r["id"] in p.published else None
+    when = date_line(r["started_at"])
+    for lang, path, ev_path in zip(LANGUAGES, files, ev_files):
+        text = render_run(view, lang, p.out_dir / "img", p.project, show_addresses=p.show_addresses)
+        if entries is not None:
+            text = with_addenda(text, r["id"], entries, Lang(lang))
+        p.write(path, dated(text, when))
+        if not ev_fresh:
+            p.write(ev_path, with_downloads(render_evidence(view, lang, show_addresses=p.show_addresses), r["id"],
+                                            Lang(lang)))
+    if not ev_fresh:  # the run's samples (CSV, JSON) beside its evidence
+        p.written.extend(write_run_samples(p.db, p.out_dir, r["id"], show_addresses=p.show_addresses))
+    return True
+
+
+def _run_view(p: _Pass, r: dict) -> dict:
+    """What the run's article shows: its view with its headline's ratio across runs and the steps it starts."""
+    base = p.views.of(r["id"])
+    h = base["headline"]
+    ratio = None
+    if h and h.get("other") and r["status"] == "completed":  # an unfinished run gets no headline
+        rr = ratio_range(p.all_runs, p.summaries, r, h["best"]["name"], h["other"]["name"], h["cls"])
+        ratio = rr | {"a": h["best"]["name"], "b": h["other"]["name"]} if rr else None
+    if p.prev[r["id"]]:
+        p.views.of(p.prev[r["id"]])  # the comparison reads both runs' samples
+    view = article_view(p.db, base, previous_id=p.prev[r["id"]], ratio=ratio, views=p.views, project=p.project,
+                        show_addresses=p.show_addresses).context()
+    view["lead"] = view["lead"] | {"steps": lead_steps(p.starts.get(r["id"]))}  # the steps it starts
+    for h in (view["comparison"] or {}).get("held", []):  # the previous headline's ratio across runs
+        h["across"] = ratio_range(p.all_runs, p.summaries, r, h["before"]["best"], h["before"]["other"], h["cls"])
+    return view
+
+
+def _write_comparison(p: _Pass, r: dict, p_id: int) -> ComparisonSummary:
+    """The comparison of ``r`` with its previous run, unless fresh; its summary either way."""
+    key = f"run-{r['id']}-vs-{p_id}"
+    files = [_lang_file(p.cmp_dir, key, lang) for lang in LANGUAGES]
+    if p.fresh(key, files) and isinstance(p.old["comparisons"].get(key), dict):
+        try:
+            return ComparisonSummary.from_json(p.old["comparisons"][key], key)
+        except (KeyError, TypeError, ValueError):
+            pass
+    p.views.of(p_id), p.views.of(r["id"])  # the comparison reads both runs' samples
+    cmp = compare_runs(p.db, p_id, r["id"], p.views)
+    for lang, path in zip(LANGUAGES, files):
+        p.write(path, render_compare(cmp, lang, p.cmp_dir / "img", show_addresses=p.show_addresses))
+    return ComparisonSummary.of(cmp, key)
+
+
+def _write_indexes(p: _Pass, comparisons: list[ComparisonSummary]) -> None:
+    """The runs index, its month pages and the home page, from the runs' summaries."""
+    all_runs, summaries = p.all_runs, p.summaries
     # unfinished runs stay out of every cross-run figure; their own articles still show what they stored
     models = models_across([r for r in all_runs if r["status"] == "completed"],
                            lambda rid: model_figures(summaries[rid]), keep=MODEL_RUNS,
@@ -254,32 +331,23 @@ def _write_articles(db, project: Path, progress, show_addresses: bool) -> tuple[
     for r in all_runs:  # the index states each finished run's headline by the article's rule
         r["headline"] = summaries[r["id"]].headline if r["status"] == "completed" else None
         r["no_headline"] = no_headline_reason(summaries[r["id"]]) if r["status"] == "completed" else None
-    bench = llama_bench_view(db)
-    archives = _archives(all_runs, comparisons, prints, keys) if len(all_runs) > INDEX_RUNS else []
+    bench = llama_bench_view(p.db)
+    archives = _archives(all_runs, comparisons, p.prints, p.keys) if len(all_runs) > INDEX_RUNS else []
     for a in archives:
-        files = [_lang_file(out_dir, a["name"], lang) for lang in LANGUAGES]
-        if fresh(a["name"], files):
+        files = [_lang_file(p.out_dir, a["name"], lang) for lang in LANGUAGES]
+        if p.fresh(a["name"], files):
             continue  # a month with no new or changed run: its page is not rendered again
         for lang, path in zip(LANGUAGES, files):
-            if _write_if_changed(path, render_archive(a["month"], a["runs"], a["comparisons"], lang,
-                                                      show_addresses=show_addresses)):
-                written.append(path)
+            p.write(path, render_archive(a["month"], a["runs"], a["comparisons"], lang,
+                                         show_addresses=p.show_addresses))
     for lang in LANGUAGES:
-        p = _lang_file(out_dir, "index", lang)
-        if _write_if_changed(p, render_index(all_runs[:INDEX_RUNS], lang, comparisons[:INDEX_RUNS], models,
-                                             bench, archives=archives, model_runs=MODEL_RUNS,
-                                             older_comparisons=max(0, len(comparisons) - INDEX_RUNS),
-                                             show_addresses=show_addresses)):
-            written.append(p)
-    written += write_home(project / "site", lambda lang: render_home(all_runs, lang, comparisons,
-                                                                    show_addresses=show_addresses))
-    for produce in _page_producers():
-        written += produce(db, project, show_addresses=show_addresses)
-    _remove_stale(out_dir, cmp_dir, keys)
-    remove_stale_samples(out_dir, [r["id"] for r in all_runs])
-    manifest = {"pages": keys, "runs": {str(rid): s for rid, s in summaries.items()},
-                "comparisons": {c.key: c.to_json() for c in comparisons}}
-    return written, manifest, manifest_path, old
+        p.write(_lang_file(p.out_dir, "index", lang),
+                render_index(all_runs[:INDEX_RUNS], lang, comparisons[:INDEX_RUNS], models, bench,
+                             archives=archives, model_runs=MODEL_RUNS,
+                             older_comparisons=max(0, len(comparisons) - INDEX_RUNS),
+                             show_addresses=p.show_addresses))
+    p.written += write_home(p.project / "site", lambda lang: render_home(all_runs, lang, comparisons,
+                                                                        show_addresses=p.show_addresses))
 
 
 #: how far each table of the store was found free of damaged values (report/tolerance.py)
@@ -345,7 +413,7 @@ def build(db_path: Path, project: Path, *, run_mkdocs: bool = True, show_address
     except SiteSettingsError as exc:
         raise ReportError(str(exc)) from exc
     scaffold(project)
-    # issue 14 item 6: the publishable database beside the evidence (each run's samples come with its
+    # The publishable database beside the evidence (each run's samples come with its
     # articles). Made on a thread of its own while the articles render: the copy and the row compare run
     # inside SQLite, which lets go of the GIL, so at a year of runs their seconds overlap the pages'.
     # It starts only once the store has been opened and found to be cardproof's: a database that is

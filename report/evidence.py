@@ -8,12 +8,12 @@ are picked by fact (:func:`journal_excerpt`), never by a time window.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 
 from cardproof.daemon.load.stats import _intervals, percentile, rate_digits
 from cardproof.daemon.logs.summary import crashed_loads, load_summaries
+from cardproof.daemon.store import json_value
 
 #: Facts whose lines tell the speculative-decoding story of a load.
 SPEC_FACTS = ("spec_type", "spec_draft_n_max", "draft_model", "draft_context_mib", "draft_acceptance")
@@ -45,11 +45,7 @@ def _cited_lines(conn, load_id: int) -> set[int]:
     except sqlite3.OperationalError:  # a store without the table, opened read-only
         rows = []
     for (text,) in rows:
-        try:
-            found = json.loads(text or "[]")
-        except ValueError:
-            continue
-        ids |= {i for i in found if isinstance(i, int)} if isinstance(found, list) else set()
+        ids |= {i for i in json_value(text, list, []) if isinstance(i, int)}
     return ids
 
 

@@ -413,7 +413,7 @@ def build_gate(db_path: Path, project: Path, code: str) -> dict:
     the author's notes, the pages written and the manifest.
 
     Equal to the last build's record: nothing can have changed, and a build that changes nothing
-    need not read the store's rows at all (issue 19: a no-op rebuild at a year of runs in under 2 s).
+    need not read the store's rows at all (a no-op rebuild at a year of runs in under 2 s).
     A run stored as ``running`` is judged by its process and the clock (daemon/liveness.py), which no
     record of the store follows: while there is one, the gate never holds.
     """

@@ -8,10 +8,11 @@ resting on partial evidence is never shown as plain.
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from cardproof.marks import N_
+
+from cardproof.daemon.store import json_value
 
 #: verdict -> the words the table shows (catalogue message ids)
 VERDICT_WORDS = {"fits": "fits", "does_not_fit": N_("does not fit"), "not_on_card": N_("not on a card"),
@@ -19,14 +20,6 @@ VERDICT_WORDS = {"fits": "fits", "does_not_fit": N_("does not fit"), "not_on_car
 #: what a "fits" needs and a load may not give (fit_evidence.judge's names) -> catalogue message ids
 MISSING_WORDS = {"offloaded layers": N_("no offload line in the log"), "KV buffer": N_("no KV buffer line in the log"),
                  "context size": N_("no context size in the log"), "card memory": N_("no card memory reading")}
-
-
-def _json(text, kind):
-    try:
-        value = json.loads(text) if text else None
-    except (ValueError, RecursionError):
-        return kind()
-    return value if isinstance(value, kind) else kind()
 
 
 def _num(value):
@@ -49,13 +42,13 @@ def fit_view(db, run_id: int) -> list[dict]:
     by_model: dict[str, list[dict]] = {}
     for values in cur.fetchall():
         r = dict(zip(names, values))
-        evidence = _json(r.get("evidence_json"), dict)
+        evidence = json_value(r.get("evidence_json"), dict, {})
         cite = {k: v[0] for k, v in evidence.items()
                 if k != "missing" and isinstance(v, list) and v and isinstance(v[0], int)}
         missing = [MISSING_WORDS[m] for m in evidence.get("missing", []) if m in MISSING_WORDS] \
             if isinstance(evidence.get("missing"), list) else []
         resident, total = _num(r.get("resident_mib")), _num(r.get("card_total_mib"))
-        buffers = _json(r.get("buffers_json"), dict)
+        buffers = json_value(r.get("buffers_json"), dict, {})
         by_model.setdefault(r.get("model") or "?", []).append({
             "id": r["id"], "context": _num(r.get("context_tokens")), "verdict": r.get("verdict"),
             "verdict_words": VERDICT_WORDS.get(r.get("verdict"), None),

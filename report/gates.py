@@ -11,6 +11,8 @@ from cardproof.daemon.campaign import CampaignError, parse_campaign, parse_gates
 from cardproof.daemon.gates import GATES, default_config
 from cardproof.marks import N_
 
+from .cell_kinds import ORDER, SQL_STEP_KINDS
+
 _warned: set[tuple[str, int]] = set()
 
 #: why a gate has no canary row (a message id: pages translate it)
@@ -86,14 +88,15 @@ def gate_summary(db: sqlite_utils.Database, run_id: int) -> list[dict]:
     # only a measured cell takes: the counters and the embedding probe around the cell)
     unjudged: dict[str, list[str]] = {}
     for r in db.query(
-        """select gate, samples.kind as kind, count(*) as n, sum(fired is null) as unknown
+        f"""select gate, samples.kind as kind, count(*) as n, sum(fired is null) as unknown
            from gate_results join samples on samples.id = sample_id
-           where samples.run_id = ? and samples.kind in ('load', 'rate', 'depth') group by gate, samples.kind
-           order by case samples.kind when 'load' then 0 when 'rate' then 1 else 2 end""",
+           where samples.run_id = ? and samples.kind in {SQL_STEP_KINDS} group by gate, samples.kind""",
         [run_id],
     ):
         if r["n"] and r["unknown"] == r["n"]:
             unjudged.setdefault(r["gate"], []).append(r["kind"])
+    for kinds in unjudged.values():
+        kinds.sort(key=ORDER.__getitem__)  # the cell kinds' own order (report/cell_kinds.py)
     per_cell: dict[str, list[dict]] = {}
     for r in db.query(
         """select gate, models.name as model, cells.prompt_class, cells.reasoning, cells.id as cell_id,

@@ -1,4 +1,4 @@
-"""The lead of a run that starts a step on the trend pages says so (issue 20 item 4).
+"""The lead of a run that starts a step on the trend pages says so.
 
 A step is claimed only once the runs after it confirm the new level, so a
 run's article learns that it starts one when a later run is stored: the

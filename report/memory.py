@@ -20,6 +20,7 @@ from cardproof.daemon.memory.reconcile import CATEGORY as CATEGORY_FACTS, reconc
 
 from cardproof.marks import N_
 from .queries import is_measured_load
+from cardproof.daemon.store import json_value
 
 
 def _status(db, run_id: int) -> tuple[str, str | None, str | None]:
@@ -146,11 +147,7 @@ def _host_part(sr: dict | None) -> dict | None:
 
 
 def _line_ids(sr: dict) -> list:
-    try:
-        ids = json.loads(sr.get("line_ids_json") or "[]")
-    except (TypeError, ValueError):
-        return []
-    return [i for i in ids if isinstance(i, int)] if isinstance(ids, list) else []
+    return [i for i in json_value(sr.get("line_ids_json"), list, []) if isinstance(i, int)]
 
 
 def _process(db, load_id: int) -> dict:

@@ -1,4 +1,4 @@
-"""Server logs imported without a campaign: a short article each (issue 15).
+"""Server logs imported without a campaign: a short article each.
 
 ``cardproof logs import server.log`` with no run stores the log's loads,
 facts and the requests the server counted itself; ``cardproof report build``

@@ -20,6 +20,7 @@ from cardproof.daemon.rules.outcome import rule_sha256
 
 from cardproof.marks import N_
 from .findings import cells_measurable
+from cardproof.daemon.store import json_value
 
 
 NO_GRADE = ("INCONCLUSIVE", "ERROR", "SKIP")
@@ -164,10 +165,7 @@ def _format_count(rows: list[dict]) -> dict | None:
     ``{"followed": n, "answers": m}``, or None for a probe that asks no form."""
     flags = []
     for r in rows:
-        try:
-            detail = json.loads(r["detail_json"] or "{}")
-        except ValueError:  # a damaged row: no answer to count, never a failed build
-            continue
+        detail = json_value(r["detail_json"])  # a damaged row: no answer to count, never a failed build
         if isinstance(detail, dict) and isinstance(detail.get("format_followed"), bool):
             flags.append(detail["format_followed"])
     return {"followed": sum(flags), "answers": len(flags)} if flags else None

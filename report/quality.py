@@ -9,10 +9,10 @@ figures beside each other are of the same cells' kind.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from .findings.pick import card_rows, number
+from cardproof.daemon.store import json_value
 
 #: the quality_checks columns a row of the section shows
 FIGURES = ("kld_mean", "kld_mean_err", "kld_median", "kld_p99", "kld_max", "same_top", "same_top_err", "ppl",
@@ -92,11 +92,7 @@ def _class(view: dict, cells: dict, rows: list[dict]) -> str | None:
 
 
 def _cite(text: str | None) -> dict[str, int]:
-    try:
-        data = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return {k: v for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else {}
+    return {k: v for k, v in json_value(text, dict, {}).items() if isinstance(v, int)}
 
 
 def pareto(rows: list[dict]) -> list[str]:

@@ -15,6 +15,7 @@ from . import findings
 from .gates import excluded_samples
 from .stats import spread
 from .variants import variant_rows, variants_view
+from cardproof.daemon.store import json_value
 
 
 def runs(db: sqlite_utils.Database) -> list[dict]:
@@ -45,6 +46,46 @@ def _median_ids(valid: list[dict], key: str) -> set:
 
 def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     """Everything one run article needs, computed from rows alone."""
+    run = _run_row(db, run_id)
+    limits = findings.report_limits(run["campaign_text"])
+    cells, samples, loads = _measured_rows(db, run_id)
+    _judge_cells(cells, samples, limits)
+    models = _models_of(cells, loads)
+    # a variant is measured as a model of its own (base~name): its figures go to the Variants section,
+    # not into the headline and the main table, which compare the campaign's models
+    variant_of = variant_rows(db, run_id)
+    variant_names = {v["model"] for v in variant_of}
+    variant_models = {n: m for n, m in models.items() if n in variant_names}
+    models = {n: m for n, m in models.items() if n not in variant_names}
+    classes = list(dict.fromkeys(c["prompt_class"] for c in cells))
+    return {
+        "run": run,
+        "gpus": _gpus(run["gpus_json"]),
+        "props": json.loads(run["server_props_json"] or "{}"),
+        "cells": cells,
+        "samples": samples,
+        "loads": loads,
+        "models": list(models.values()),
+        "classes": classes,
+        "reasoning_modes": sorted({bool(c["reasoning"]) for c in cells}),
+        "class_tokens": _class_tokens(cells, classes),
+        "exceptions": [s for s in samples if s["error_kind"]],
+        "canary_samples": list(db.query(
+            "select samples.*, cells.canary_gate from samples join cells on cells.id = samples.cell_id "
+            "where samples.run_id = ? and samples.kind = 'canary' order by samples.id", [run_id])),
+        "excluded_count": sum(1 for s in samples if s["excluded_by"]),
+        "excluded_by_gate": _count_by_gate(samples),
+        "headline": findings.headline(list(models.values()), classes),
+        "every_sample": findings.every_sample_order(list(models.values()), classes),
+        "unstable_ratio": limits["unstable_ratio"],
+        "unstable_interval_pct": limits["unstable_interval_pct"],
+        "unstable_cells": [c for c in cells if c["unstable"]],
+        "variants": variants_view(db, run_id, list(models.values()), variant_models, variant_of, classes),
+    }
+
+
+def _run_row(db: sqlite_utils.Database, run_id: int) -> dict:
+    """The run's row with its campaign's, its effective status and its registration; KeyError if none."""
     run = next(
         db.query(
             """
@@ -61,34 +102,30 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         raise KeyError(f"no run {run_id}")
     run = effective_runs(db, [run])[0]
     run["registration"] = _registration(db, run)
-    limits = findings.report_limits(run["campaign_text"])
-    limit = limits["unstable_ratio"]
-    cells = list(
-        db.query(
-            """
-            select cells.*, models.name as model, models.file_bytes, models.quantisation,
-                   models.architecture, models.digest, models.path as model_path
-            from cells join models on models.id = cells.model_id
-            where cells.run_id = ? and coalesce(cells.kind, 'measure') = 'measure' order by cells.position
-            """,
-            [run_id],
-        )
-    )
-    samples = list(
-        db.query(
-            "select * from samples where run_id = ? and coalesce(kind, 'measure') = 'measure' order by id",
-            [run_id],
-        )
-    )
-    loads = list(
-        db.query(
-            """select loads.*, models.name as model, samples.kind as sample_kind
-               from loads join models on models.id = loads.model_id
-               left join samples on samples.id = loads.sample_id
-               where loads.run_id = ? and loads.merged_into is null order by loads.id""",
-            [run_id],
-        )
-    )
+    return run
+
+
+def _measured_rows(db: sqlite_utils.Database, run_id: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """The run's prompt-class cells, their samples (each with the gates that fired on it and those that
+    exclude it) and the run's loads (each marked whether it is a measured load)."""
+    cells = list(db.query(
+        """
+        select cells.*, models.name as model, models.file_bytes, models.quantisation,
+               models.architecture, models.digest, models.path as model_path
+        from cells join models on models.id = cells.model_id
+        where cells.run_id = ? and coalesce(cells.kind, 'measure') = 'measure' order by cells.position
+        """,
+        [run_id],
+    ))
+    samples = list(db.query(
+        "select * from samples where run_id = ? and coalesce(kind, 'measure') = 'measure' order by id", [run_id]))
+    loads = list(db.query(
+        """select loads.*, models.name as model, samples.kind as sample_kind
+           from loads join models on models.id = loads.model_id
+           left join samples on samples.id = loads.sample_id
+           where loads.run_id = ? and loads.merged_into is null order by loads.id""",
+        [run_id],
+    ))
     for ld in loads:
         ld["measured"] = is_measured_load(ld)
     excluded = excluded_samples(db, run_id)
@@ -100,9 +137,11 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     for s in samples:
         s["excluded_by"] = excluded.get(s["id"], [])
         s["fired_gates"] = fired.get(s["id"], [])
-    canary_samples = list(db.query(
-        "select samples.*, cells.canary_gate from samples join cells on cells.id = samples.cell_id "
-        "where samples.run_id = ? and samples.kind = 'canary' order by samples.id", [run_id]))
+    return cells, samples, loads
+
+
+def _judge_cells(cells: list[dict], samples: list[dict], limits: dict) -> None:
+    """Each cell's samples, valid ones, spreads, median samples and stability, set on the cell."""
     by_cell = defaultdict(list)
     for s in samples:
         by_cell[s["cell_id"]].append(s)
@@ -125,6 +164,9 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
         toks = [s["prompt_tokens"] for s in valid if s["prompt_tokens"] is not None]
         c["prompt_tokens"] = (min(toks), max(toks)) if toks else None
 
+
+def _models_of(cells: list[dict], loads: list[dict]) -> dict[str, dict]:
+    """Model name -> its cells by (prompt class, reasoning), its loads and the spread of its measured loads."""
     models: dict[str, dict] = {}
     for c in cells:
         m = models.setdefault(
@@ -139,42 +181,17 @@ def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     for m in models.values():
         # canary reloads, canary and probe requests never enter a measured figure
         m["load"] = spread(ld["load_seconds"] for ld in m["loads"] if ld["measured"] and ld["load_seconds"])
+    return models
 
-    # a variant is measured as a model of its own (base~name): its figures go to the Variants section,
-    # not into the headline and the main table, which compare the campaign's models
-    variant_of = variant_rows(db, run_id)
-    variant_names = {v["model"] for v in variant_of}
-    variant_models = {n: m for n, m in models.items() if n in variant_names}
-    models = {n: m for n, m in models.items() if n not in variant_names}
-    classes = list(dict.fromkeys(c["prompt_class"] for c in cells))
-    reasoning_modes = sorted({bool(c["reasoning"]) for c in cells})
-    class_tokens = {}
+
+def _class_tokens(cells: list[dict], classes: list[str]) -> dict[str, tuple[int, int] | None]:
+    """Per prompt class the fewest and most prompt tokens of its valid samples."""
+    out = {}
     for cls in classes:
         toks = [s["prompt_tokens"] for c in cells if c["prompt_class"] == cls for s in c["valid"]
                 if s["prompt_tokens"] is not None]
-        class_tokens[cls] = (min(toks), max(toks)) if toks else None
-    return {
-        "run": run,
-        "gpus": _gpus(run["gpus_json"]),
-        "props": json.loads(run["server_props_json"] or "{}"),
-        "cells": cells,
-        "samples": samples,
-        "loads": loads,
-        "models": list(models.values()),
-        "classes": classes,
-        "reasoning_modes": reasoning_modes,
-        "class_tokens": class_tokens,
-        "exceptions": [s for s in samples if s["error_kind"]],
-        "canary_samples": canary_samples,
-        "excluded_count": sum(1 for s in samples if s["excluded_by"]),
-        "excluded_by_gate": _count_by_gate(samples),
-        "headline": findings.headline(list(models.values()), classes),
-        "every_sample": findings.every_sample_order(list(models.values()), classes),
-        "unstable_ratio": limit,
-        "unstable_interval_pct": limits["unstable_interval_pct"],
-        "unstable_cells": [c for c in cells if c["unstable"]],
-        "variants": variants_view(db, run_id, list(models.values()), variant_models, variant_of, classes),
-    }
+        out[cls] = (min(toks), max(toks)) if toks else None
+    return out
 
 
 def _gpus(raw: str | None) -> dict:
@@ -183,11 +200,7 @@ def _gpus(raw: str | None) -> dict:
     An older or damaged row may hold other shapes; what is not a GPU entry
     is left out rather than failing the article.
     """
-    try:
-        data = json.loads(raw) if raw else {}
-    except (ValueError, RecursionError):
-        data = {}
-    data = data if isinstance(data, dict) else {}
+    data = json_value(raw, dict, {})
     gpus = data.get("gpus") if isinstance(data.get("gpus"), list) else []
     return data | {"gpus": [{"name": g.get("name"), "memory_total_mib": g.get("memory_total_mib")} | g
                             for g in gpus if isinstance(g, dict)]}

@@ -63,7 +63,14 @@ _STALE_CACHE_S = 7 * 86400
 
 
 class _TemplateCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates between processes; a cache that cannot be written is no cache, never an error."""
+    """Compiled templates between processes; a cache that cannot be read or written is no cache, never an
+    error (Jinja lets some of ``open``'s errors through: a folder that became a file, an I/O error)."""
+
+    def load_bytecode(self, bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except OSError:
+            pass  # the template is compiled from its source
 
     def dump_bytecode(self, bucket) -> None:
         try:

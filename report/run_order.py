@@ -21,6 +21,7 @@ from datetime import datetime
 from cardproof.daemon.hostload import foreign_cores
 from cardproof.daemon.order import interleave
 from cardproof.daemon.said import said_json
+from cardproof.daemon.store import json_value
 
 
 def _(message: str) -> str:
@@ -85,11 +86,8 @@ def _host(db, cell_ids: list[int]) -> dict | None:
     readings: dict[int, dict] = {}
     for r in db.query(f"""select cell_id, phase, value_json from cell_checks where "check" = 'host_cpu'
                           and cell_id in ({marks})""", cell_ids):
-        try:
-            value = json.loads(r["value_json"] or "null")
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, dict):
+        value = json_value(r["value_json"], dict)
+        if value is not None:
             readings.setdefault(r["cell_id"], {})[r["phase"]] = value
     per_cell = [foreign_cores(p["before"], p["after"]) for p in readings.values() if "before" in p and "after" in p]
     per_cell = [h for h in per_cell if h is not None]

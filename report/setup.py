@@ -12,11 +12,11 @@ machine) is said to be missing, never filled in.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 
 from cardproof.daemon.runsetup import KERNEL_FLAGS
+from cardproof.daemon.store import json_value
 from cardproof.marks import N_
 
 #: llama-server's router prints a child's command line one argument per line after this line
@@ -25,14 +25,6 @@ _ARG = re.compile(r"\bload: {3}(\S.*)$")
 #: the load settings the section names, by the fact that states each (daemon/logs/parsers/)
 SETTINGS = ("flash_attn", "n_batch", "n_ubatch", "slots", "kv_cache_type_k", "kv_cache_type_v", "n_threads",
             "n_threads_batch", "ctx_size", "offloaded_layers", "total_layers", "spec_type", "draft_model")
-
-
-def _json(text, default):
-    try:
-        value = json.loads(text) if text else default
-    except (TypeError, ValueError):
-        return default
-    return value if isinstance(value, type(default)) else default
 
 
 def _row(db, run_id: int) -> dict | None:
@@ -121,10 +113,10 @@ def setup_view(db, view: dict) -> dict:
     flags = (row.get("cpu_flags") or "").split()
     loads = [ld for ld in (view.get("evidence") or {}).get("loads", []) if ld.get("facts") is not None]
     commands = _command_lines(db, [ld["id"] for ld in loads])
-    cmdline = _json(row.get("server_cmdline_json"), [])
-    start, end = _json(row.get("load_start_json"), {}), _json(row.get("load_end_json"), {})
+    cmdline = json_value(row.get("server_cmdline_json"), list, [])
+    start, end = json_value(row.get("load_start_json"), dict, {}), json_value(row.get("load_end_json"), dict, {})
     cpus = row.get("usable_cpus") or row.get("cpu_threads")
-    models = _json(row.get("models_json"), [])
+    models = json_value(row.get("models_json"), list, [])
     requantized = _requantized(run.get("campaign_text"))
     for m in models:
         m["made_from"] = requantized.get(m.get("name"))

@@ -1,5 +1,5 @@
 """The site build: a full ``mkdocs build --strict`` when anything site-wide changed, otherwise only the
-pages whose Markdown changed (issue 19: one new run published in under a minute at 1,000 runs).
+pages whose Markdown changed (one new run published in under a minute at 1,000 runs).
 
 A full build renders every page of both languages (minutes at a thousand runs). mkdocs' own ``dirty``
 build renders only pages whose Markdown is newer than their HTML; on its own it is not safe, and

@@ -14,7 +14,6 @@ candidate, its base included, and its log proved every argument.
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 
@@ -22,6 +21,7 @@ from cardproof.daemon.memory.host import load_summary
 from cardproof.daemon.memory.readings import is_card_device
 from cardproof.daemon.memory.reconcile import reconcile_load
 from cardproof.daemon.variants.evidence import check_variant
+from cardproof.daemon.store import json_value
 from cardproof.marks import N_
 
 #: a variant's status (daemon/variants/evidence.py) -> the words the page shows (catalogue message ids)
@@ -32,14 +32,6 @@ STATUS_WORDS = {"took": N_("every argument took"), "partly": N_("partly shown in
 CHECK_WORDS = {"took": "took", "contradicted": "contradicted", "not shown": N_("not shown in the log"),
                "not checked": N_("not checked")}
 STATES_A_FINDING = ("took", "partly")
-
-
-def _json(text, kind):
-    try:
-        value = json.loads(text) if text else None
-    except (ValueError, RecursionError):
-        return kind()
-    return value if isinstance(value, kind) else kind()
 
 
 def variant_rows(db, run_id: int) -> list[dict]:
@@ -63,7 +55,7 @@ def rederived(db, row: dict) -> tuple[str | None, list[dict]]:
     if row.get("load_id") is None or row.get("status") in ("refused", "failed"):
         return row.get("status"), []
     lines = conn.execute("select id, raw from log_lines where load_id = ? order by id", [row["load_id"]]).fetchall()
-    args = [a for a in _json(row.get("args_json"), list) if isinstance(a, str)]
+    args = [a for a in json_value(row.get("args_json"), list, []) if isinstance(a, str)]
     status, checks = check_variant(args, [(i, raw or "") for i, raw in lines])
     return status, [c.to_json() for c in checks]
 
@@ -147,10 +139,10 @@ def variants_view(db, run_id: int, models: list[dict], variant_models: dict[str,
         status, checks = rederived(db, r)
         entry = {
             "id": r["id"], "name": r["name"], "model": r["model"], "source": r.get("source"),
-            "args": [a for a in _json(r.get("args_json"), list) if isinstance(a, str)],
+            "args": [a for a in json_value(r.get("args_json"), list, []) if isinstance(a, str)],
             # as a shell would take it: a pattern's backslashes and spaces shown as typed
-            "args_text": shlex.join(a for a in _json(r.get("args_json"), list) if isinstance(a, str)),
-            "server_args": [a for a in _json(r.get("server_args_json"), list) if isinstance(a, str)],
+            "args_text": shlex.join(a for a in json_value(r.get("args_json"), list, []) if isinstance(a, str)),
+            "server_args": [a for a in json_value(r.get("server_args_json"), list, []) if isinstance(a, str)],
             "base_args_source": r.get("base_args_source"), "server_kind": r.get("server_kind"),
             "status": status, "status_words": STATUS_WORDS.get(status),
             "note": r.get("note"), "load_id": r.get("load_id"),

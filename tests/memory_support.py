@@ -84,7 +84,7 @@ def add_cell(store, run_id, model_id, *, pinned=True, prompt_class="short") -> i
 
 
 def add_seed_lines(store, run_id, load_id) -> None:
-    """The seed load's log lines and the facts the issue-4 parsers make of them."""
+    """The seed load's log lines and the facts the log parsers make of them."""
     src = store.insert("log_sources", {"kind": "plain", "name": "seed.log"})
     for entry in fixture("seed_load_lines.json")["lines"]:
         line_id = store.insert("log_lines", {"source_id": src, "run_id": run_id, "ts": utcnow(),

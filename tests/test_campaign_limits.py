@@ -1,4 +1,4 @@
-"""Issue 16 items 3 and 7: every campaign and daemon-config key has a type and a range.
+"""Every campaign and daemon-config key has a type and a range.
 
 Bad values go through the real CLI (click's runner, the real SQLite store):
 exit 2, exactly one line on stderr naming the file and the dotted key, and
@@ -46,7 +46,7 @@ HUGE = "9223372036854775807"
 
 # (text in GOOD, its replacement, the key named in the error[, TOML appended at the end])
 BAD = [
-    # issue 16 item 7, as filed
+    # the hostile values a reviewer tried, as given
     ("repetitions = 2", f"repetitions = {HUGE}", "campaign.repetitions"),
     ("[[models]]\nname = \"a\"", f"[prompts.big]\ntarget_tokens = {HUGE}\n[[models]]\nname = \"a\"",
      "prompts.big.target_tokens"),
@@ -54,7 +54,7 @@ BAD = [
     ('url = "http://127.0.0.1:9"', 'url = "http://127.0.0.1:9"\nrequest_timeout_s = inf', "server.request_timeout_s"),
     ('url = "http://127.0.0.1:9"', 'url = "http://[::1"', "server.url"),
     ('name = "b"', 'name = "b"\n[gates.load_time]\nthreshold = nan', "gates.load_time.threshold"),
-    # issue 16 item 3: NUL and control characters in names
+    # NUL and control characters in names
     ('name = "a"', 'name = "a\\u0000b"', "models[0].name"),
     ('name = "b"', 'name = "b\\u001b[31m"', "models[1].name"),
     ('name = "b"', 'name = "b\\u0085"', "models[1].name"),  # C1 control

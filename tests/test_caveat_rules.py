@@ -1,4 +1,4 @@
-"""Issue 18 item 2: a caveat rule is one module (check, order, messages in both languages) plus its test.
+"""A caveat rule is one module (check, order, messages in both languages) plus its test.
 
 Real parts: the package's modules found as the registry finds them, their
 source read by Python's own parser, and the report's German catalogue with

@@ -1,4 +1,4 @@
-"""Issue 18 item 1: one chat_raw for every backend, llama-server's included (it was a twin that differed).
+"""One chat_raw for every backend, llama-server's included (it was a twin that differed).
 
 The hostile answers come from the fake server on 127.0.0.1 (tests/malformed_server.py):
 no real server sends them on purpose. A real llama-server answers the good case.

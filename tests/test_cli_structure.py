@@ -7,6 +7,7 @@ import pkgutil
 from pathlib import Path
 
 import click
+from click.testing import CliRunner
 
 from cardproof import commands
 from cardproof.cli import COMMAND_MODULES, cli
@@ -49,14 +50,63 @@ def test_shared_options_read_the_same_everywhere():
 
 def test_every_command_module_is_registered_and_none_imports_the_cli():
     root = Path(commands.__file__).parent
-    with_register = {m.name for m in pkgutil.iter_modules([str(root)])
-                     if "def register(" in (root / f"{m.name}.py").read_text()}
-    assert {m.__name__.rsplit(".", 1)[1] for m in COMMAND_MODULES} == with_register
+    with_commands = {m.name for m in pkgutil.iter_modules([str(root)])
+                     if "\nCOMMANDS = " in (root / f"{m.name}.py").read_text()}
+    assert {m.__name__.rsplit(".", 1)[1] for m in COMMAND_MODULES} == with_commands
+    ctx = click.Context(cli)
+    registered = {cli.get_command(ctx, n) for n in cli.list_commands(ctx)}
+    assert {c for m in COMMAND_MODULES for c in m.COMMANDS} == registered
     for path in root.glob("*.py"):
-        for node in ast.parse(path.read_text()).body:  # imports at module level: the ones that make a cycle
+        tree = ast.parse(path.read_text())
+        for node in tree.body:  # imports at module level: the ones that make a cycle
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n == "cardproof.cli" or n.startswith("cardproof.cli.") for n in names), path.name
+        # a command is defined at module level, where a reader can import it, not inside a function
+        nested = [f"{path.name}:{inner.lineno}" for outer in ast.walk(tree) if isinstance(outer, ast.FunctionDef)
+                  for inner in ast.walk(outer) if inner is not outer and isinstance(inner, ast.FunctionDef)
+                  and any("command" in ast.unparse(d) or "group" in ast.unparse(d) for d in inner.decorator_list)]
+        assert nested == []
+
+
+#: every command ``cardproof --help`` (and its groups' help) listed when the commands were closures inside
+#: ``register(cli)`` functions: moving them to module level kept each one
+COMMANDS_BEFORE = {
+    "compare", "daemon", "daemon example-config", "daemon install-unit", "daemon run", "demo", "gates", "history",
+    "import", "import llama-bench", "loads", "logs", "logs import", "logs show", "merge", "models", "models fetch",
+    "models make-tiny", "probes", "publish", "queue", "queue add", "queue cancel", "queue list", "register",
+    "report", "report build", "report serve", "rerun", "rules", "rules check", "rules show", "run", "runs", "status",
+    "vram"}
+
+
+def test_cardproof_help_lists_every_command_it_listed_before():
+    runner = CliRunner()
+    listed = set()
+    for group in [()] + [tuple(p.split()) for p in sorted(COMMANDS_BEFORE)]:
+        out = runner.invoke(cli, [*group, "--help"], terminal_width=200)
+        assert out.exit_code == 0, (group, out.output)
+        if "Commands:" in out.output:
+            names = [ln.split()[0] for ln in out.output.split("Commands:", 1)[1].splitlines() if ln.strip()]
+            listed |= {" ".join((*group, n)) for n in names}
+    assert listed == COMMANDS_BEFORE
+
+
+def test_a_command_is_imported_from_its_module_and_invoked_on_its_own(tmp_path):
+    """No ``cardproof`` group needed: the command object is the module's, as a test or a reader finds it."""
+    from cardproof.commands.daemon import queue_group, status_cmd
+    from cardproof.commands.gates import gates_cmd
+    from cardproof.daemon.store import open_store
+
+    runner = CliRunner()
+    db = tmp_path / "never.db"
+    res = runner.invoke(status_cmd, ["--db", str(db)])
+    assert res.exit_code == 0 and res.output.startswith("daemon: no daemon has run"), res.output
+    assert not db.exists()
+    open_store(db).close()
+    res = runner.invoke(queue_group, ["list", "--db", str(db)])
+    assert res.exit_code == 0 and res.output == "", res.output
+    res = runner.invoke(gates_cmd, ["--db", str(db)])
+    assert res.exit_code == 1 and res.output.endswith("never.db: no run in the database\n"), res.output
 
 
 # Each module imported first in a fresh interpreter, and in random orders: tests/test_import_order.py

@@ -1,4 +1,4 @@
-"""The fit test (``[fit]``, issue 17 item 4): a model loaded at each context, fits on the cards or not.
+"""The fit test (``[fit]``): a model loaded at each context, fits on the cards or not.
 
 The CPU cases run the real llama-server on the tiny models and read its real
 log. No NVIDIA GPU exists here: the "fits" and "does not fit" cases read

@@ -11,6 +11,7 @@ campaign none of whose runs changed must not be read at all.
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
 import shutil
 import sqlite3
@@ -21,6 +22,7 @@ import pytest
 
 from cardproof.daemon.store import open_store
 from cardproof.report.build import write_articles
+from cardproof.report.history import cache_json
 from cardproof.report.history import pages as pages_module
 from cardproof.report.history import series as series_module
 from history_data import make_db
@@ -77,7 +79,7 @@ def _two_campaigns(tmp_path: Path) -> tuple[Path, list[int], list[int]]:
 
 
 def _page_files(project: Path) -> list[Path]:
-    return sorted((project / "site").glob(".cardproof-series-*.pickle"))
+    return sorted((project / "site").glob(".cardproof-series-*.json"))
 
 
 def _reads(monkeypatch) -> list[str]:
@@ -124,7 +126,7 @@ def test_a_campaign_whose_runs_did_not_change_is_not_read_and_a_changed_one_is_r
     db, nightly, weekly = _two_campaigns(tmp_path)
     project = tmp_path / "proj"
     write_articles(db, project)
-    files = {pickle.loads(f.read_bytes())["campaign"]: f for f in _page_files(project)}
+    files = {cache_json.loads(f.read_bytes())["campaign"]: f for f in _page_files(project)}
     seen = _reads(monkeypatch)
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
     _same_as_fresh(db, project, tmp_path, "a")
@@ -132,7 +134,7 @@ def test_a_campaign_whose_runs_did_not_change_is_not_read_and_a_changed_one_is_r
     assert mine == [files["nightly"].name]  # the fresh build had none to read
 
     # what the nightly file keeps is what its page shows: a doctored figure shows after the next run
-    part = pickle.loads(files["nightly"].read_bytes())
+    part = cache_json.loads(files["nightly"].read_bytes())
     rid = nightly[1]
     _, points = part["runs"][rid]
     for _key, p in points:
@@ -140,20 +142,20 @@ def test_a_campaign_whose_runs_did_not_change_is_not_read_and_a_changed_one_is_r
         if sp:
             p["spread"]["decode_tps"] = sp.__class__(4321.5, sp.low, sp.high, sp.n)
     part["texts"] = {}  # its rows and lines are made again from the doctored points
-    files["nightly"].write_bytes(pickle.dumps(part))
+    files["nightly"].write_bytes(cache_json.dumps(part))
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=4)
     write_articles(db, project)
     csv = next((project / "site" / "trends").glob("trend-nightly-*.csv")).read_text()
     assert "4321.5" in csv
 
     # the weekly file is not read while its runs stay: a doctored figure there does not show...
-    part = pickle.loads(files["weekly"].read_bytes())
+    part = cache_json.loads(files["weekly"].read_bytes())
     for _key, p in part["runs"][weekly[0]][1]:
         sp = p["spread"].get("decode_tps")
         if sp:
             p["spread"]["decode_tps"] = sp.__class__(9876.5, sp.low, sp.high, sp.n)
     part["texts"] = {}
-    files["weekly"].write_bytes(pickle.dumps(part))
+    files["weekly"].write_bytes(cache_json.dumps(part))
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=5)
     write_articles(db, project)
     assert "9876.5" not in next((project / "site" / "trends").glob("trend-weekly-*.csv")).read_text()
@@ -174,31 +176,74 @@ def built_two(tmp_path_factory):
 
 
 @pytest.mark.parametrize("damage", ["head cut short", "head of other code", "page file cut short",
-                                    "page file of another page", "page file removed", "points of another run"])
+                                    "page file of another page", "page file removed", "points of another run",
+                                    "page file an old pickle", "head an old pickle", "page file of an unknown tag"])
 def test_damaged_cache_files_are_no_cache(tmp_path, damage, built_two):
     src_db, nightly, src_project = built_two
     db, project = tmp_path / "h.db", tmp_path / "proj"
     shutil.copy(src_db, db)
     shutil.copytree(src_project, project)
     head = project / "site" / pages_module.HEAD
-    files = {pickle.loads(f.read_bytes())["campaign"]: f for f in _page_files(project)}
+    files = {cache_json.loads(f.read_bytes())["campaign"]: f for f in _page_files(project)}
     if damage == "head cut short":
         head.write_bytes(head.read_bytes()[:50])
     elif damage == "head of other code":
-        head.write_bytes(pickle.dumps({"format": 5, "campaigns": {}}))
+        head.write_bytes(cache_json.dumps({"format": 5, "campaigns": {}}))
     elif damage == "page file cut short":
         files["nightly"].write_bytes(files["nightly"].read_bytes()[:200])
     elif damage == "page file of another page":
         files["nightly"].write_bytes(files["weekly"].read_bytes())
     elif damage == "page file removed":
         files["weekly"].unlink()
+    elif damage == "page file an old pickle":  # what an older cardproof wrote: never unpickled
+        files["nightly"].write_bytes(pickle.dumps(cache_json.loads(files["nightly"].read_bytes())))
+    elif damage == "head an old pickle":
+        head.write_bytes(pickle.dumps(cache_json.loads(head.read_bytes())))
+    elif damage == "page file of an unknown tag":
+        raw = files["nightly"].read_bytes()
+        assert b'"$t":"spread"' in raw
+        files["nightly"].write_bytes(raw.replace(b'"$t":"spread"', b'"$t":"other"'))
     else:
-        part = pickle.loads(files["nightly"].read_bytes())
+        part = cache_json.loads(files["nightly"].read_bytes())
         part["runs"][nightly[0]] = part["runs"][nightly[1]]
-        files["nightly"].write_bytes(pickle.dumps(part))
+        files["nightly"].write_bytes(cache_json.dumps(part))
     make_db(db, [{"level": 85.0, "build": "b3"}], seed=3)
     _same_as_fresh(db, project, tmp_path, "damaged")
-    assert len(_page_files(project)) == 2 and pickle.loads(head.read_bytes())["format"] == pages_module.FORMAT
+    assert len(_page_files(project)) == 2 and cache_json.loads(head.read_bytes())["format"] == pages_module.FORMAT
+    for f in [head, *_page_files(project)]:  # rebuilt, and as JSON again
+        assert json.loads(f.read_bytes())["format"] == pages_module.FORMAT
+
+
+def test_the_cache_files_are_json_and_an_older_layouts_pickles_are_removed(tmp_path):
+    """The caches sit in the site's source folder: they are read as data (JSON), never unpickled."""
+    db, _, _ = _two_campaigns(tmp_path)
+    project = tmp_path / "proj"
+    site = project / "site"
+    site.mkdir(parents=True)
+    old = [site / ".cardproof-trends-head.pickle", site / ".cardproof-series-0123456789abcdef01234567.pickle"]
+    for f in old:
+        f.write_bytes(pickle.dumps({"format": 8, "campaigns": {}}))
+    write_articles(db, project)
+    files = [site / pages_module.HEAD, *_page_files(project)]
+    assert len(files) == 3
+    for f in files:
+        data = json.loads(f.read_bytes())
+        assert isinstance(data, dict) and data["format"] == pages_module.FORMAT
+    assert not [f for f in old if f.exists()]
+    assert not list(site.glob(".cardproof-*.pickle"))
+    # what a page file keeps reads back as the values it was made of
+    part = cache_json.loads(_page_files(project)[0].read_bytes())
+    assert cache_json.loads(cache_json.dumps(part)) == part
+    assert any(type(k) is int for k in part["runs"]) and any(type(k) is tuple for k in part["texts"])
+
+
+def test_the_cache_codec_refuses_what_it_cannot_write_back():
+    with pytest.raises(TypeError, match="no JSON form"):
+        cache_json.dumps({"a": object()})
+    with pytest.raises(ValueError, match="unknown tag"):
+        cache_json.loads(b'{"$t": "other", "v": 1}')
+    value = {1: ("a", [2.5, None]), ("k", 3): {"$t": "x"}}
+    assert cache_json.loads(cache_json.dumps(value)) == value
 
 
 def test_steps_are_searched_again_only_in_series_with_a_new_point(tmp_path, monkeypatch):
@@ -216,12 +261,12 @@ def test_steps_are_searched_again_only_in_series_with_a_new_point(tmp_path, monk
     # only the weekly series are searched again (the nightly campaign is not even read)
     assert calls and all(seed.startswith("weekly|") for seed in calls)
     # a memo entry is what the page shows: a doctored one shows (the memo is really read)
-    [f] = [f for f in _page_files(project) if pickle.loads(f.read_bytes())["campaign"] == "nightly"]
-    part = pickle.loads(f.read_bytes())
+    [f] = [f for f in _page_files(project) if cache_json.loads(f.read_bytes())["campaign"] == "nightly"]
+    part = cache_json.loads(f.read_bytes())
     key = next(k for k, v in part["steps"].items() if v and "decode_tps" in k[0])
     part["steps"][key] = [part["steps"][key][0].__class__(**{**part["steps"][key][0].__dict__, "ratio": 0.123})]
     part["texts"] = {}
-    f.write_bytes(pickle.dumps(part))
+    f.write_bytes(cache_json.dumps(part))
     (project / "site" / "trends" / ".trends.json").unlink()  # the page is rendered again from its file
     make_db(db, [{"level": 100.0, "build": "b1"}], name="weekly", model="tiny-b", seed=7)  # (a build to do)
     write_articles(db, project)
@@ -272,12 +317,12 @@ def test_a_point_keeps_its_table_rows_and_data_line_and_they_are_what_a_fresh_bu
     [path] = _page_files(project)
 
     def doctor(how):
-        part = pickle.loads(path.read_bytes())
+        part = cache_json.loads(path.read_bytes())
         mine = [k for k in part["texts"] if k[1] == last]
         assert mine and all(part["texts"][k][1] and part["texts"][k][2] for k in mine)
         for k in mine:
             part["texts"][k] = how(*part["texts"][k])
-        path.write_bytes(pickle.dumps(part))
+        path.write_bytes(cache_json.dumps(part))
 
     doctor(lambda fp, rows, line: (fp, {r: v.replace(" | ", " | DOCTORED-ROW ", 1) for r, v in rows.items()},
                                    (line[0], "DOCTORED,LINE\r\n")))

@@ -127,7 +127,7 @@ def hostile_site(own_router, tmp_path_factory):
     store.close()
     _rows_for_empty_tables(db)
     written = fill(db, keep_status={first, second})
-    with sqlite3.connect(db) as conn:  # the vector of issue 16: a run status from a merged database
+    with sqlite3.connect(db) as conn:  # the vector: a run status from a merged database
         conn.execute("update runs set status = ? where id = ?", [STATUS, second + 1])
         # a name that is an evidence anchor: a heading made from it must not take that id
         conn.execute("update models set name = 'line-1' where id = (select min(id) from models)")

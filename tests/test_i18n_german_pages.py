@@ -121,7 +121,7 @@ def test_no_catalogue_english_on_german_pages(german_pages):
 
 
 def test_stored_reasons_are_german_with_german_numbers(german_pages):
-    """The refused depth and the capture gap are said in German with German thousands (issue 14)."""
+    """The refused depth and the capture gap are said in German with German thousands."""
     text = " ".join(german_pages.values())
     assert "Tiefe 4.000.000 Token + 8 erzeugte Token übersteigen den Kontext des Servers" in text
     assert re.search(r"Datei von [\d.]+ auf 1\.500 Byte gekürzt", text)

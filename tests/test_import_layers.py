@@ -25,10 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: layer (bottom first) -> module patterns, relative to cardproof.report
 REPORT_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("text and escaping", ("", "privacy", "messages", "messages.*", "mdsafe", "i18n", "csvsafe", "stats",
-                           "tolerance", "chart_draw", "scaffold", "scaffold.*", "serve", "site_settings")),
+                           "tolerance", "chart_draw", "scaffold", "scaffold.*", "serve", "site_settings",
+                           "cell_kinds")),
     ("queries and views", ("queries", "gates", "findings", "findings.*", "fingerprints", "row_owners", "provenance", "lead",
                            "evidence", "expectations", "fit", "memory", "energy", "probes", "reconcile", "compare",
                            "llama_bench", "history", "history.conditions", "history.steps", "history.series",
+                           "history.cache_json",
                            "history.llama_bench", "caveats", "caveats.*", "contradictions", "contradictions.*",
                            "axes", "views", "summaries", "summary", "setup", "variants", "quality", "run_order")),
     ("sections and charts", ("charts", "axes_charts", "article_parts", "observations", "history.numbers",

@@ -1,4 +1,4 @@
-"""Issue 16 item 11: ``logs import`` of a journal file stores all of it or nothing.
+"""``logs import`` of a journal file stores all of it or nothing.
 
 Real parts: journal files written by systemd-journal-remote, read by the real
 journalctl, through the real CLI into a real SQLite store (Debian packages

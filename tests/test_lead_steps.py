@@ -1,4 +1,4 @@
-"""The lead of a run that starts a step says so, in both languages (issue 20 item 4).
+"""The lead of a run that starts a step says so, in both languages.
 
 Generated multi-run databases with a known step at a known build change
 (tests/history_data.py: real SQLite, synthetic levels, since a real server

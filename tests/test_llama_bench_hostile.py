@@ -1,4 +1,4 @@
-"""Issue 16 item 11: a hostile llama-bench file is refused whole with one line, and nothing is stored.
+"""A hostile llama-bench file is refused whole with one line, and nothing is stored.
 
 Real parts: the real CLI and a real SQLite store. The files are written by
 the test: what matters here is what llama-bench never writes (JSON nested

@@ -63,10 +63,9 @@ def test_interleaved_router_log_is_attributed_line_by_line(store):
 
 def test_unprovable_lines_stay_unattributed(store):
     import_path(store, FIXTURE)
-    for ln in rows(store):
-        if ln["load_id"] is None:
-            assert ln["attribution"] == "unattributed"
-            assert not ln["raw"].startswith("[")  # every child line has its load
+    unplaced = [ln for ln in rows(store) if ln["load_id"] is None]
+    assert unplaced and {ln["attribution"] for ln in unplaced} == {"unattributed"}
+    assert [ln["raw"] for ln in unplaced if ln["raw"].startswith("[")] == []  # every child line has its load
     # router start-up lines belong to no load
     startup = [ln for ln in rows(store) if "starting server in router mode" in ln["raw"]]
     assert startup and startup[0]["load_id"] is None
@@ -78,11 +77,10 @@ def test_child_lines_without_their_spawn_line_are_unattributed(store, tmp_path):
     part = tmp_path / "mid.log"
     part.write_text("\n".join(text[cut:]) + "\n")  # capture started after tiny-b was spawned
     import_path(store, part)
-    for ln in rows(store):
-        if ln["raw"].startswith("[45707]"):
-            assert ln["load_id"] is None and ln["attribution"] == "unattributed"
-        if ln["raw"].startswith("[54611]"):
-            assert ln["model"] == "tiny-a"
+    orphans = [ln for ln in rows(store) if ln["raw"].startswith("[45707]")]  # tiny-b's child, spawn line cut
+    placed = [ln for ln in rows(store) if ln["raw"].startswith("[54611]")]  # tiny-a's child, spawned after the cut
+    assert orphans and all(ln["load_id"] is None and ln["attribution"] == "unattributed" for ln in orphans)
+    assert placed and {ln["model"] for ln in placed} == {"tiny-a"}
 
 
 def test_facts_are_typed_per_device_and_draft_scoped(store):

@@ -1,4 +1,4 @@
-"""Two ``cardproof logs import`` processes on one database at once (issue 16, item 8).
+"""Two ``cardproof logs import`` processes on one database at once.
 
 Real processes, a real SQLite file, real log files (the recorded router log
 of tests/fixtures/logs, repeated to make each import last seconds) and a

@@ -119,8 +119,8 @@ PUBLISHED = [
     # (SIGILL) and 9509 (SIGABRT, behind Docker Desktop's timestamp); in Go code: golang's "[signal ...]" form
     ("SIGILL: illegal instruction", "SIGILL"),
     ("2025-03-05 08:58:42 SIGABRT: abort", "SIGABRT"),
-    # ... and on Windows: ollama/ollama issue 2573 and intel/ipex-llm issue 12914 (0xc000001d), ollama/ollama
-    # issues 15170 and 11255 (0xc0000005)
+    # ... and on Windows: ollama/ollama issue 2573 and intel/ipex-llm issue 12914 (0xc000001d),
+    # ollama/ollama issues 15170 and 11255 (0xc0000005)
     ("Exception 0xc000001d 0x0 0x0 0x7ff8729a99dd", "SIGILL"),
     ("Exception 0xc0000005 0x0 0x50 0x7ffc89efc5c7", "SIGSEGV"),
     # journalctl's pager cut the line short: ollama/ollama issue 630

@@ -1,4 +1,4 @@
-"""A classic draft model (-md) in every log form, and a load that dies before it is ready (issue 15).
+"""A classic draft model (-md) in every log form, and a load that dies before it is ready.
 
 Lines in the forms real servers print: mainline's quoted path, the 2024
 builds' and ik_llama.cpp's ``| key="value"`` fields, their JSON log; the

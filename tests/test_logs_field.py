@@ -1,4 +1,4 @@
-"""Logs as users hand them over (issue 15): collector and container prefixes, process boundaries,
+"""Logs as users hand them over: collector and container prefixes, process boundaries,
 the server's own request counters, and logs in no known format.
 
 The server lines are real (tests/fixtures/logs/real/, see its README, and
@@ -347,7 +347,7 @@ def test_a_shell_job_notice_is_no_router_port(tmp_path, store):
 
 
 def test_a_source_last_read_by_an_older_cardproof_resumes(tmp_path, store):
-    """The stored state of a source from before issue 15 knew only load, pending and ended per stream."""
+    """The stored state of a source from before the observed requests knew only load, pending and ended per stream."""
     lines = POSEIDON.read_text().splitlines(keepends=True)
     path = tmp_path / "older.log"
     path.write_text("".join(lines[:40]))

@@ -1,4 +1,4 @@
-"""Observed requests and logs without a campaign in the published site (issue 15).
+"""Observed requests and logs without a campaign in the published site.
 
 Real third-party logs (tests/fixtures/logs/real/) imported with no run become
 articles of their own; a run's article shows the server's own request

@@ -1,4 +1,4 @@
-"""The import's shortcuts (issue 15, speed) give exactly what the plain way gives.
+"""The import's shortcuts give exactly what the plain way gives.
 
 Real SQLite; the journal-time values are the kind journalctl's export format
 hands over (digits as bytes) next to the JSON format's strings.

@@ -134,7 +134,7 @@ def test_a_process_killed_without_a_word_ends_where_the_next_ones_device_discove
 
 
 def test_a_vulkan_process_restarted_after_its_crash_begins_at_its_device_list(tmp_path):
-    """ik_llama.cpp's Vulkan build (issue 503) segfaults, is started again into the same terminal log.
+    """ik_llama.cpp's Vulkan build (ik_llama.cpp issue 503) segfaults, is started again into the same terminal log.
 
     ``ggml_vulkan: Found 1 Vulkan devices:`` has llama.cpp's line shape and was taken as the crashed
     process's own (as were ``Vulkan0: ...`` and ``Log start`` after it): the second process began at

@@ -116,7 +116,7 @@ def test_backend_errors_never_carry_the_login_of_the_url():
 def test_a_login_in_the_server_url_is_stored_for_display_without_it(fresh_server, tmp_path):
     # a server of its own: with the session's server, the model may have been
     # loaded by an earlier test, and a load that began before the run is not
-    # among the run's published loads (see the closing note of issue 16)
+    # among the run's published loads
     llama_server = fresh_server
     url = llama_server.url.replace("http://", "http://admin:hunter2@")
     assert httpx.get(url + "/health", timeout=10).status_code == 200  # the server ignores the Basic header

@@ -1,4 +1,4 @@
-"""Issue 18 item 7: process tables through psutil, on real processes of this machine.
+"""Process tables through psutil, on real processes of this machine.
 
 A real process tree (a shell with a child and a grandchild), a real listening
 socket and the real /proc for comparison; nothing is recorded.

@@ -1,4 +1,4 @@
-"""Issue 18 item 7: Prometheus text read by prometheus_client, the daemon's own /metrics written by it.
+"""Prometheus text read by prometheus_client, the daemon's own /metrics written by it.
 
 The llama-server case reads a real server's ``/metrics`` (tests/conftest.py);
 the odd exposition cases (timestamps, escaped labels, a garbage line) are

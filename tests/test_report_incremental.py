@@ -1,4 +1,4 @@
-"""The report step after one new run: only that run is read and rendered (issue 19).
+"""The report step after one new run: only that run is read and rendered.
 
 Real SQLite databases from bench/report_data.py's generator (synthetic
 numbers, real rows in every table an article reads: log lines, facts,
@@ -328,7 +328,7 @@ def test_a_full_build_holds_a_bounded_number_of_run_views():
 
 
 def test_a_run_whose_steps_change_renders_its_article_not_its_evidence(gen, tmp_path, monkeypatch):
-    """A later run that confirms a step changes the lead of the run that starts it (issue 20): that
+    """A later run that confirms a step changes the lead of the run that starts it: that
     article is rendered again; its evidence page and sample files, which name no step, are not."""
     gen.add(4)
     project = tmp_path / "proj"

@@ -1,4 +1,4 @@
-"""A rebuild that changes nothing reads no store; a full build writes each article once (issue 19).
+"""A rebuild that changes nothing reads no store; a full build writes each article once.
 
 Real SQLite databases from bench/report_data.py's generator (synthetic
 numbers, real rows in every table an article reads), the real report step

@@ -1,4 +1,4 @@
-"""Issue 16.4: a run whose process is gone is recognised as interrupted.
+"""A run whose process is gone is recognised as interrupted.
 
 The liveness signs are real: a child Python process holds the run's flock
 and is SIGKILLed, /proc gives pids and start times, the daemon runs in a

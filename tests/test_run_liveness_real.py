@@ -1,4 +1,4 @@
-"""Issue 16.4 end to end: ``cardproof run`` as a real process against the real
+"""Liveness end to end: ``cardproof run`` as a real process against the real
 llama-server, SIGKILLed at seeded random points (one before its first sample),
 then ``cardproof runs``, ``report build`` with ``mkdocs build --strict``, a
 following completed run and ``cardproof compare`` read the dead runs.

@@ -1,4 +1,4 @@
-"""A run's final log capture fails or has to wait: the run keeps its status, gates and rules (issue 16, item 8).
+"""A run's final log capture fails or has to wait: the run keeps its status, gates and rules.
 
 Real llama-server (router mode, tiny models), real runs, real SQLite. The
 capture failure is injected by replacing the capture function (the shape

@@ -1,4 +1,4 @@
-"""The runner's per-request path made cheaper without dropping anything stored (issue 17, speed).
+"""The runner's per-request path made cheaper without dropping anything stored.
 
 ``bench/runner_overhead.py`` measures the cost; these tests hold what it
 must not change: the shape of every stored sample and gate row of a real

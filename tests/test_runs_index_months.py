@@ -83,7 +83,7 @@ def test_the_month_pages_are_built_and_linked_in_the_site(site):
     # the build's own records (manifest, series cache, damage memo) stay beside the pages, never in the site
     kept = {p.name for p in (site["root"] / "proj" / "site").glob(".cardproof-*")}
     assert {".cardproof-build.json", ".cardproof-damage-checked.json"} <= kept
-    assert [n for n in kept if n.startswith(".cardproof-series-") and n.endswith(".pickle")]  # one per campaign
+    assert [n for n in kept if n.startswith(".cardproof-series-") and n.endswith(".json")]  # one per campaign
     assert not [p for p in site["site"].rglob("*") if p.name.startswith(".cardproof")]
 
 

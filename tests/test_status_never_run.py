@@ -1,4 +1,4 @@
-"""Issue 16 item 11: ``cardproof status`` where no daemon has ever run is not an error (exit 0, documented).
+"""``cardproof status`` where no daemon has ever run is not an error (exit 0, documented).
 
 Real parts: the real CLI and a real SQLite store.
 """

@@ -1,4 +1,4 @@
-"""One database, several processes, and files that are not ours (issue 16, items 9 and 10).
+"""One database, several processes, and files that are not ours.
 
 Real processes open a brand-new file at once; real SQLite files of another
 application, of an older and of a newer cardproof are opened by the real

@@ -1,4 +1,4 @@
-"""Issue 18 item 7: one validation layer (pydantic models declared with the checks of daemon/validate.py).
+"""One validation layer (pydantic models declared with the checks of daemon/validate.py).
 
 The campaign and the daemon config are read by models with ``extra="forbid"``;
 these tests check the layer itself: nothing is coerced (a string is not a

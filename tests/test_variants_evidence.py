@@ -277,7 +277,7 @@ def test_expert_layers_are_counted_from_the_first_with_experts():
 
 def test_a_cpu_override_may_land_in_a_repacked_buffer():
     """llama.cpp PR 14990: an override to the CPU takes the host's other buffer types (CPU_REPACK)."""
-    lines = numbered([  # shimmy's --cpu-moe audit (issue 108), deepseek-moe-16b Q2_K
+    lines = numbered([  # shimmy's --cpu-moe audit, deepseek-moe-16b Q2_K
         "tensor blk.1.ffn_gate_exps.weight (57 MiB q2_K) buffer type overridden to CPU",
         "tensor blk.1.ffn_down_exps.weight (99 MiB iq4_nl) buffer type overridden to CPU_REPACK",
         "tensor blk.1.ffn_up_exps.weight (57 MiB q2_K) buffer type overridden to CPU",

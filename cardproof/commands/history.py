@@ -62,46 +62,49 @@ def _step_json(step: dict) -> dict:
             "skipped_runs": step["skipped"]}
 
 
-def register(cli: click.Group) -> None:
-    @cli.command("history")
-    @db_option
-    @click.option("--campaign", default=None, help="Only this campaign (by name).")
-    @click.option("--model", default=None, help="Only this model (by name).")
-    @click.option("--json", "as_json", is_flag=True, help="Print series, points and steps as JSON.")
-    def history_cmd(db: Path | None, campaign: str | None, model: str | None, as_json: bool) -> None:
-        """Each model's figures across runs (per campaign and cell) and the steps the samples support.
+@click.command("history")
+@db_option
+@click.option("--campaign", default=None, help="Only this campaign (by name).")
+@click.option("--model", default=None, help="Only this model (by name).")
+@click.option("--json", "as_json", is_flag=True, help="Print series, points and steps as JSON.")
+def history_cmd(db: Path | None, campaign: str | None, model: str | None, as_json: bool) -> None:
+    """Each model's figures across runs (per campaign and cell) and the steps the samples support.
 
-        A step is claimed only where the bootstrap interval of the change
-        excludes "no change" and the change is at least the campaign's
-        ``[report] min_effect_pct`` (default 5); interrupted runs and
-        unstable cells are listed but never start or end one.
-        """
-        from cardproof.report.history import build_series
-        from cardproof.report.history.render import assign_pages
-        from cardproof.report.tolerance import shielded
+    A step is claimed only where the bootstrap interval of the change
+    excludes "no change" and the change is at least the campaign's
+    ``[report] min_effect_pct`` (default 5); interrupted runs and
+    unstable cells are listed but never start or end one.
+    """
+    from cardproof.report.history import build_series
+    from cardproof.report.history.render import assign_pages
+    from cardproof.report.tolerance import shielded
 
-        store = open_db(db, readonly=True)
-        try:
-            with shielded(store):  # damaged rows: named on stderr, read as NULL
-                series = build_series(store.db, campaign=campaign, model=model)
-                assign_pages(series)  # the page names the site uses (two names that slug alike differ)
-        finally:
-            store.close()
-        if as_json:
-            click.echo(json.dumps([{
-                "campaign": s["campaign"], "model": s["model"], "prompt_class": s["prompt_class"],
-                "reasoning": s["reasoning"], "kind": s.get("kind", "measure"), "streams": s.get("streams"),
-                "depth_tokens": s.get("depth_tokens"), "rate_rps": s.get("rate_rps"), "min_effect": s["min_effect"], "page": s["page"],
-                "points": [_point_json(p) for p in s["points"]], "steps": [_step_json(st) for st in s["steps"]],
-            } for s in series], indent=2, default=str))
-            return
-        if not series:
-            click.echo("no series" + (f" for campaign {campaign!r}" if campaign else "")
-                       + (f" and model {model!r}" if model else ""))
-            return
-        for s in series:
-            shown = [p for p in s["points"] if p["state"] != "ok"]
-            click.echo(f"{s['campaign']} · {s['model']} · {cell_text(s).replace(', ', ' · ')}: {len(s['points'])} runs "
-                       f"({len(shown)} not usable for steps), {len(s['steps'])} step(s)")
-            for st in s["steps"]:
-                click.echo("  " + step_sentence(s, st))
+    store = open_db(db, readonly=True)
+    try:
+        with shielded(store):  # damaged rows: named on stderr, read as NULL
+            series = build_series(store.db, campaign=campaign, model=model)
+            assign_pages(series)  # the page names the site uses (two names that slug alike differ)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps([{
+            "campaign": s["campaign"], "model": s["model"], "prompt_class": s["prompt_class"],
+            "reasoning": s["reasoning"], "kind": s.get("kind", "measure"), "streams": s.get("streams"),
+            "depth_tokens": s.get("depth_tokens"), "rate_rps": s.get("rate_rps"), "min_effect": s["min_effect"], "page": s["page"],
+            "points": [_point_json(p) for p in s["points"]], "steps": [_step_json(st) for st in s["steps"]],
+        } for s in series], indent=2, default=str))
+        return
+    if not series:
+        click.echo("no series" + (f" for campaign {campaign!r}" if campaign else "")
+                   + (f" and model {model!r}" if model else ""))
+        return
+    for s in series:
+        shown = [p for p in s["points"] if p["state"] != "ok"]
+        click.echo(f"{s['campaign']} · {s['model']} · {cell_text(s).replace(', ', ' · ')}: {len(s['points'])} runs "
+                   f"({len(shown)} not usable for steps), {len(s['steps'])} step(s)")
+        for st in s["steps"]:
+            click.echo("  " + step_sentence(s, st))
+
+
+#: the commands this module adds to ``cardproof`` (cardproof/cli.py)
+COMMANDS = (history_cmd,)

@@ -8,35 +8,38 @@ from pathlib import Path
 import click
 
 
-def register(cli: click.Group) -> None:
-    @cli.command("register")
-    @click.argument("campaign", type=click.Path(path_type=Path))
-    @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                  help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")
-    def register_cmd(campaign: Path, db: Path | None) -> None:
-        """Pre-register CAMPAIGN: its rules and expectations stand, provably, before any run.
+@click.command("register")
+@click.argument("campaign", type=click.Path(path_type=Path))
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="SQLite database (default: $CARDPROOF_DB, else the user data dir).")
+def register_cmd(campaign: Path, db: Path | None) -> None:
+    """Pre-register CAMPAIGN: its rules and expectations stand, provably, before any run.
 
-        Exit codes: 0 registered (or already registered: the first time is kept),
-        2 invalid campaign, 1 database error.
-        """
-        from cardproof.daemon.campaign import CampaignError, load_campaign
-        from cardproof.daemon.registration import register as freeze
-        from cardproof.daemon.store import StoreError, open_store
-        from cardproof.paths import resolve_db
+    Exit codes: 0 registered (or already registered: the first time is kept),
+    2 invalid campaign, 1 database error.
+    """
+    from cardproof.daemon.campaign import CampaignError, load_campaign
+    from cardproof.daemon.registration import register as freeze
+    from cardproof.daemon.store import StoreError, open_store
+    from cardproof.paths import resolve_db
 
+    try:
+        camp = load_campaign(campaign)
+    except CampaignError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    try:
+        store = open_store(resolve_db(db))
         try:
-            camp = load_campaign(campaign)
-        except CampaignError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
-        try:
-            store = open_store(resolve_db(db))
-            try:
-                reg, new = freeze(store, camp)
-            finally:
-                store.close()
-        except StoreError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        word = "registered" if new else "already registered"
-        click.echo(f"{camp.path}: {word} as {reg['id']} at {reg['registered_at']}, SHA-256 {reg['sha256']}")
+            reg, new = freeze(store, camp)
+        finally:
+            store.close()
+    except StoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    word = "registered" if new else "already registered"
+    click.echo(f"{camp.path}: {word} as {reg['id']} at {reg['registered_at']}, SHA-256 {reg['sha256']}")
+
+
+#: the commands this module adds to ``cardproof`` (cardproof/cli.py)
+COMMANDS = (register_cmd,)

@@ -29,51 +29,54 @@ def _process_line(p) -> str:
     return f"  GPU{p.device_index} {who}: {used} ({p.kind})"
 
 
-def register(cli) -> None:
-    @cli.command("vram")
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON (available: false without a driver).")
-    @click.option("--interval", "interval_s", type=float, default=1.0, show_default=True,
-                  help="Seconds between readings when --count > 1.")
-    @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True, help="Number of readings.")
-    @click.option("--recorded", type=click.Path(exists=True, dir_okay=False, path_type=Path), hidden=True,
-                  help="Replay a recorded NVML fixture instead of the driver (tests, demos).")
-    @click.option("--recorded-pid", "recorded_pids", multiple=True, hidden=True, metavar="NAME=PID",
-                  help="Fill a $NAME placeholder of the recorded fixture with a PID.")
-    def vram(as_json: bool, interval_s: float, count: int, recorded: Path | None, recorded_pids) -> None:
-        """Card memory now: per device (used/free/total, utilisation, PCIe link) and per process.
+@click.command("vram")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (available: false without a driver).")
+@click.option("--interval", "interval_s", type=float, default=1.0, show_default=True,
+              help="Seconds between readings when --count > 1.")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True, help="Number of readings.")
+@click.option("--recorded", type=click.Path(exists=True, dir_okay=False, path_type=Path), hidden=True,
+              help="Replay a recorded NVML fixture instead of the driver (tests, demos).")
+@click.option("--recorded-pid", "recorded_pids", multiple=True, hidden=True, metavar="NAME=PID",
+              help="Fill a $NAME placeholder of the recorded fixture with a PID.")
+def vram(as_json: bool, interval_s: float, count: int, recorded: Path | None, recorded_pids) -> None:
+    """Card memory now: per device (used/free/total, utilisation, PCIe link) and per process.
 
-        Read from NVML, never from a runtime. Without an NVIDIA driver it says
-        so and exits 0 (with --json: "available": false).
-        """
-        from cardproof.daemon.memory import NOT_MEASURED, NvmlSource, RecordedSource, SourceUnavailable
+    Read from NVML, never from a runtime. Without an NVIDIA driver it says
+    so and exits 0 (with --json: "available": false).
+    """
+    from cardproof.daemon.memory import NOT_MEASURED, NvmlSource, RecordedSource, SourceUnavailable
 
-        pids = dict(item.split("=", 1) for item in recorded_pids)
-        source = RecordedSource(recorded, pids=pids) if recorded else NvmlSource()
-        try:
-            source.open()
-        except SourceUnavailable as exc:
-            if as_json:
-                click.echo(json.dumps({"available": False, "source": source.kind, "message": NOT_MEASURED,
-                                       "reason": str(exc), "readings": []}, indent=1))
-            else:
-                click.echo(f"{NOT_MEASURED}: {exc}")
-            return
-        readings = []
-        try:
-            for i in range(count):
-                if i:
-                    time.sleep(interval_s)
-                r = source.read()
-                readings.append(r)
-                if not as_json:
-                    click.echo(f"{r.ts} ({r.source})")
-                    for d in r.devices:
-                        click.echo(_device_line(d))
-                    for p in r.processes:
-                        click.echo(_process_line(p))
-                    sys.stdout.flush()
-        finally:
-            source.close()
+    pids = dict(item.split("=", 1) for item in recorded_pids)
+    source = RecordedSource(recorded, pids=pids) if recorded else NvmlSource()
+    try:
+        source.open()
+    except SourceUnavailable as exc:
         if as_json:
-            click.echo(json.dumps({"available": True, "source": source.kind,
-                                   "readings": [r.to_dict() for r in readings]}, indent=1))
+            click.echo(json.dumps({"available": False, "source": source.kind, "message": NOT_MEASURED,
+                                   "reason": str(exc), "readings": []}, indent=1))
+        else:
+            click.echo(f"{NOT_MEASURED}: {exc}")
+        return
+    readings = []
+    try:
+        for i in range(count):
+            if i:
+                time.sleep(interval_s)
+            r = source.read()
+            readings.append(r)
+            if not as_json:
+                click.echo(f"{r.ts} ({r.source})")
+                for d in r.devices:
+                    click.echo(_device_line(d))
+                for p in r.processes:
+                    click.echo(_process_line(p))
+                sys.stdout.flush()
+    finally:
+        source.close()
+    if as_json:
+        click.echo(json.dumps({"available": True, "source": source.kind,
+                               "readings": [r.to_dict() for r in readings]}, indent=1))
+
+
+#: the commands this module adds to ``cardproof`` (cardproof/cli.py)
+COMMANDS = (vram,)

@@ -8,12 +8,12 @@ values the gates take, so the judge needs no backend-specific code.
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import datetime, timedelta
 
 from ..memory.selfreport import ollama_selfreport, record_plan_selfreport, store_selfreport
 from ..said import Said
+from ..store import json_value
 
 #: request paths that make a model work (a GET of the model list does not)
 _WORK = ("/api/chat", "/api/generate", "/api/embed", "/api/embeddings", "/v1/chat/completions",
@@ -119,8 +119,4 @@ def _number(value) -> bool:
 
 def _loads(raw) -> dict:
     """A stored JSON object, or {} when the column holds something else (old or damaged rows)."""
-    try:
-        value = json.loads(raw) if isinstance(raw, str) and raw else {}
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return json_value(raw, dict, {}) if isinstance(raw, str) else {}

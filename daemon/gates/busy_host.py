@@ -11,7 +11,6 @@ window, so every sample of a cell gets its cell's figure.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import psutil
 from cardproof.marks import N_
 from ..hostload import foreign_cores
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
+from ..store import json_value
 
 #: the canary's hog runs until it has used this much CPU time (or HOG_WAIT_S has passed)
 HOG_CPU_S = 0.6
@@ -44,10 +44,7 @@ def cell_host(store, cell_id: int) -> dict | None:
     readings = {}
     for r in store.db.query("select phase, value_json from cell_checks where cell_id = ? and \"check\" = 'host_cpu' "
                             "and ok = 1", [cell_id]):
-        try:
-            readings[r["phase"]] = json.loads(r["value_json"] or "null")
-        except (ValueError, RecursionError):
-            return None
+        readings[r["phase"]] = json_value(r["value_json"])  # a damaged reading: None, so no figure
     if not isinstance(readings.get("before"), dict) or not isinstance(readings.get("after"), dict):
         return None
     return foreign_cores(readings["before"], readings["after"])

@@ -35,21 +35,9 @@ MAX_SLO_TPS = 1e6
 def _steps(lo: int, hi: int):
     """A check for a non-empty list of at most MAX_STEPS distinct integers in [lo, hi], order kept."""
     def check(items: Any) -> tuple[int, ...]:
-        if not isinstance(items, list) or not items:
-            raise validate.Invalid(f"expected a non-empty list of integers from {lo:,} to {hi:,}, "
-                                   f"got {validate.describe(items)}")
-        if len(items) > MAX_STEPS:
-            raise validate.Invalid(f"expected at most {MAX_STEPS} steps, got {len(items):,}")
-        out: list[int] = []
-        for i, item in enumerate(items):
-            try:
-                value = validate.integer(item, lo, hi)
-            except validate.Invalid as exc:
-                raise validate.Invalid(str(exc), at=(i,)) from None
-            if value in out:
-                raise validate.Invalid(f"{value} is listed twice", at=(i,))
-            out.append(value)
-        return tuple(out)
+        return tuple(validate.bounded_list(items, lambda v: validate.integer(v, lo, hi), distinct=True,
+                                           expected=f"a non-empty list of integers from {lo:,} to {hi:,}",
+                                           max_items=MAX_STEPS, noun="steps"))
     return check
 
 
@@ -59,21 +47,9 @@ def Steps(lo: int, hi: int) -> Any:  # noqa: N802 -- read as a type in model dec
 
 def _rates(items: Any) -> tuple[float, ...]:
     """A non-empty list of at most MAX_STEPS distinct finite rates above 0, order kept."""
-    if not isinstance(items, list) or not items:
-        raise validate.Invalid(f"expected a non-empty list of requests per second above 0 up to "
-                               f"{MAX_RATE_RPS:,.0f}, got {validate.describe(items)}")
-    if len(items) > MAX_STEPS:
-        raise validate.Invalid(f"expected at most {MAX_STEPS} steps, got {len(items):,}")
-    out: list[float] = []
-    for i, item in enumerate(items):
-        try:
-            value = validate.number(item, 0, MAX_RATE_RPS, above=True)
-        except validate.Invalid as exc:
-            raise validate.Invalid(str(exc), at=(i,)) from None
-        if value in out:
-            raise validate.Invalid(f"{item} is listed twice", at=(i,))
-        out.append(value)
-    return tuple(out)
+    return tuple(validate.bounded_list(
+        items, lambda v: validate.number(v, 0, MAX_RATE_RPS, above=True), distinct=True, max_items=MAX_STEPS,
+        noun="steps", expected=f"a non-empty list of requests per second above 0 up to {MAX_RATE_RPS:,.0f}"))
 
 
 Rates = Annotated[tuple[float, ...], BeforeValidator(_rates)]

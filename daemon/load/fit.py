@@ -34,6 +34,7 @@ from ..memory.host import host_available, read_process
 from ..memory.procinfo import children
 from ..memory.readings import NOT_MEASURED, SourceUnavailable
 from ..prompts import build_prompt, new_nonce
+from ..run_loads import free_router
 from ..said import Said, english
 from ..store import Store, json_text, utcnow
 from .fit_evidence import LoadEvidence, judge, read_lines
@@ -56,25 +57,13 @@ def run_fit(ctx: "RunContext") -> None:
         return
     plan = settings.plan(tuple(m.name for m in ctx.campaign.models))
     pinned = {m.name for m in ctx.campaign.models if m.pinned}
-    _free_router(ctx, [n for n, _ in plan if n not in pinned])
+    free_router(ctx, [n for n, _ in plan if n not in pinned], "fit")
     source = ctx.mem.source if ctx.mem is not None else None
     for name, contexts in plan:
         row = ctx.store.db.execute("select path from models where id = ?", [ctx.model_ids[name]]).fetchone()
         fit_model(ctx.store, run_id=ctx.run_id, model=name, model_id=ctx.model_ids[name],
                   model_file=row[0] if row else None, settings=settings, source=source, echo=ctx.echo,
                   contexts=contexts)
-
-
-def _free_router(ctx: "RunContext", names: list[str]) -> None:
-    """Unload the run's models from a router, so the card holds only the fit load (the pin stays)."""
-    try:
-        if not ctx.backend.is_router():
-            return
-        for name in names:
-            if ctx.backend.model_status(name) == "loaded":
-                ctx.backend.unload(name)
-    except Exception as exc:  # noqa: BLE001 -- the fit test still runs; the free memory it reads says the rest
-        ctx.echo(f"fit: could not unload the run's models from the server: {exc}")
 
 
 def fit_model(store: Store, *, run_id: int, model: str, model_id: int, model_file: str | None,

@@ -32,16 +32,11 @@ LOG_FLAGS = frozenset({"--log-file", "--log-disable", "-lv", "--verbosity", "--l
 
 
 def _server_args(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, (list, tuple)):  # a tuple: settings built in code
-        raise validate.Invalid(f"expected a list of strings, got {validate.describe(value)}")
-    if len(value) > MAX_SERVER_ARGS:
-        raise validate.Invalid(f"expected at most {MAX_SERVER_ARGS} arguments, got {len(value):,}")
+    args = validate.bounded_list(value, lambda v: validate.text(v, what="a non-empty string", max_chars=4096),
+                                 expected="a list of strings", max_items=MAX_SERVER_ARGS, noun="arguments",
+                                 non_empty=False, tuples=True)  # a tuple: settings built in code
     out = []
-    for i, item in enumerate(value):
-        try:
-            arg = validate.text(item, what="a non-empty string", max_chars=4096)
-        except validate.Invalid as exc:
-            raise validate.Invalid(str(exc), at=(i,)) from None
+    for i, arg in enumerate(args):
         flag = arg.split("=", 1)[0]
         if flag in OWN_FLAGS:
             raise validate.Invalid(f"{validate.quoted(arg)} is set by cardproof for every fit load "

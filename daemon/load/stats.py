@@ -6,10 +6,11 @@ rows say, so a figure and the samples behind it cannot disagree.
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from dataclasses import dataclass, field
+
+from ..store import json_value
 
 PERCENTILES = (50, 90, 99)
 
@@ -123,14 +124,7 @@ def _finite(value) -> bool:
 
 def _intervals(text: str | None) -> list[float]:
     """The stored chunk intervals of one request; a damaged value counts as none."""
-    if not text:
-        return []
-    try:
-        values = json.loads(text)
-    except (ValueError, RecursionError):
-        return []
-    if not isinstance(values, list):
-        return []
+    values = json_value(text, list, [])
     return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 

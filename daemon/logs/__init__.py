@@ -1,4 +1,4 @@
-"""Server logs as evidence: capture, attribution to loads, facts (issue 4).
+"""Server logs as evidence: capture, attribution to loads, facts.
 
 Integration points for the runner and the CLI:
 

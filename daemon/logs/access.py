@@ -27,7 +27,7 @@ _GIN = re.compile(
 )
 _SWAP = re.compile(r"\bRequest (\S+) \"([A-Z]+) (\S+) [^\"]*\" (\d{3})\b")
 _LLAMA = re.compile(r"log_server_r: (?:done )?request: ([A-Z]+) (\S+) (\S+) (\d{3})\b")
-# older formats, still in users' logs (issue 15):
+# older formats, still in users' logs:
 # llama-swap before its [INFO] lines: [llama-swap] 192.168.16.7 [2025-01-30 18:35:15] "GET /v1/models HTTP/1.1" 200 578
 _SWAP_OLD = re.compile(r"\[llama-swap\] (\S+) \[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)\] \"([A-Z]+) (\S+) [^\"]*\" (\d{3})\b")
 # llama-server 2024 and ik_llama.cpp: INFO [ log_server_request] request | ... remote_addr="127.0.0.1" ...

@@ -1,6 +1,7 @@
 """Which model load a log line belongs to: by process identity, never by time.
 
-Rules (DESIGN.md principle 6), in the order they are tried:
+A line is attributed only on evidence the log itself gives, never guessed from
+timing or order alone. Rules, in the order they are tried:
 
 * **port** -- a llama-server router prefixes each child's lines with
   ``[port]``; the port is bound to a load by the router's line

@@ -78,43 +78,40 @@ def export_entries(buf: bytes, fmt: RealtimeFormatter, warnings: Counter):
             except UnicodeDecodeError:
                 raw, raw_bytes = msg.decode("utf-8", errors="replace"), msg
                 warnings["non_utf8"] += 1
-        pid = None
-        f = rfind(b"\n_PID=", lo, end)
-        if f >= 0:
-            e = find(b"\n", f + 6, end)
-            value = buf[f + 6:end if e < 0 else e]
-            pid = int(value) if value.isdigit() else None
-        unit = None
-        f = rfind(b"\n_SYSTEMD_UNIT=", lo, end)
-        if f >= 0:
-            e = find(b"\n", f + 15, end)
-            unit = buf[f + 15:end if e < 0 else e]
-        if not unit:
-            f = rfind(b"\nSYSLOG_IDENTIFIER=", lo, end)
-            if f >= 0:
-                e = find(b"\n", f + 19, end)
-                unit = buf[f + 19:end if e < 0 else e]
-        # journalctl writes __CURSOR first and __REALTIME_TIMESTAMP second: read them where they
-        # are (an rfind walks back over the whole entry); anywhere else, look them up
-        ts = cursor = None
-        if buf.startswith(b"__CURSOR=", pos):
-            e = find(b"\n", pos + 9, end)
-            cursor = buf[pos + 9:end if e < 0 else e].decode("ascii", "replace")
-            if e >= 0 and buf.startswith(b"__REALTIME_TIMESTAMP=", e + 1):
-                f = find(b"\n", e + 22, end)
-                ts = buf[e + 22:end if f < 0 else f]
-        else:
-            f = rfind(b"\n__CURSOR=", lo, end)
-            if f >= 0:
-                e = find(b"\n", f + 10, end)
-                cursor = buf[f + 10:end if e < 0 else e].decode("ascii", "replace")
-        if ts is None:
-            f = rfind(b"\n__REALTIME_TIMESTAMP=", lo, end)
-            if f >= 0:
-                e = find(b"\n", f + 22, end)
-                ts = buf[f + 22:end if e < 0 else e]
+        value = _field(buf, b"\n_PID=", lo, end)
+        pid = int(value) if value is not None and value.isdigit() else None
+        unit = _field(buf, b"\n_SYSTEMD_UNIT=", lo, end) or _field(buf, b"\nSYSLOG_IDENTIFIER=", lo, end)
+        cursor, ts = _cursor_and_time(buf, pos, lo, end)
         append((fmt(ts), unit.decode("utf-8", "replace") if unit else None, pid, cursor, size, raw, raw_bytes))
         pos = end + 2
+
+
+def _field(buf: bytes, name: bytes, lo: int, end: int) -> bytes | None:
+    """The value of the entry's last field ``name`` (``b"\\n_PID="``, newline first) in ``buf[lo:end]``."""
+    f = buf.rfind(name, lo, end)
+    if f < 0:
+        return None
+    start = f + len(name)
+    e = buf.find(b"\n", start, end)
+    return buf[start:end if e < 0 else e]
+
+
+def _cursor_and_time(buf: bytes, pos: int, lo: int, end: int) -> tuple[str | None, bytes | None]:
+    """The entry's ``__CURSOR`` and ``__REALTIME_TIMESTAMP``. journalctl writes them first and second: read
+    them where they are (an rfind walks back over the whole entry); anywhere else, look them up."""
+    ts = cursor = None
+    if buf.startswith(b"__CURSOR=", pos):
+        e = buf.find(b"\n", pos + 9, end)
+        cursor = buf[pos + 9:end if e < 0 else e].decode("ascii", "replace")
+        if e >= 0 and buf.startswith(b"__REALTIME_TIMESTAMP=", e + 1):
+            f = buf.find(b"\n", e + 22, end)
+            ts = buf[e + 22:end if f < 0 else f]
+    else:
+        value = _field(buf, b"\n__CURSOR=", lo, end)
+        cursor = value.decode("ascii", "replace") if value is not None else None
+    if ts is None:
+        ts = _field(buf, b"\n__REALTIME_TIMESTAMP=", lo, end)
+    return cursor, ts
 
 
 def _entry_slow(buf: bytes, pos: int, n: int):

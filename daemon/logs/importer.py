@@ -218,16 +218,12 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     attr = Attributor(source["state"], w)
     attr.redirect(_redirects(conn))
     observed = RequestCounters((source["state"] or {}).get("observed"))
-    known = None
-    if reader.dedupe:
-        known = {r[0] for r in conn.execute("select cursor from log_lines where source_id = ? and cursor is not null",
-                                            [source["id"]])}
+    known = _known_cursors(conn, reader, source["id"])
     n = dup = 0
     held = 0  # characters of text buffered since the last flush
     lid = w.next_line
     fid = w.next_fact
     sid = source["id"]
-    draft, swa = attr.draft, attr.swa
     lines, facts = w.lines, w.facts
     feed = attr.feed
     has_trigger = trigger_search()  # most lines carry no fact: one C-level scan decides
@@ -260,22 +256,8 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
                     found = parse_line(text)
             if extra:
                 found = (found or []) + extra
-            if found:
-                if load is None and any(f.name == "crash_signal" for f in found):
-                    # the kernel's or systemd's words on another stream: the PID the kernel names is the process's
-                    named = attr.load_of_pid(crash_pid(text))
-                    if named is None and "Main process exited" in text:  # systemd, of a unit's main process
-                        named = attr.only_open_load()
-                    if named is not None and attr.streams.claimed(lid):
-                        load, how = named, "pid"
-                if load is not None and (load in draft or load in swa):
-                    found = scope_facts(found, load in draft, load in swa)
-                for f in found:
-                    facts.append((fid, load, lid, f.name, f.device, f.value_num, f.value_text, f.unit))
-                    fid += 1
-                    if f.name == "crash_signal" and load is not None:
-                        w.crashed(load, lid, ts, f"crashed: {f.value_text}", -int(f.value_num or 0) or None)
-                        attr.streams.crashed(load)  # what its stream prints next is no longer its own
+            if found:  # few lines: the per-line cost of a call is paid only here
+                load, how, fid = _line_facts(attr, w, facts, found, text, lid, ts, load, how, fid)
             lines.append((lid, ts, unit, pid, port, cursor, offset, raw, raw_bytes, load, how))
             held += len(raw)
             lid += 1
@@ -301,14 +283,48 @@ def _import_lines(conn, w: _Writer, reader, source: dict, run_id, started, progr
     requests = record_requests(conn, run_id, accesses)  # access lines -> requests_seen
     attr.observed_count = observed.store(conn, sid, run_id)
     attr.observed_state = observed.state()
-    for reason, skipped in reader.gaps:
-        structured = said_json(reason)
-        conn.execute("insert into capture_gaps (source_id, at, reason, reason_json, lines_skipped) "
-                     "values (?, ?, ?, ?, ?)", [sid, utcnow(), english(reason),
-                                                json_text(structured) if structured else None, skipped])
+    _record_gaps(conn, sid, reader.gaps)
     if hasattr(reader, "finish"):
         reader.finish()
     return n, dup, lid, requests, attr, more
+
+
+def _known_cursors(conn, reader, source_id: int) -> set | None:
+    """The journal cursors already stored from this source, where the reader can meet a line again."""
+    if not reader.dedupe:
+        return None
+    return {r[0] for r in conn.execute("select cursor from log_lines where source_id = ? and cursor is not null",
+                                       [source_id])}
+
+
+def _line_facts(attr, w: _Writer, facts: list, found: list, text: str, lid: int, ts, load, how, fid: int):
+    """A line's facts buffered (scoped to a draft or SWA part of its load, a crash placed on the process the
+    kernel or systemd names); returns the line's (load, how attributed, the next fact id)."""
+    if load is None and any(f.name == "crash_signal" for f in found):
+        # the kernel's or systemd's words on another stream: the PID the kernel names is the process's
+        named = attr.load_of_pid(crash_pid(text))
+        if named is None and "Main process exited" in text:  # systemd, of a unit's main process
+            named = attr.only_open_load()
+        if named is not None and attr.streams.claimed(lid):
+            load, how = named, "pid"
+    if load is not None and (load in attr.draft or load in attr.swa):
+        found = scope_facts(found, load in attr.draft, load in attr.swa)
+    for f in found:
+        facts.append((fid, load, lid, f.name, f.device, f.value_num, f.value_text, f.unit))
+        fid += 1
+        if f.name == "crash_signal" and load is not None:
+            w.crashed(load, lid, ts, f"crashed: {f.value_text}", -int(f.value_num or 0) or None)
+            attr.streams.crashed(load)  # what its stream prints next is no longer its own
+    return load, how, fid
+
+
+def _record_gaps(conn, source_id: int, gaps) -> None:
+    """Where the capture skipped lines, and why (a message id with its values)."""
+    for reason, skipped in gaps:
+        structured = said_json(reason)
+        conn.execute("insert into capture_gaps (source_id, at, reason, reason_json, lines_skipped) "
+                     "values (?, ?, ?, ?, ?)", [source_id, utcnow(), english(reason),
+                                                json_text(structured) if structured else None, skipped])
 
 
 def run_import(store: Store, kind: str, name: str, make_reader: Callable[[dict], object], *,

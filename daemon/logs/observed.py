@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 
 from .parsers import marker
+from ..store import json_value
 
 _HEADER = re.compile(r"print_timing: id +(\d+) \| task (\d+) \| *$")
 _TASK = re.compile(r"\| task (\d{1,12}) \||id_task\"?[=:] ?(\d{1,12})\b")
@@ -223,13 +224,7 @@ def _own_sample(row: dict, sent: dict[tuple, list[tuple]]) -> tuple[bool, int | 
 
 def _probe_timings(text: str | None) -> list[dict]:
     """The ``timings`` objects of a probe's stored answers (llama-server's own counters), however nested."""
-    import json
-
-    try:
-        data = json.loads(text or "null")
-    except ValueError:
-        return []
-    found, stack = [], [data]
+    found, stack = [], [json_value(text)]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):

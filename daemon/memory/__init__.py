@@ -1,4 +1,4 @@
-"""Memory from the card (DESIGN.md principle 5): NVML per process, the runtime's
+"""Memory as the card reports it, never as inferred: NVML per process, the runtime's
 self-report beside it, and the gap between the two itemised from the load's facts.
 
 The runner uses ``MemoryCapture`` (capture.py); the report reads through

@@ -1,7 +1,7 @@
 """The card budget: share per model, headroom, and free memory before a load.
 
-Free memory before a load is read from the card at that moment (DESIGN.md
-principle 12): a release call having returned proves nothing about what the
+Free memory before a load is read from the card at that moment: a release
+call having returned proves nothing about what the
 card holds. Without a driver the check says "not measured"; it never infers.
 Where there is no card to read, the models share the host's memory: the pin is
 then guarded by the host's available memory (MemAvailable) against the model's

@@ -1,6 +1,6 @@
 """Card minus self-report: the gap, itemised from the load's own log facts.
 
-The items come from the load's facts (DESIGN.md vocabulary): compute buffer
+The items come from the load's facts (as daemon/logs/parsers/ name them): compute buffer
 per device, KV cache, weights, output buffer, draft/MTP context, projector.
 Items the self-report already covers are shown on its side; the others
 explain the gap, and what they do not explain stays visible as

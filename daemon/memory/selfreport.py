@@ -118,7 +118,7 @@ def breakdown_selfreport(blocks: list[dict]) -> dict | None:
 def facts_selfreport(facts: list[dict]) -> dict | None:
     """Sum of the buffers the server printed for the cards (model, KV, compute, output)."""
     names = ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib",
-             # named apart since issue 15 (the SWA cache, the projector's compute, an adapter), card memory all the same
+             # named apart by newer servers (the SWA cache, the projector's compute, an adapter), card memory all the same
              "kv_swa_buffer_mib", "projector_compute_mib", "lora_buffer_mib")
     rows = [f for f in facts if f["name"] in names and f.get("value_num") is not None]
     if not rows:

@@ -1,7 +1,7 @@
 """What a probe is, what it answers, and how its answers add up.
 
 A probe asks a model something with a checkable answer and returns one Unit
-per task variant: a verdict from DESIGN.md's vocabulary, the *arm* (the branch
+per task variant: a verdict (one of ``VERDICTS`` below), the *arm* (the branch
 of the probe's own logic that decided it, so a reader can see why), the
 duration, and the raw exchange as evidence.
 """

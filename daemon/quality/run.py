@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import llamacpp
 from ..crashes import end_reason as crash_end, from_returncode
 from ..load.fit import store_lines
+from ..run_loads import free_router
 from ..said import Said, english
 from ..store import Store, json_text, utcnow
 from ..variants.settings import derived_name
@@ -52,7 +53,8 @@ def run_quality(ctx: "RunContext") -> None:
     settings: QualitySettings | None = ctx.campaign.sections.get("quality")
     if settings is None:
         return
-    _free_router(ctx)
+    pinned = {m.name for m in ctx.campaign.models if m.pinned}  # llama-perplexity's load has the card alone
+    free_router(ctx, [m.name for m in ctx.campaign.models if m.name not in pinned], "quality")
     names = [m.name for m in ctx.campaign.models]
     chosen = [n for n in names if n in set(settings.models or names)]
     variants = ctx.campaign.sections.get("variants")
@@ -61,19 +63,6 @@ def run_quality(ctx: "RunContext") -> None:
     requantized = {m.name: m.requantized_from for m in ctx.campaign.models if m.requantized_from}
     measure(ctx.store, run_id=ctx.run_id, settings=settings, model_ids=ctx.model_ids, models=chosen,
             variants=[(m, v.name, v.args) for m, v in wanted], requantized=requantized, echo=ctx.echo)
-
-
-def _free_router(ctx: "RunContext") -> None:
-    """Unload the run's models from a router (the pin stays): llama-perplexity's load has the card alone."""
-    pinned = {m.name for m in ctx.campaign.models if m.pinned}
-    try:
-        if not ctx.backend.is_router():
-            return
-        for m in ctx.campaign.models:
-            if m.name not in pinned and ctx.backend.model_status(m.name) == "loaded":
-                ctx.backend.unload(m.name)
-    except Exception as exc:  # noqa: BLE001 -- the measurement still runs; it needs no card of its own
-        ctx.echo(f"quality: could not unload the run's models from the server: {exc}")
 
 
 def shapes(store: Store, model_ids: dict[str, int], names: list[str]) -> dict[str, dict]:

@@ -4,7 +4,7 @@ A rule is checked against these when the campaign is read, so a typo is an
 error before the run (exit 2), not an "undecided" after it. The values come
 from ``facts.py`` once the run has measured.
 
-- load facts from the log (DESIGN.md vocabulary): ``offloaded_layers``,
+- load facts from the log (as the parsers in daemon/logs/parsers/ name them): ``offloaded_layers``,
   ``total_layers``, ``ctx_size``, ``kv_cache_type_k``, ... Buffer sizes are
   summed over the cards (``kv_buffer_mib``) or read per device
   (``kv_buffer_mib.CUDA0``).

@@ -1,4 +1,4 @@
-"""The long-running capture service (issue 6).
+"""The long-running capture service.
 
 One foreground process: collectors that run whether or not a campaign does,
 a campaign queue in the database, one campaign at a time in a worker thread,

@@ -40,6 +40,7 @@ from ..load.fit import store_lines
 from ..load.fit_evidence import _phase
 from ..load.fit_server import LaunchFailed, start_server
 from ..memory.budget import pin_guard
+from ..run_loads import free_router, load_for_cell
 from ..store import Store, StoreError, dumps, json_text, utcnow
 from .args import ollama_options
 from .evidence import check_variant
@@ -81,7 +82,7 @@ def run_variants(ctx: "RunContext", measure: Measure) -> None:
     ctx.echo(f"variants: {len(rows)} loads ({len({m for m, _ in plan})} models x "
              f"{len(settings.variants())} variants)")
     if kind == "llama-server":
-        _free(ctx, [m for m in dict.fromkeys(m for m, _ in plan) if m not in pinned])
+        free_router(ctx, [m for m in dict.fromkeys(m for m, _ in plan) if m not in pinned], "variants")
         if ctx.backend.is_router():
             _router(ctx, rows, settings, measure)
         else:
@@ -89,7 +90,7 @@ def run_variants(ctx: "RunContext", measure: Measure) -> None:
     elif kind == "ollama":
         _ollama(ctx, rows, pinned, measure)
     elif kind == "llama-swap":
-        _free(ctx, [m for m in dict.fromkeys(m for m, _ in plan) if m not in pinned])
+        free_router(ctx, [m for m in dict.fromkeys(m for m, _ in plan) if m not in pinned], "variants")
         _swap(ctx, rows, settings, measure)
     else:  # the campaign check refuses these; a backend registered later gets the reason here
         for row in rows:
@@ -134,18 +135,6 @@ def _not_loaded(ctx: "RunContext", row: _Row, status: str, reason: str, measure:
     measure(ctx, row.name, load_id, ("refused" if pin_guard_said else NOT_LOADED, reason))
 
 
-def _free(ctx: "RunContext", names: list[str]) -> None:
-    """Unload the run's models from the campaign's router: the card holds the variant, not its base as well."""
-    try:
-        if not ctx.backend.is_router():
-            return
-        for name in names:
-            if ctx.backend.model_status(name) == "loaded":
-                ctx.backend.unload(name)
-    except Exception as exc:  # noqa: BLE001 -- the variants still run; their memory readings say the rest
-        ctx.echo(f"variants: could not unload the run's models from the server: {exc}")
-
-
 def _folder(store: Store) -> Path:
     return Path(store.path).parent / "variant-logs"
 
@@ -163,7 +152,6 @@ def _end_load(ctx: "RunContext", load_id: int | None) -> None:
 # -- router mode: a router of cardproof's own on a preset written for the run -----------------------
 
 def _router(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, measure: Measure) -> None:
-    from ..run_loads import load_for_cell  # the runner's load path: pin guard, timing, memory, child PID
 
     bases: dict[str, BaseArgs] = {}
     for model in dict.fromkeys(r.model for r in rows):
@@ -195,34 +183,46 @@ def _router(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, meas
         return
     ctx.echo(f"variants: router of cardproof's own at {server.url}, preset {preset}, log {log}")
     backend = LlamaServerBackend(server.url, timeout_s=ctx.campaign.request_timeout_s)
-    vctx = dataclasses.replace(ctx, backend=backend)
-    pin = next((m.name for m in ctx.campaign.models if m.pinned), None)
+
+    def child_args(row: _Row) -> None:
+        entry = backend.model_entry(row.name)
+        args = ((entry or {}).get("status") or {}).get("args")
+        if isinstance(args, list):  # what the router made of the section: the child's command line
+            _update(ctx, row, server_args_json=json_text([a for a in args[1:] if isinstance(a, str)]))
+
     try:
-        for row in rows:
-            refused: dict[str, str] = {}
-            entry = backend.model_entry(row.name)
-            args = ((entry or {}).get("status") or {}).get("args")
-            if isinstance(args, list):  # what the router made of the section: the child's command line
-                _update(ctx, row, server_args_json=json_text([a for a in args[1:] if isinstance(a, str)]))
-            load_id = load_for_cell(vctx, row.name, pin, refused)
-            status = ctx.store.db.execute("select status, error_text from loads where id = ?",
-                                          [load_id]).fetchone() if load_id else None
-            if row.name in refused or (status and status[0] == "failed"):
-                why = refused.get(row.name) or f"the load failed: {status[1]}"
-                _not_loaded(vctx, row, "refused" if row.name in refused else "failed", why, measure, load_id,
-                            pin_guard_said=row.name in refused)
-                continue
-            _update(ctx, row, load_id=load_id, status="measuring")
-            try:
-                measure(vctx, row.name, load_id, None)
-            finally:
-                _end_load(ctx, load_id)
-                _unload(backend, row.name)
-            _update(ctx, row, ended_at=utcnow())
+        _measure_each(ctx, backend, rows, measure, before_load=child_args)
     finally:
         backend.close()
         server.stop()
         _capture(ctx, log)
+
+
+def _measure_each(ctx: "RunContext", backend, rows: list[_Row], measure: Measure,
+                  before_load: Callable[[_Row], None] | None = None) -> None:
+    """Each variant loaded through a server that loads models on request (a router, llama-swap of
+    cardproof's own), by the runner's load path, measured, and unloaded before the next one."""
+    vctx = dataclasses.replace(ctx, backend=backend)
+    pin = next((m.name for m in ctx.campaign.models if m.pinned), None)
+    for row in rows:
+        if before_load is not None:
+            before_load(row)
+        refused: dict[str, str] = {}
+        load_id = load_for_cell(vctx, row.name, pin, refused)
+        status = ctx.store.db.execute("select status, error_text from loads where id = ?",
+                                      [load_id]).fetchone() if load_id else None
+        if row.name in refused or (status and status[0] == "failed"):
+            why = refused.get(row.name) or f"the load failed: {status[1]}"
+            _not_loaded(vctx, row, "refused" if row.name in refused else "failed", why, measure, load_id,
+                        pin_guard_said=row.name in refused)
+            continue
+        _update(ctx, row, load_id=load_id, status="measuring")
+        try:
+            measure(vctx, row.name, load_id, None)
+        finally:
+            _end_load(ctx, load_id)
+            _unload(backend, row.name)
+        _update(ctx, row, ended_at=utcnow())
 
 
 def _unload(backend, name: str, wait_s: float = 60.0) -> None:
@@ -330,7 +330,6 @@ def _store_log(ctx: "RunContext", load_id: int, log: Path) -> None:
 # -- Ollama: the model's own runner, with the variant's settings as request options -----------------
 
 def _ollama(ctx: "RunContext", rows: list[_Row], pinned: set[str], measure: Measure) -> None:
-    from ..run_loads import load_for_cell
 
     pin = next(iter(pinned), None)
     for row in rows:
@@ -372,7 +371,6 @@ def _ollama(ctx: "RunContext", rows: list[_Row], pinned: set[str], measure: Meas
 # -- llama-swap: a config generated for the run, served by a llama-swap of cardproof's own ---------
 
 def _swap(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, measure: Measure) -> None:
-    from ..run_loads import load_for_cell
 
     try:
         config = read_config(settings.llama_swap_config or "")
@@ -416,26 +414,8 @@ def _swap(ctx: "RunContext", rows: list[_Row], settings: VariantSettings, measur
             return
         ctx.echo(f"variants: llama-swap of cardproof's own at {url}, config {path}, log {log}")
         backend = LlamaSwapBackend(url, timeout_s=ctx.campaign.request_timeout_s)
-        vctx = dataclasses.replace(ctx, backend=backend)
-        pin = next((m.name for m in ctx.campaign.models if m.pinned), None)
         try:
-            for row in rows:
-                refused: dict[str, str] = {}
-                load_id = load_for_cell(vctx, row.name, pin, refused)
-                status = ctx.store.db.execute("select status, error_text from loads where id = ?",
-                                              [load_id]).fetchone() if load_id else None
-                if row.name in refused or (status and status[0] == "failed"):
-                    why = refused.get(row.name) or f"the load failed: {status[1]}"
-                    _not_loaded(vctx, row, "refused" if row.name in refused else "failed", why, measure, load_id,
-                                pin_guard_said=row.name in refused)
-                    continue
-                _update(ctx, row, load_id=load_id, status="measuring")
-                try:
-                    measure(vctx, row.name, load_id, None)
-                finally:
-                    _end_load(ctx, load_id)
-                    _unload(backend, row.name)
-                _update(ctx, row, ended_at=utcnow())
+            _measure_each(ctx, backend, rows, measure)
         finally:
             backend.close()
     finally:

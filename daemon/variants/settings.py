@@ -87,16 +87,9 @@ def check_args(value: Any) -> tuple[str, ...]:
     network or add tools, and a campaign file must not hand those to a
     server cardproof starts.
     """
-    if not isinstance(value, (list, tuple)) or not value:
-        raise validate.Invalid(f"expected a non-empty list of server arguments, got {validate.describe(value)}")
-    if len(value) > MAX_ARGS:
-        raise validate.Invalid(f"expected at most {MAX_ARGS} arguments, got {len(value):,}")
-    args = []
-    for i, item in enumerate(value):
-        try:
-            args.append(validate.text(item, what="a non-empty string", max_chars=4096))
-        except validate.Invalid as exc:
-            raise validate.Invalid(str(exc), at=(i,)) from None
+    args = validate.bounded_list(value, lambda v: validate.text(v, what="a non-empty string", max_chars=4096),
+                                 expected="a non-empty list of server arguments", max_items=MAX_ARGS,
+                                 noun="arguments", tuples=True)
     out: list[str] = []
     seen: dict[str, str] = {}
     for index, flag, arg_value in indexed_pairs(args):

@@ -9,25 +9,20 @@ same figures as a table, each linked to its run.
 from __future__ import annotations
 
 from .. import charts
+from ..cell_kinds import kind_of
 from ..i18n import Lang
 from . import svg
-from ...daemon.load.stats import rate_digits
 from .series import OK
 
 
 def cell_label(s: dict, L: Lang) -> str:
     """The cell's name as plain text for a chart (the page's heading is the same words as Markdown)."""
-    kind = s.get("kind", "measure")
-    if kind == "load":
-        first = L.gettext("load: {n} streams").format(n=L.num(s["streams"], 0))
-    elif kind == "depth":
-        first = L.gettext("depth {tokens} tokens").format(tokens=L.num(s["depth_tokens"], 0))
-    elif kind == "rate":
-        first = L.gettext("{rate} requests/s").format(rate=L.num(s["rate_rps"], rate_digits(s["rate_rps"])))
-    else:
+    kind = kind_of(s)
+    if kind.words is None:
         return (L.gettext(s["prompt_class"]) + " · "
                 + (L.gettext("reasoning on") if s["reasoning"] else L.gettext("reasoning off")))
-    return first + " · " + L.gettext(s["prompt_class"])
+    words, figures = kind.words(s, L)
+    return words.format(**figures) + " · " + L.gettext(s["prompt_class"])
 
 
 def trend_rows(page_series: list[dict], metric: str) -> list[dict]:

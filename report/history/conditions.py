@@ -30,6 +30,7 @@ from cardproof.daemon.redact import public_url, redact_secrets
 
 from cardproof.marks import N_
 from ..mdsafe import MD, code_span, esc
+from cardproof.daemon.store import json_value
 
 #: the machine's load as a condition's name: "0.40 / 1.25" (runs.host_json, m027)
 LOAD_CONDITION = N_("machine load (1-minute average at start / end)")
@@ -126,12 +127,7 @@ def _load_moved(before: str, after: str) -> bool:
 
 
 def _gpu_conditions(raw: str | None) -> dict:
-    try:
-        data = json.loads(raw) if raw else {}
-    except (ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
+    data = json_value(raw, dict, {})
     out = {}
     gpus = data.get("gpus") if isinstance(data.get("gpus"), list) else []
     names = [str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")]
@@ -149,12 +145,7 @@ def _gpu_conditions(raw: str | None) -> dict:
 
 def _host_conditions(raw: str | None) -> dict:
     """CPU and the machine's load from ``runs.host_json`` (m027); an earlier run has none: no change."""
-    try:
-        data = json.loads(raw) if raw else {}
-    except (ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
+    data = json_value(raw, dict, {})
     out = {}
     if data.get("cpu"):
         cpus = data.get("cpus")

@@ -9,12 +9,12 @@ A result belongs to a model by the rule of the llama-bench section
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from pathlib import PurePath
 
 from ..stats import spread
+from cardproof.daemon.store import json_value
 
 #: llama-bench test name -> the server metric it is drawn beside
 _TEST = re.compile(r"^(pp|tg)(\d+)$")
@@ -37,12 +37,8 @@ def bench_series(db, model_names: list[str]) -> dict[str, dict[str, list[dict]]]
         owners = [n for n in model_names if n and n in name]
         if not m or not owners:
             continue
-        try:
-            values = json.loads(r["samples_ts_json"] or "[]")
-        except (ValueError, RecursionError):
-            continue
-        values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0] \
-            if isinstance(values, list) else []
+        values = [v for v in json_value(r["samples_ts_json"], list, [])
+                  if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
         s = spread(values)
         if s is None:
             continue

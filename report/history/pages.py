@@ -2,13 +2,13 @@
 
 A year of nightly runs is ~60,000 points (every run × model × cell). Holding
 them all for the trend pages made the report step's memory grow with the
-store (issue 19, goal 5). Here a page (campaign × model) is the unit:
+store. Here a page (campaign × model) is the unit:
 
-- a cache file per page (``.cardproof-series-<hash>.pickle`` beside the
+- a cache file per page (``.cardproof-series-<hash>.json`` beside the
   site) keeps each run's points of that page, the step search's memo and
   verdicts for its series, and the table rows and CSV lines its runs had on
   the page (report/history/tables.py, ``render.write_data_file``);
-- one small head file (``.cardproof-trends-head.pickle``) keeps, per
+- one small head file (``.cardproof-trends-head.json``) keeps, per
   campaign, the runs whose points the page files hold (with their
   fingerprints, report/fingerprints.py), and per page the key of what its
   series show (``render.series_print``) and the steps each run starts
@@ -22,9 +22,10 @@ made, rendered where they changed, written back and let go before the next.
 A first build (every run new) reads the store one model at a time, so even
 it holds one page's points at once.
 
-The files are pickles, as trusted as the project folder they are in (whose
-mkdocs hooks the site build runs); one that does not read, or is of other
-code, is no cache: its runs are read from the store again.
+The files are JSON (report/history/cache_json.py): read as data, never run as
+code, whoever wrote them. One that does not read, or is of other code (an older
+layout, an older pickle), is no cache: its runs are read from the store again
+and the file is written anew.
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ import gc
 import hashlib
 import json
 import os
-import pickle
 from collections import defaultdict
 from pathlib import Path
 
 from .. import queries
+from ..cell_kinds import SQL_KINDS
+from . import cache_json
 from .llama_bench import bench_series
 from .render import Trends, page_print, runs_of_steps, series_print
 from .conditions import _among
@@ -45,9 +47,9 @@ from .series import KIND_METRICS, _excluded_samples, _run_points, run_settings, 
 
 #: the layout of the cache files; another one is read as no cache (5 and before: a file per campaign;
 #: 7: spreads with slots, whose pickled state is no longer a dict; 8: campaign settings as conditions, and
-#: the differences that cannot move a figure kept apart, ``aside``)
-FORMAT = 8
-HEAD = ".cardproof-trends-head.pickle"
+#: the differences that cannot move a figure kept apart, ``aside``; 9: JSON in place of pickles)
+FORMAT = 9
+HEAD = ".cardproof-trends-head.json"
 _STEM = ".cardproof-series"
 #: a campaign with at most this many new or changed runs reads their rows once for all its models; with
 #: more (a first build, a code change) it reads them one model at a time, to hold one page's points at once
@@ -55,14 +57,12 @@ FEW_RUNS = 20
 #: what the trend pages keep on a point (its table rows and its CSV line): kept in the page file apart
 #: from the points, and put back only on a point made from the same run data
 _TEXTS = ("_rows", "_csv")
-#: the cell kinds a series is made of (report/history/series.py ``KIND_METRICS``)
-_KINDS = "('measure', 'load', 'rate', 'depth')"
 
 
 def page_file(folder: Path, campaign: str, model: str) -> Path:
     """The cache file of a campaign × model page: named by a hash (the names are foreign text)."""
     digest = hashlib.sha256(json.dumps([str(campaign), str(model)]).encode()).hexdigest()[:24]
-    return folder / f"{_STEM}-{digest}.pickle"
+    return folder / f"{_STEM}-{digest}.json"
 
 
 def page_names(pairs) -> dict[tuple[str, str], str]:
@@ -82,7 +82,7 @@ def _text_pair(pair: tuple) -> tuple[str, str]:
 
 def _read(path: Path):
     try:
-        data = pickle.loads(path.read_bytes())
+        data = cache_json.loads(path.read_bytes())
     except Exception:  # noqa: BLE001 -- none yet, cut short, damaged or of other code: no cache
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
@@ -91,7 +91,7 @@ def _read(path: Path):
 def _write_atomic(path: Path, data) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_bytes(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.write_bytes(cache_json.dumps(data))
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)  # no cache: the next build reads these runs again
@@ -164,7 +164,7 @@ class _Campaign:
             return set()
         return {m for (m,) in self.db.execute(
             f"""select distinct models.name from cells join models on models.id = cells.model_id
-                where coalesce(cells.kind, 'measure') in {_KINDS}"""
+                where coalesce(cells.kind, 'measure') in {SQL_KINDS}"""
             + _among("cells.run_id", [r["id"] for r in self.fresh]))}
 
 
@@ -233,11 +233,12 @@ def trend_pass(db, project: Path, prints: dict[int, str], *, show_addresses: boo
             new_head[camp] = {"sig": c.sig, "runs": {r["id"]: prints.get(r["id"]) for r in c.runs},
                               "pages": pages_head}
     written = trends.finish()
-    for f in folder.glob(f"{_STEM}-*.pickle"):  # pages and campaigns no longer in the store; older layouts
+    for f in folder.glob(f"{_STEM}-*.json"):  # pages and campaigns no longer in the store
         if f not in wanted:
             f.unlink(missing_ok=True)
-    for f in [*folder.glob(".cardproof-trend-texts-*.pickle"), folder / f"{_STEM}.pickle"]:
-        f.unlink(missing_ok=True)
+    for f in [*folder.glob(f"{_STEM}-*.pickle"), *folder.glob(".cardproof-trend-texts-*.pickle"),
+              folder / f"{_STEM}.pickle", folder / ".cardproof-trends-head.pickle"]:
+        f.unlink(missing_ok=True)  # older layouts' pickles: never read, gone once a build has its JSON
     _write_atomic(folder / HEAD, {"format": FORMAT, "campaigns": new_head})
     return dict(starts), written
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cardproof.marks import N_
 from .. import charts, csvsafe
+from ..cell_kinds import kind_of
 from ..i18n import CATALOGUE, LANGUAGES, Lang
 from ..mdsafe import MD, publishable, publishing, translator
 from ..site import write_if_changed as _write_if_changed
@@ -26,7 +27,6 @@ from .conditions import label
 from .llama_bench import bench_series
 from .numbers import dates, formatter
 from .tables import row_maker
-from ...daemon.load.stats import rate_digits
 from .series import METRICS, OK, build_series, slug
 
 FOLDER = "trends"
@@ -54,31 +54,19 @@ def _run_link(p: dict, L: Lang) -> MD:
 
 def cell_name(s: dict, L: Lang) -> MD:
     """'short · reasoning off', 'load: 4 streams · short', 'depth 4,096 tokens · short' in ``L``."""
-    kind = s.get("kind", "measure")
-    if kind == "load":
-        return MD("{} · {}").format(MD(L.gettext("load: {n} streams")).format(n=L.num(s["streams"], 0)),
-                                    L.gettext(s["prompt_class"]))
-    if kind == "depth":
-        return MD("{} · {}").format(MD(L.gettext("depth {tokens} tokens")).format(tokens=L.num(s["depth_tokens"], 0)),
-                                    L.gettext(s["prompt_class"]))
-    if kind == "rate":
-        rate = s["rate_rps"]
-        return MD("{} · {}").format(MD(L.gettext("{rate} requests/s")).format(rate=L.num(rate, rate_digits(rate))),
-                                    L.gettext(s["prompt_class"]))
+    kind = kind_of(s)
+    if kind.words is not None:
+        words, figures = kind.words(s, L)
+        return MD("{} · {}").format(MD(words).format(**figures), L.gettext(s["prompt_class"]))
     return MD("{} · {}").format(L.gettext(s["prompt_class"]),
                                 (L.gettext("reasoning on") if s["reasoning"] else L.gettext("reasoning off")))
 
 
 def cell_anchor(s: dict) -> str:
     """The page anchor of a series' table: distinct per prompt class and reasoning, streams, depth."""
-    kind = s.get("kind", "measure")
-    if kind == "load":
-        return f"cell-load-{int(s['streams'])}-{slug(s['prompt_class'])}"
-    if kind == "depth":
-        return f"cell-depth-{int(s['depth_tokens'])}-{slug(s['prompt_class'])}"
-    if kind == "rate":  # 0.5 -> "0p5": a dot would end the anchor in some readers' eyes
-        rate = f"{s['rate_rps']:.{rate_digits(s['rate_rps'])}f}".replace(".", "p")
-        return f"cell-rate-{rate}-{slug(s['prompt_class'])}"
+    kind = kind_of(s)
+    if kind.anchor_value is not None:
+        return f"cell-{kind.name}-{kind.anchor_value(s)}-{slug(s['prompt_class'])}"
     return f"cell-{s['prompt_class']}-{'on' if s['reasoning'] else 'off'}"
 
 

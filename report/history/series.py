@@ -20,6 +20,7 @@ from cardproof.marks import N_
 from .. import findings, queries
 from ..gates import run_gate_config
 from ..privacy import public_text
+from ..cell_kinds import KINDS, MEASURE, ORDER, SQL_KINDS
 from ..stats import Spread
 from .conditions import _among, aside, differences, model_conditions, moving, run_conditions
 from .steps import find_steps
@@ -39,12 +40,7 @@ METRICS = {
 }
 #: the metrics a series of each kind of cell has: a prompt-class cell, a load step (concurrent
 #: streams, daemon/load/), a context-depth step
-KIND_METRICS = {
-    "measure": ["decode_tps", "prefill_tps", "ttft_ms", "load_seconds"],
-    "load": ["decode_tps", "aggregate_tps", "ttft_ms", "ttft_p90_ms"],
-    "rate": ["decode_tps", "aggregate_tps", "ttft_ms", "ttft_p90_ms"],  # an offered request rate (Poisson arrivals)
-    "depth": ["decode_tps", "prefill_tps"],
-}
+KIND_METRICS = {name: list(kind.metrics) for name, kind in KINDS.items()}
 #: a point in one of these states is shown but never starts or ends a step
 OK = "ok"
 
@@ -99,16 +95,6 @@ def _spread(values: list[float]) -> Spread | None:
     v = sorted(values)
     n = len(v)
     return Spread(v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2, v[0], v[-1], n)
-
-
-def _step_axis_value(c: dict) -> bool:
-    """A load step has a positive number of streams, a rate step a positive finite offered rate, a depth
-    step a positive depth (a damaged row has none)."""
-    if c["kind"] == "rate":
-        v = c["rate_rps"]
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
-    v = c["streams"] if c["kind"] == "load" else c["depth_tokens"]
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 def _excluded_samples(db, runs: list[dict], where: str = "") -> set[int]:
@@ -195,8 +181,7 @@ def series_of_points(grouped: dict[tuple, list[dict]], min_effect_of, memo: tupl
                     "metrics": KIND_METRICS[kind],
                     "page": f"trend-{slug(camp)}-{slug(mname)}", "min_effect": min_effect, "points": points})
     # prompt-class cells first (as before), then load steps by streams, offered rates, then depths
-    order = {"measure": 0, "load": 1, "rate": 2, "depth": 3}
-    out.sort(key=lambda s: (s["campaign"], s["model"], order[s["kind"]], s["streams"] or 0, s["rate_rps"] or 0,
+    out.sort(key=lambda s: (s["campaign"], s["model"], ORDER[s["kind"]], s["streams"] or 0, s["rate_rps"] or 0,
                             s["depth_tokens"] or 0, s["reasoning"], s["prompt_class"]))
     seen_models = set()
     for s in out:
@@ -218,12 +203,39 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool,
     """
     by_id = {r["id"]: r for r in runs}
     ids = sorted(by_id)
+
     # a few runs are looked up by their ids; many (a first build) in one pass over each table
     def where_run(column: str) -> str:
         return _among(column, ids if restrict else None)
 
     if excluded is None:
         excluded = _excluded_samples(db, runs, where_run("samples.run_id"))
+    cells = _point_cells(db, by_id, model, where_run("cells.run_id"))
+    by_sample = where_run("samples.run_id") if model is None else _among("samples.cell_id", sorted(cells))
+    _sample_values(db, cells, by_sample, excluded)
+    loads = _load_seconds(db, by_id, where_run("loads.run_id"))
+    facts = model_conditions(db, ids if restrict else None)
+    run_facts: dict[int, dict] = {}
+    conditions: dict[tuple[int, str], dict] = {}
+
+    def of_run(run: dict, model_name: str) -> dict:  # the same for every cell of the run and model: made once
+        key = (run["id"], model_name)
+        if key not in conditions:
+            if run["id"] not in run_facts:
+                run_facts[run["id"]] = run_conditions(run)
+            conditions[key] = run_facts[run["id"]] | facts.get(key, {})
+        return conditions[key]
+
+    out: dict[int, list[tuple]] = defaultdict(list)
+    for c in cells.values():
+        run = by_id[c["run_id"]]
+        out[run["id"]].append(_point(c, run, loads, of_run(run, c["model"])))
+    return out
+
+
+def _point_cells(db, by_id: dict[int, dict], model: str | None, where_run: str) -> dict[int, dict]:
+    """Cell id -> the cell row of these runs (of ``model`` where given) that a series can place: a
+    prompt-class cell, or a step cell with its step row and a value on its axis."""
     cells: dict[int, dict] = {}
     steps_table = "load_steps" in db.table_names()
     rate_column = "load_steps.rate_rps" if steps_table and "rate_rps" in db["load_steps"].columns_dict \
@@ -238,16 +250,22 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool,
                       coalesce(cells.kind, 'measure') as kind, {step_columns}
                from cells join models on models.id = cells.model_id
                {"left join load_steps on load_steps.cell_id = cells.id" if steps_table else ""}
-               where coalesce(cells.kind, 'measure') in ('measure', 'load', 'rate', 'depth')
-               {where_run("cells.run_id")} {"" if model is None else "and models.name = ?"}""",
+               where coalesce(cells.kind, 'measure') in {SQL_KINDS}
+               {where_run} {"" if model is None else "and models.name = ?"}""",
             [] if model is None else [model]):
         if c["run_id"] not in by_id or (model is not None and c["model"] != model):
             continue
-        if c["kind"] != "measure" and (c["step_id"] is None or not _step_axis_value(c)):
+        if c["kind"] != MEASURE and (c["step_id"] is None or not KINDS[c["kind"]].placed(c)):
             continue  # a step cell without its step row (or its streams/depth) cannot be placed in a series
         c["values"] = defaultdict(list)
         c["generated"] = 0
         cells[c["id"]] = c
+    return cells
+
+
+def _sample_values(db, cells: dict[int, dict], where: str, excluded: set[int]) -> None:
+    """Each cell's figures from its own valid samples (``values``: metric -> list), and a step's aggregate
+    tok/s and p90 TTFT."""
     # plain tuples and the figure test inline: this loop sees every sample of every run, the
     # largest part of building the series (a dict per row and a call per value cost as much again)
     columns = {"decode_tps": 2, "prefill_tps": 3, "ttft_ms": 4}
@@ -256,8 +274,7 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool,
     for row in db.execute(
             f"""select cell_id, id, decode_tps, prefill_tps, ttft_ms, generated_tokens, error_kind,
                       coalesce(kind, 'measure') from samples
-               where coalesce(kind, 'measure') in ('measure', 'load', 'rate', 'depth')
-               {where_run("samples.run_id") if model is None else _among("samples.cell_id", sorted(cells))}
+               where coalesce(kind, 'measure') in {SQL_KINDS} {where}
                order by id"""):
         c = cells.get(row[0])
         # a cell's own requests only: a canary or probe in a measure cell never enters its series
@@ -273,57 +290,49 @@ def _run_points(db, runs: list[dict], model: str | None, restrict: bool,
         if type(g) is int and g > 0:
             c["generated"] += g
     for c in cells.values():
-        if c["kind"] in ("load", "rate") and c["generated"] and _figure(c["wall_s"]):
+        if KINDS[c["kind"]].sends_load and c["generated"] and _figure(c["wall_s"]):
             c["values"]["aggregate_tps"] = [c["generated"] / c["wall_s"]]
-        if c["kind"] in ("load", "rate") and c["values"].get("ttft_ms"):
+        if KINDS[c["kind"]].sends_load and c["values"].get("ttft_ms"):
             c["values"]["ttft_p90_ms"] = [percentile(c["values"]["ttft_ms"], 90)]
+
+
+def _load_seconds(db, by_id: dict[int, dict], where_run: str) -> dict[tuple[int, str], list[float]]:
+    """(run id, model) -> the seconds of its measured loads."""
     loads: dict[tuple[int, str], list[float]] = defaultdict(list)
     for ld in db.query(
             f"""select loads.run_id, loads.trigger, loads.origin, loads.sample_id, loads.load_seconds,
                       models.name as model, samples.kind as sample_kind
                from loads join models on models.id = loads.model_id
                left join samples on samples.id = loads.sample_id where loads.merged_into is null
-               {where_run("loads.run_id")}"""):
+               {where_run}"""):
         v = ld["load_seconds"]
         if ld["run_id"] in by_id and queries.is_measured_load(ld) and _figure(v):
             loads[(ld["run_id"], ld["model"])].append(float(v))
-    facts = model_conditions(db, ids if restrict else None)
+    return loads
 
-    run_facts: dict[int, dict] = {}
-    conditions: dict[tuple[int, str], dict] = {}
 
-    def of_run(run: dict, model_name: str) -> dict:  # the same for every cell of the run and model: made once
-        key = (run["id"], model_name)
-        if key not in conditions:
-            if run["id"] not in run_facts:
-                run_facts[run["id"]] = run_conditions(run)
-            conditions[key] = run_facts[run["id"]] | facts.get(key, {})
-        return conditions[key]
-
-    out: dict[int, list[tuple]] = defaultdict(list)
-    for c in cells.values():
-        run = by_id[c["run_id"]]
-        kind = c["kind"]
-        values = dict(c["values"])
-        if kind == "measure":
-            values["load_seconds"] = loads.get((run["id"], c["model"]), [])
-        spreads = {m: _spread(values.get(m)) for m in KIND_METRICS[kind]}
-        cls = c["prompt_class"] if kind == "measure" else (c["step_class"] or c["prompt_class"])
-        streams = c["streams"] if kind == "load" else None
-        depth = c["depth_tokens"] if kind == "depth" else None
-        rate = float(c["rate_rps"]) if kind == "rate" else None
-        out[run["id"]].append(((run["campaign_name"], c["model"], kind, streams, depth, rate, cls,
-                                bool(c["reasoning"]) if kind == "measure" else False), {
-            "run_id": run["id"], "started_at": run["started_at"], "status": run["status"],
-            "server_build": run["server_build"], "cell_id": c["id"], "values": values, "spread": spreads,
-            "state": _state(run, spreads["decode_tps"], values.get("decode_tps", []), kind,
-                            bool(c["refused_reason"])),
-            "conditions": of_run(run, c["model"]),
-            # where its samples are on the run's evidence page
-            "anchor": f"cell-{c['id']}" if kind == "measure" else f"step-{c['step_id']}",
-            "_campaign_id": run["campaign_id"],
-        }))
-    return out
+def _point(c: dict, run: dict, loads: dict, conditions: dict) -> tuple[tuple, dict]:
+    """A cell's (series key, point): its figures' spreads, its state and where its samples are shown."""
+    kind = c["kind"]
+    values = dict(c["values"])
+    if kind == "measure":
+        values["load_seconds"] = loads.get((run["id"], c["model"]), [])
+    spreads = {m: _spread(values.get(m)) for m in KIND_METRICS[kind]}
+    cls = c["prompt_class"] if kind == "measure" else (c["step_class"] or c["prompt_class"])
+    step = {"streams": None, "depth_tokens": None, "rate_rps": None}
+    if KINDS[kind].axis is not None:
+        step[KINDS[kind].axis] = KINDS[kind].axis_value(c)
+    key = (run["campaign_name"], c["model"], kind, step["streams"], step["depth_tokens"], step["rate_rps"], cls,
+           bool(c["reasoning"]) if kind == "measure" else False)
+    return key, {
+        "run_id": run["id"], "started_at": run["started_at"], "status": run["status"],
+        "server_build": run["server_build"], "cell_id": c["id"], "values": values, "spread": spreads,
+        "state": _state(run, spreads["decode_tps"], values.get("decode_tps", []), kind, bool(c["refused_reason"])),
+        "conditions": conditions,
+        # where its samples are on the run's evidence page
+        "anchor": f"cell-{c['id']}" if kind == "measure" else f"step-{c['step_id']}",
+        "_campaign_id": run["campaign_id"],
+    }
 
 
 def _usable(points: list[dict], metric: str) -> list[int]:
@@ -335,9 +344,9 @@ def _step_key(series: dict, metric: str, usable: list[int], keyed: bool) -> tupl
     point was not made from a fingerprinted run: nothing to key it by, searched every time)."""
     points = series["points"]
     seed = f"{series['campaign']}|{series['model']}|{series['prompt_class']}|{series['reasoning']}|{metric}"
-    if series["kind"] != "measure":
+    if series["kind"] != MEASURE:
         seed += f"|{series['kind']}|{series['streams']}|{series['depth_tokens']}"
-        if series["kind"] == "rate":
+        if KINDS[series["kind"]].axis == "rate_rps":  # the seed of a load or depth step is as it always was
             seed += f"|{series['rate_rps']!r}"
     key = (seed, series["min_effect"], tuple((points[i]["run_id"], points[i]["_print"]) for i in usable)) \
         if keyed and all(points[i].get("_print") is not None for i in usable) else None

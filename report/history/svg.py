@@ -3,7 +3,7 @@
 The trend charts have one fixed shape, so they are drawn here rather than
 through Altair and vl-convert: validating and rendering a Vega-Lite spec
 cost about 0.2 s per chart, and a campaign of many models has hundreds of
-trend charts (issue 20's speed goal: a year of nightly runs inside the
+trend charts (the speed goal: a year of nightly runs inside the
 report step's budget). Drawing is linear in the points.
 
 What the chart shows is the same as before: median per run with its
@@ -16,6 +16,7 @@ page's language; dates are numeric (YYYY-MM-DD) in both.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from xml.sax.saxutils import escape, quoteattr
 
@@ -154,6 +155,46 @@ def trend_svgs(rows: list[dict], changes: list[dict], languages: list[Labels]) -
     """One chart of ``rows`` per entry of ``languages``: the geometry (scales, positions, thinning,
     whiskers and lines: most of a chart's time) is worked out once; numbers, names and tooltips are
     written in each language."""
+    points = _points(rows)
+    height = _TOP + PLOT_HEIGHT_PX + _BOTTOM
+    if not points:
+        return [_frame(height, lab) + f'<text x="{_LEFT}" y="{_TOP + 20}">—</text></svg>' for lab in languages]
+    scale = _Scale.of(points)
+    # ``out``: the chart's parts in order, each text (the same in every language) or a function of the
+    # language's labels and number format
+    out: list = []
+    _axes(out, scale, height)
+    for c in changes:  # a condition changed at this run
+        x = _seconds(c.get("date"))
+        if x is not None and scale.x_lo <= x <= scale.x_hi:
+            out.append(f'<line x1="{scale.sx(x):.1f}" x2="{scale.sx(x):.1f}" y1="{_TOP}" y2="{_BOTTOM_Y}" '
+                       f'stroke="#666666" stroke-dasharray="4 3"/>')
+    cells: dict = {}
+    for p in points:
+        cells.setdefault(p[4]["cell"], []).append(p)
+    colour = {cell: _COLOURS[i % len(_COLOURS)] for i, cell in enumerate(cells)}
+    states = [s for s in dict.fromkeys(p[4]["state"] for p in points if not p[4]["usable"])]
+    shape = {s: _SHAPES[i % len(_SHAPES)] for i, s in enumerate(states)}
+    dense = len(points) > 600  # a year of nightly runs: thinner marks, so the level stays readable
+    for cell in cells:
+        _cell_marks(out, _thinned(sorted(cells[cell], key=lambda p: p[0])), scale, colour[cell], shape, dense)
+    ly = _legend(out, cells, colour, states, shape)
+    h = ly + 12 if ly + 12 > height else height  # many cells: the legend, not the plot, sets the height
+    out.append("</svg>")
+    drawn = []
+    for lab in languages:
+        num = formatter(lab.L)
+        drawn.append(_frame(h, lab) + "".join([part if type(part) is str else part(lab, num) for part in out]))
+    return drawn
+
+
+_WIDTH = _LEFT + PLOT_WIDTH_PX + _LEGEND
+_BOTTOM_Y = _TOP + PLOT_HEIGHT_PX
+
+
+def _points(rows: list[dict]) -> list[tuple]:
+    """(x in seconds, median, low, high, row) of each row with a date and a finite median; a missing or
+    non-finite bound is the median, and a bound is never on the wrong side of it."""
     points = []
     for r in rows:
         x = _seconds(r.get("date"))
@@ -164,48 +205,62 @@ def trend_svgs(rows: list[dict], changes: list[dict], languages: list[Labels]) -
         low = low if (type(low) is float and math.isfinite(low)) or _finite(low) else m
         high = high if (type(high) is float and math.isfinite(high)) or _finite(high) else m
         points.append((x, m, low if low < m else m, high if high > m else m, r))
-    width = _LEFT + PLOT_WIDTH_PX + _LEGEND
-    height = _TOP + PLOT_HEIGHT_PX + _BOTTOM
+    return points
 
-    def frame(h: int, lab: Labels) -> str:
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
-                f'viewBox="0 0 {width} {h}" role="img" aria-label={quoteattr(lab.title)} '
-                f'font-family="sans-serif" font-size="11">'
-                f'<rect width="{width}" height="{h}" fill="white"/>'
-                f'<text x="{_LEFT}" y="18" font-size="13" font-weight="bold">{escape(lab.title)}</text>')
 
-    if not points:
-        return [frame(height, lab) + f'<text x="{_LEFT}" y="{_TOP + 20}">—</text></svg>' for lab in languages]
-    xs = [p[0] for p in points]
-    x_lo, x_hi = min(xs), max(xs)
-    if x_hi - x_lo < 1:
-        x_lo, x_hi = x_lo - 86400, x_hi + 86400
-    pad = (x_hi - x_lo) * 0.02  # the first and last run's marks inside the plot, not on its edge
-    x_lo, x_hi = x_lo - pad, x_hi + pad
-    ticks = nice_ticks(min(p[2] for p in points), max(p[3] for p in points))
-    y_lo, y_hi = ticks[0], ticks[-1]
+def _frame(h: int, lab: Labels) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{h}" '
+            f'viewBox="0 0 {_WIDTH} {h}" role="img" aria-label={quoteattr(lab.title)} '
+            f'font-family="sans-serif" font-size="11">'
+            f'<rect width="{_WIDTH}" height="{h}" fill="white"/>'
+            f'<text x="{_LEFT}" y="18" font-size="13" font-weight="bold">{escape(lab.title)}</text>')
 
-    def sx(v: float) -> float:
-        return _LEFT + (v - x_lo) / (x_hi - x_lo) * PLOT_WIDTH_PX
 
-    def sy(v: float) -> float:
-        return _TOP + PLOT_HEIGHT_PX - (v - y_lo) / (y_hi - y_lo) * PLOT_HEIGHT_PX
+@dataclass(frozen=True)
+class _Scale:
+    """The plot's ranges: dates across (padded), the y ticks' range up."""
 
-    bottom = _TOP + PLOT_HEIGHT_PX
-    # ``out``: the chart's parts in order, each text (the same in every language) or a function of the
-    # language's labels and number format
-    out: list = []
-    # axes: y ticks with grid, x ticks as dates
-    digits = _digits(ticks)
-    for t in ticks:
-        y = sy(t)
+    x_lo: float
+    x_hi: float
+    ticks: list[float]
+
+    @classmethod
+    def of(cls, points: list[tuple]) -> "_Scale":
+        xs = [p[0] for p in points]
+        x_lo, x_hi = min(xs), max(xs)
+        if x_hi - x_lo < 1:
+            x_lo, x_hi = x_lo - 86400, x_hi + 86400
+        pad = (x_hi - x_lo) * 0.02  # the first and last run's marks inside the plot, not on its edge
+        return cls(x_lo - pad, x_hi + pad, nice_ticks(min(p[2] for p in points), max(p[3] for p in points)))
+
+    @property
+    def y_lo(self) -> float:
+        return self.ticks[0]
+
+    @property
+    def y_hi(self) -> float:
+        return self.ticks[-1]
+
+    def sx(self, v: float) -> float:
+        return _LEFT + (v - self.x_lo) / (self.x_hi - self.x_lo) * PLOT_WIDTH_PX
+
+    def sy(self, v: float) -> float:
+        return _TOP + PLOT_HEIGHT_PX - (v - self.y_lo) / (self.y_hi - self.y_lo) * PLOT_HEIGHT_PX
+
+
+def _axes(out: list, scale: _Scale, height: int) -> None:
+    """The axes: y ticks with grid, x ticks as dates, and both titles."""
+    bottom = _BOTTOM_Y
+    digits = _digits(scale.ticks)
+    for t in scale.ticks:
+        y = scale.sy(t)
         out.append(f'<line x1="{_LEFT}" x2="{_LEFT + PLOT_WIDTH_PX}" y1="{y:.1f}" y2="{y:.1f}" stroke="#dddddd"/>'
                    f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">')
         out.append(lambda lab, num, t=t: escape(num(t, digits)))
         out.append("</text>")
     for i in range(6):
-        v = x_lo + (x_hi - x_lo) * i / 5
-        x = sx(v)
+        v = scale.x_lo + (scale.x_hi - scale.x_lo) * i / 5
+        x = scale.sx(v)
         label = datetime.fromtimestamp(v, tz=timezone.utc).strftime("%Y-%m-%d")
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bottom}" y2="{bottom + 5}" stroke="#444444"/>'
                    f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="end" '
@@ -218,46 +273,39 @@ def trend_svgs(rows: list[dict], changes: list[dict], languages: list[Labels]) -
                f'text-anchor="middle">')
     out.append(lambda lab, num: escape(lab.axis_title))
     out.append("</text>")
-    for c in changes:  # a condition changed at this run
-        x = _seconds(c.get("date"))
-        if x is not None and x_lo <= x <= x_hi:
-            out.append(f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{_TOP}" y2="{bottom}" stroke="#666666" '
-                       f'stroke-dasharray="4 3"/>')
-    cells: dict = {}
-    for p in points:
-        cells.setdefault(p[4]["cell"], []).append(p)
-    colour = {cell: _COLOURS[i % len(_COLOURS)] for i, cell in enumerate(cells)}
-    states = [s for s in dict.fromkeys(p[4]["state"] for p in points if not p[4]["usable"])]
-    shape = {s: _SHAPES[i % len(_SHAPES)] for i, s in enumerate(states)}
-    dense = len(points) > 600  # a year of nightly runs: thinner marks, so the level stays readable
-    kx, ky = PLOT_WIDTH_PX / (x_hi - x_lo), PLOT_HEIGHT_PX / (y_hi - y_lo)
-    for cell in cells:
-        cells[cell] = ps = _thinned(sorted(cells[cell], key=lambda p: p[0]))
-        col = colour[cell]
-        # each point's position as text once (sx, sy inline): a year of runs draws thousands per chart
-        fx = [f"{_LEFT + (p[0] - x_lo) * kx:.1f}" for p in ps]
-        fm = [f"{bottom - (p[1] - y_lo) * ky:.1f}" for p in ps]
-        whisker = f'" stroke="{col}" stroke-width="{1 if dense else 2}" opacity="0.6"/>'
-        out.append("".join([f'<line x1="{x}" x2="{x}" y1="{bottom - (p[2] - y_lo) * ky:.1f}" '
-                            f'y2="{bottom - (p[3] - y_lo) * ky:.1f}{whisker}' for x, p in zip(fx, ps)]))
-        line = " ".join(f"{x},{y}" for x, y, p in zip(fx, fm, ps) if p[4]["usable"])
-        if line:
-            out.append(f'<polyline points="{line}" fill="none" stroke="{col}" stroke-width="1"/>')
-        for tx, ty, (x, m, _, _, r) in zip(fx, fm, ps):
-            if r["usable"] and dense:  # no tooltip per mark: thousands of them would only weigh the file
-                out.append(f'<circle cx="{tx}" cy="{ty}" r="2" fill="{col}"/>')
-                continue
-            if r["usable"]:
-                mark = ("circle", sx(x), sy(m), col, col)
-            else:
-                mark = (shape[r["state"]], sx(x), sy(m), _GREY, "white")
 
-            def tip(lab, num, r=r, m=m) -> str:
-                return f"{lab.cell(r['cell'])}: {num(m, 1)}" + (
-                    f" · {lab.L.gettext('run')} {r['run']}" if r.get("run") else "")
 
-            out.append(lambda lab, num, mark=mark, tip=tip: _marker(*mark, tip(lab, num)))
-    # legend: the cells' colours, then the states that cannot carry a step
+def _cell_marks(out: list, ps: list[tuple], scale: _Scale, col: str, shape: dict, dense: bool) -> None:
+    """One cell's whiskers, its line through the usable points and a mark per point."""
+    bottom, x_lo, y_lo = _BOTTOM_Y, scale.x_lo, scale.y_lo
+    kx, ky = PLOT_WIDTH_PX / (scale.x_hi - x_lo), PLOT_HEIGHT_PX / (scale.y_hi - y_lo)
+    # each point's position as text once (sx, sy inline): a year of runs draws thousands per chart
+    fx = [f"{_LEFT + (p[0] - x_lo) * kx:.1f}" for p in ps]
+    fm = [f"{bottom - (p[1] - y_lo) * ky:.1f}" for p in ps]
+    whisker = f'" stroke="{col}" stroke-width="{1 if dense else 2}" opacity="0.6"/>'
+    out.append("".join([f'<line x1="{x}" x2="{x}" y1="{bottom - (p[2] - y_lo) * ky:.1f}" '
+                        f'y2="{bottom - (p[3] - y_lo) * ky:.1f}{whisker}' for x, p in zip(fx, ps)]))
+    line = " ".join(f"{x},{y}" for x, y, p in zip(fx, fm, ps) if p[4]["usable"])
+    if line:
+        out.append(f'<polyline points="{line}" fill="none" stroke="{col}" stroke-width="1"/>')
+    for tx, ty, (x, m, _, _, r) in zip(fx, fm, ps):
+        if r["usable"] and dense:  # no tooltip per mark: thousands of them would only weigh the file
+            out.append(f'<circle cx="{tx}" cy="{ty}" r="2" fill="{col}"/>')
+            continue
+        if r["usable"]:
+            mark = ("circle", scale.sx(x), scale.sy(m), col, col)
+        else:
+            mark = (shape[r["state"]], scale.sx(x), scale.sy(m), _GREY, "white")
+
+        def tip(lab, num, r=r, m=m) -> str:
+            return f"{lab.cell(r['cell'])}: {num(m, 1)}" + (
+                f" · {lab.L.gettext('run')} {r['run']}" if r.get("run") else "")
+
+        out.append(lambda lab, num, mark=mark, tip=tip: _marker(*mark, tip(lab, num)))
+
+
+def _legend(out: list, cells: dict, colour: dict, states: list, shape: dict) -> int:
+    """The legend: the cells' colours, then the states that cannot carry a step; returns its last line's y."""
     lx, ly = _LEFT + PLOT_WIDTH_PX + 16, _TOP + 4
     out.append(f'<text x="{lx}" y="{ly}" font-weight="bold">')
     out.append(lambda lab, num: escape(lab.L.gettext("cell")))
@@ -272,10 +320,4 @@ def trend_svgs(rows: list[dict], changes: list[dict], languages: list[Labels]) -
         out.append(_marker(shape[s], lx + 5, ly - 4, _GREY, "white") + f'<text x="{lx + 14}" y="{ly}">')
         out.append(lambda lab, num, s=s: f"<title>{escape(lab.state(s))}</title>{escape(_short(lab.state(s)))}")
         out.append("</text>")
-    h = ly + 12 if ly + 12 > height else height  # many cells: the legend, not the plot, sets the height
-    out.append("</svg>")
-    drawn = []
-    for lab in languages:
-        num = formatter(lab.L)
-        drawn.append(frame(h, lab) + "".join([part if type(part) is str else part(lab, num) for part in out]))
-    return drawn
+    return ly

@@ -53,7 +53,7 @@ def parse_compute_buffer(text: str) -> list[Fact]:
 _LORA_BUF = re.compile(r"(?P<dev>\S{1,64}) LoRA buffer size =\s*(?P<n>[\d.]{1,40}) (?P<u>[KMG]i?B)")
 parse_lora_buffer = parser("LoRA buffer size")(_sized(_LORA_BUF, "lora_buffer_mib"))
 parse_output_buffer = parser("output buffer size")(_sized(_OUTPUT_BUF, "output_buffer_mib"))
-# recurrent state of hybrid models: not in DESIGN's list, but card memory all the same
+# recurrent state of hybrid models: no KV cache, but card memory all the same
 parse_rs_buffer = parser("RS buffer size")(_sized(_RS_BUF, "rs_buffer_mib"))
 
 # "load_tensors: offloaded 65/65 layers to GPU", older "llm_load_tensors: offloaded 61/61 layers to GPU"
