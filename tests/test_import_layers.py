@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: layer (bottom first) -> module patterns, relative to cardproof.report
 REPORT_LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("text and escaping", ("", "privacy", "messages", "messages.*", "mdsafe", "i18n", "csvsafe", "stats",
+    ("text and escaping", ("", "privacy", "mdsafe", "i18n", "csvsafe", "stats",
                            "tolerance", "chart_draw", "scaffold", "scaffold.*", "serve", "site_settings",
-                           "cell_kinds")),
+                           "cell_kinds", "data_words", "figures")),
     ("queries and views", ("queries", "gates", "findings", "findings.*", "fingerprints", "row_owners", "provenance", "lead",
                            "evidence", "expectations", "fit", "memory", "energy", "probes", "reconcile", "compare",
                            "llama_bench", "history", "history.conditions", "history.steps", "history.series",
