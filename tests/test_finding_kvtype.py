@@ -29,7 +29,11 @@ def _view(*, args=ARGS, states=True, kv_variant=95.6, decode=None, prefill=None,
     classes = [{"cls": cls, "reasoning": False, "base_cell": {"id": i},
                 "entries": [{"variant": v, "cell": {"id": 30 + i}, "decode": decode[cls], "prefill": prefill[cls]}]}
                for i, cls in enumerate(("short", "medium"))]
-    return {"variants": [{"base": "smollm2-q4_1", "variants": [v], "classes": classes, "base_memory": mem,
+    # the server process's peak per cell: the model's own cells 0 and 1, the variant's 30 and 31
+    peaks = {"loads": [{"process_cells": [{"cell_id": 0, "peak_rss_mib": 319.0}, {"cell_id": 1, "peak_rss_mib": 386.0}]},
+                       {"process_cells": [{"cell_id": 30, "peak_rss_mib": 236.0}, {"cell_id": 31, "peak_rss_mib": None}]}]}
+    return {"memory": peaks,
+            "variants": [{"base": "smollm2-q4_1", "variants": [v], "classes": classes, "base_memory": mem,
                           "base_load": 1}]}
 
 
@@ -42,7 +46,9 @@ def test_the_memory_saved_is_stated_beside_the_speed_it_costs():
     text = str(f["text"])
     assert "q8\\_0" in str(f["title"]) and "47\u00a0%" in str(f["title"])  # 1 - 95.6 / 180
     assert "[96 MiB](#line-22)" in text and "[180 MiB](#line-11)" in text
-    assert "its server process peaked at [212 MiB](#fig-load-6) against 294 MiB" in text
+    # like for like: the same prompt class, not each load's own peak (which spans its steps and probes)
+    assert "in the class short its server process peaked at [236 MiB](#cell-30) against [319 MiB](#cell-0)" in text
+    assert "212" not in text and "294" not in text and "medium its server" not in text  # no reading in cell 31
     assert "short: decode [×0.91](#cell-30), prefill no measurable difference" in text
     assert "medium: decode no measurable difference, prefill unstable" in text
 
@@ -50,6 +56,13 @@ def test_the_memory_saved_is_stated_beside_the_speed_it_costs():
 def test_cards_are_named_where_the_card_was_read():
     [f] = _said(_view(card=True))
     assert "on the cards [215 MiB](#fig-load-6) against 300 MiB" in str(f["text"])
+
+
+def test_no_like_for_like_reading_is_said_as_such():
+    view = _view()
+    view["memory"] = {}
+    [f] = _said(view)
+    assert "no reading of the memory held compares the two in one prompt class" in str(f["text"])
 
 
 def test_no_measurable_cost_is_said_as_such():

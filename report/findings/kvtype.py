@@ -21,19 +21,21 @@ KV_FLAGS = {"--cache-type-k": "k", "-ctk": "k", "--cache-type-v": "v", "-ctv": "
 TITLE = N_("{variant}: a {types} KV cache holds {saved} less")
 TEXT = N_("With its KV cache as {types}, {model} holds {kv_variant} of KV cache against {kv_base} ({saved} less, by "
           "each load's log); {held}. What it costs in speed: {speed}.")
-HELD_PROCESS = N_("its server process peaked at {variant_mib} against {base_mib}")
+HELD_PROCESS = N_("in the class {cls} its server process peaked at {variant_mib} against {base_mib}")
 HELD_CARD = N_("on the cards {variant_mib} against {base_mib}")
-HELD_NONE = N_("no measurement of the memory held covers both loads")
+HELD_NONE = N_("no reading of the memory held compares the two in one prompt class")
 SPEED = N_("{cls}: decode {decode}, prefill {prefill}")
 NO_COST = N_("no measurable difference in any class it measured")
 # the Variants section's own words for a comparison that states no ratio (their German is in the catalogue)
 _STATE_WORDS = {"same": N_("no measurable difference"), "unstable": N_("unstable")}
-LINE = N_("{model}: KV cache {kv}, memory held {held}")
+LINE = N_("{model}: KV cache {kv}")
 CONDITION = N_("The variant's log showed every argument taking; the KV caches are each load's own buffer lines, the "
                "memory held is measured, and a speed ratio is given only where the samples are apart beyond their "
                "scatter.")
-CAVEAT = N_("One context and one slot: the KV cache grows with both, and so does what its type saves. A quantised KV "
-            "cache can change the answers; this finding measures memory and speed, not quality.")
+CAVEAT = N_("One context and one slot: the KV cache grows with both, and so does what its type saves. A process's peak "
+            "also holds what its server kept from earlier requests (its prompt cache), so the two peaks differ by more "
+            "than the KV cache. A quantised KV cache can change the answers; this finding measures memory and speed, "
+            "not quality.")
 
 
 def _types(args: list[str]) -> str | None:
@@ -55,20 +57,31 @@ def _ratio(r: dict, link: str):
     return Term(_STATE_WORDS.get(state, N_("not measured")))
 
 
-def _held(m: dict) -> tuple[float | None, str | None]:
-    """The memory measured for a load: the card's reading, else its server process's peak (MiB)."""
-    if number(m.get("card_mib")):
-        return m["card_mib"], "card"
-    peak = (m.get("process") or {}).get("peak_rss_mib")
-    return (peak, "process") if number(peak) else (None, None)
+def _cell_peaks(view: dict) -> dict:
+    """cell id -> the peak resident memory of its server process during that cell (MiB)."""
+    return {c["cell_id"]: c["peak_rss_mib"] for r in (view.get("memory") or {}).get("loads", [])
+            for c in r.get("process_cells") or [] if number(c.get("peak_rss_mib"))}
 
 
-def _finding(group: dict, v: dict) -> Finding | None:
+def _held(mb: dict, mv: dict, pairs: list[tuple[str, int, int]], peaks: dict, load_id) -> tuple:
+    """What the two loads held, like for like: the cards' readings of each load, else the server process's
+    peak during the same prompt class (a load's own peak spans whatever else it served: steps, probes)."""
+    link = f"fig-load-{load_id}" if load_id else None
+    if number(mb.get("card_mib")) and number(mv.get("card_mib")):
+        return (Line(HELD_CARD, {"variant_mib": Fig(mv["card_mib"], "mib", 0, link=link),
+                                 "base_mib": Fig(mb["card_mib"], "mib", 0)}),)
+    said = tuple(Line(HELD_PROCESS, {"cls": Term(cls), "variant_mib": Fig(peaks[vc], "mib", 0, link=f"cell-{vc}"),
+                                     "base_mib": Fig(peaks[bc], "mib", 0, link=f"cell-{bc}")})
+                 for cls, bc, vc in pairs if bc in peaks and vc in peaks)
+    return said or Line(HELD_NONE)
+
+
+def _finding(group: dict, v: dict, peaks: dict) -> Finding | None:
     types, mb, mv = _types(v.get("args") or []), group.get("base_memory") or {}, v.get("memory") or {}
     if not types or not v.get("states") or not number(mb.get("kv_mib")) or not number(mv.get("kv_mib")) \
             or not mb["kv_mib"] or mv["kv_mib"] >= mb["kv_mib"]:
         return None
-    speed, costs = [], False
+    speed, pairs, costs = [], [], False
     for pc in group.get("classes") or []:
         e = next((x for x in pc.get("entries") or [] if x["variant"]["name"] == v["name"]), None)
         if e is None or e.get("cell") is None:
@@ -77,32 +90,28 @@ def _finding(group: dict, v: dict) -> Finding | None:
         costs |= "measurable" in (e["decode"].get("state"), e["prefill"].get("state"))
         speed.append(Line(SPEED, {"cls": Term(pc["cls"]), "decode": _ratio(e["decode"], link),
                                   "prefill": _ratio(e["prefill"], link)}))
+        if pc.get("base_cell"):
+            pairs.append((pc["cls"], pc["base_cell"]["id"], e["cell"]["id"]))
     if not speed:
         return None
-    (held_b, where_b), (held_v, where_v) = _held(mb), _held(mv)
-    held = Line(HELD_NONE)
-    if held_b is not None and where_b == where_v:
-        said = HELD_CARD if where_v == "card" else HELD_PROCESS
-        held = Line(said,
-                    {"variant_mib": Fig(held_v, "mib", 0, link=f"fig-load-{v['load_id']}" if v.get("load_id") else None),
-                     "base_mib": Fig(held_b, "mib", 0)})
     params = {"variant": v["name"], "model": group["base"], "types": types,
               "kv_variant": Fig(mv["kv_mib"], "mib", 0, link=f"line-{mv['kv_line']}" if mv.get("kv_line") else None),
               "kv_base": Fig(mb["kv_mib"], "mib", 0, link=f"line-{mb['kv_line']}" if mb.get("kv_line") else None),
-              "saved": Fig(1 - mv["kv_mib"] / mb["kv_mib"], "pct", 0), "held": held,
+              "saved": Fig(1 - mv["kv_mib"] / mb["kv_mib"], "pct", 0),
+              "held": _held(mb, mv, pairs, peaks, v.get("load_id")),
               "speed": tuple(speed) if costs else Term(NO_COST)}
     variant_name = f"{group['base']} · {v['name']}"
-    lines = (Line(LINE, {"model": group["base"], "kv": params["kv_base"], "held": Fig(held_b, "mib", 0)}),
-             Line(LINE, {"model": variant_name, "kv": params["kv_variant"], "held": Fig(held_v, "mib", 0)}))
+    lines = (Line(LINE, {"model": group["base"], "kv": params["kv_base"]}),
+             Line(LINE, {"model": variant_name, "kv": params["kv_variant"]}))
     return Finding("kvtype", f"kvtype:{group['base']}:{v['name']}", TITLE, TEXT, params, lines, Line(CONDITION),
                    Line(CAVEAT))
 
 
 def check(view: dict) -> list[Finding]:
-    out = []
+    out, peaks = [], _cell_peaks(view)
     for group in view.get("variants") or []:
         for v in group.get("variants") or []:
-            f = _finding(group, v)
+            f = _finding(group, v, peaks)
             if f is not None:
                 out.append(f)
     return out
