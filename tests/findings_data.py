@@ -130,6 +130,10 @@ def make_run(path: Path, models: list[M], *, reps: int = 5, status: str = "compl
                                            "reasoning": 0, "max_tokens": 256, "repetitions": reps,
                                            "pinned": int(m.pinned), "kind": "measure"}).last_pk
                 position += 1
+                if m.host is not None:  # the server process read during the cell: the first class at the peak
+                    db["host_memory_cells"].insert({"run_id": rid, "load_id": first_load, "cell_id": cell,
+                                                    "status": "ok", "n_samples": 2,
+                                                    "peak_rss_mib": m.host[0] * (1 + 0.05 * n)})
                 level = m.decode * (1 - 0.1 * n)
                 values = [v * (1 - 0.1 * n) for v in m.values] if m.values else \
                     [level * rng.uniform(1 - m.noise, 1 + m.noise) for _ in range(reps)]

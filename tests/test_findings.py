@@ -415,13 +415,31 @@ def test_the_kv_cache_makes_a_smaller_file_save_less_memory_than_it_suggests(tmp
     assert [f.key for f in found] == ["kvcache:q4_1:f16"]
     en = plain(found[0], Lang("en"))
     files = {m.name: m.shape["file_bytes"] for m in models}
-    assert "q4_1 holds 42" in en and "less memory than f16 (224 MiB against 389 MiB, in the server process)" in en
+    assert "q4_1 holds 42" in en and \
+        "less memory than f16 (224 MiB against 389 MiB, in the server process, prompt class short)" in en
     assert f"not the {round((1 - files['q4_1'] / files['f16']) * 100)}" in en, en
     assert "KV cache (180 MiB) is as large as f16's, and larger than its weights (92 MiB)" in en, en
     links = [x.link for x in _figs(found[0]) if x.link]
-    assert any(x.startswith("line-") for x in links) and any(x.startswith("fig-load-") for x in links)
+    # the buffer lines, and the cells whose readings are compared (the same prompt class for both)
+    assert any(x.startswith("line-") for x in links) and sum(x.startswith("cell-") for x in links) == 4
     de = plain(found[0], Lang("de"))
     assert "im Serverprozess" in de and "weniger Speicher als f16" in de
+
+
+def test_the_memory_held_is_the_same_prompt_class_not_each_load_lifetime_peak(tmp_path):
+    """A load's own peak spans what else it served (load steps, probes, a prompt cache growing over the run):
+    the demo's Q4_1 load peaked at 681 MiB while its short cells held 319. The pair is compared cell by cell."""
+    import sqlite3
+
+    path = tmp_path / "r.db"
+    rid = make_run(path, _smollm2())
+    conn = sqlite3.connect(path)
+    conn.execute("update host_memory_samples set rss_mib = 900 where rss_mib = 224")  # the q4_1 load, later on
+    conn.commit()
+    conn.close()
+    (f,) = _of(findings_for(view_of(path, rid)), "kvcache")
+    en = plain(f, Lang("en"))
+    assert "(224 MiB against 389 MiB, in the server process, prompt class short)" in en and "900" not in en
 
 
 @pytest.mark.parametrize("case,keys", [

@@ -39,13 +39,14 @@ def _stand_in(folder: Path) -> Path:
     return tool
 
 
-def _ladder_run(tmp_path: Path, requantized: bool = True) -> tuple[Path, int]:
+def _ladder_run(tmp_path: Path, requantized: bool = True, without: tuple[str, ...] = ()) -> tuple[Path, int]:
     def smol(quant, bits, decode, made=requantized):
         s = shape("llama", quant, 0.135, bits=bits, basename="SmolLM2", tokenizer="smollm2")
         return s | ({"requantized_from": "smollm2-q4_1"} if made else {})
     models = [M("smollm2-f16", smol("F16", 16.0, 0), decode=60.0, pinned=True),
               M("smollm2-q8_0", smol("Q8_0", 8.5, 0), decode=95.0),
               M("smollm2-q4_1", smol("Q4_1", 5.0, 0, made=False), decode=120.0)]
+    models = [m for m in models if m.name not in without]
     db = tmp_path / "q.db"
     rid = make_run(db, models, extra="[quality]\n")
     store = open_store(db)
@@ -56,7 +57,8 @@ def _ladder_run(tmp_path: Path, requantized: bool = True) -> tuple[Path, int]:
         store.db.execute("update models set path = ? where id = ?", [str(f), ids[name]])
     store.db.conn.commit()
     measure(store, run_id=rid, settings=QualitySettings(), model_ids=ids, models=list(ids), variants=[],
-            requantized={"smollm2-f16": "smollm2-q4_1", "smollm2-q8_0": "smollm2-q4_1"} if requantized else {},
+            requantized={k: v for k, v in {"smollm2-f16": "smollm2-q4_1", "smollm2-q8_0": "smollm2-q4_1"}.items()
+                         if k in ids} if requantized else {},
             echo=lambda _: None,
             binary=_stand_in(tmp_path))
     store.close()
@@ -115,3 +117,14 @@ def test_a_ladder_of_original_files_gets_the_general_caveat_and_the_ladder_point
     # llama-perplexity's processes are loads of their own, but no memory measurement of a served model
     memory = _section(article, "Memory").split("### Memory on the card", 1)[1]
     assert "load-4" not in memory and "load-6" not in memory
+
+
+def test_one_member_is_said_in_the_singular_without_a_range(tmp_path):
+    """The demo measures one member against its base: no "from x to x", no plural verb."""
+    db, rid = _ladder_run(tmp_path, without=("smollm2-q8_0",))
+    project = tmp_path / "proj"
+    build(db, project, run_mkdocs=False)
+    article = (project / "site" / "runs" / f"run-{rid}.md").read_text()
+    text = _section(article, "Findings").split("### Quality beside speed", 1)[1].split("\n\n")[1]
+    assert "smollm2-q4\\_1 keeps the base's top token at " in text and " to " not in text.split("shipped text")[1]
+    assert "with a mean KL divergence of [" in text

@@ -23,28 +23,43 @@ TEXT_ONE = N_("At a context of {ctx} tokens, {model}'s KV cache ({kv}) is larger
               "context, not the quantisation, decides most of its memory ({held}, {where}).")
 LINE = N_("{model}: weights {weights}, KV cache {kv}, memory held {held}, file {file}")
 CONDITION = N_("The weights and the KV cache are the server's own buffer lines of each load; the memory held is "
-               "measured (the card's reading, else the server process's peak resident memory as the OS counts it), "
-               "never a file size.")
+               "measured (the card's reading, else the server process's peak resident memory in the same prompt "
+               "class as the OS counts it), never a file size.")
 CAVEAT = N_("One context: at a shorter one the KV cache shrinks and the weights' share grows. A memory-mapped "
             "model's pages can be dropped under pressure, so the process's peak is what it held, not the least it "
-            "needs.")
+            "needs; it also holds what the server kept from earlier requests (its prompt cache).")
 ON_CARDS = N_("as the cards read it")
-IN_PROCESS = N_("in the server process")
+IN_PROCESS_CLASS = N_("in the server process, prompt class {cls}")
 KV_SAME = 0.02  # the KV caches of a pair differ by at most this share: the same context and cache type
 GAP = 0.10  # the file sizes overstate the saving by at least this many points before it is said
 
 
 def _rows(view: dict) -> dict[str, dict]:
-    """model -> its first measured load with the memory held, weights, KV cache and context all known."""
+    """model -> its first measured load with the memory held, weights, KV cache and context all known.
+
+    The memory held is the card's reading of the load, else its server process's peak during the first
+    prompt class it measured with a reading: a load's own peak spans everything it served (load steps,
+    probes, a growing prompt cache), which differs between models of one run."""
     out: dict[str, dict] = {}
+    order = {c: i for i, c in enumerate(view.get("classes") or [])}
     for r in (view.get("memory") or {}).get("loads", []):
         b = r.get("log_buffers") or {}
-        card, proc = r.get("card_mib"), (r.get("process") or {}).get("peak_rss_mib")
-        held, where = (card, ON_CARDS) if number(card) else (proc, IN_PROCESS)
+        cells = sorted((c for c in r.get("process_cells") or [] if number(c.get("peak_rss_mib"))
+                        and c.get("prompt_class") in order and not c.get("reasoning")),
+                       key=lambda c: order[c["prompt_class"]])
+        if number(r.get("card_mib")):
+            held, where, link, cls = r["card_mib"], Term(ON_CARDS), f"fig-load-{r['load_id']}", None
+        elif cells:
+            c = cells[0]
+            held, cls, link = c["peak_rss_mib"], c["prompt_class"], f"cell-{c['cell_id']}"
+            where = Line(IN_PROCESS_CLASS, {"cls": Term(cls)})
+        else:
+            continue
         if r.get("model") in out or not all(number(x) for x in (held, b.get("weights_mib"), b.get("kv_mib"),
                                                                  b.get("ctx_size"))):
             continue
-        out[r["model"]] = {**b, "held": held, "where": where, "load_id": r["load_id"]}
+        out[r["model"]] = {**b, "held": held, "where": where, "load_id": r["load_id"], "held_link": link,
+                           "cls": cls}
     return out
 
 
@@ -63,7 +78,7 @@ def check(view: dict) -> list[Finding]:
         b = rows[big]
         for small, s in rows.items():
             if small == big or not number(files.get(small)) or not number(files.get(big)) \
-                    or files[small] >= files[big] or s["held"] >= b["held"]:
+                    or files[small] >= files[big] or s["held"] >= b["held"] or s["cls"] != b["cls"]:
                 continue
             if abs(s["kv_mib"] - b["kv_mib"]) > KV_SAME * b["kv_mib"] or s["kv_mib"] <= s["weights_mib"]:
                 continue
@@ -72,13 +87,13 @@ def check(view: dict) -> list[Finding]:
                 continue
             lines = tuple(Line(LINE, {"model": m, "weights": _mib(r["weights_mib"], r["weights_line"]),
                                       "kv": _mib(r["kv_mib"], r["kv_line"]),
-                                      "held": _mib(r["held"], load_id=r["load_id"]),
+                                      "held": Fig(r["held"], "mib", digits=0, link=r["held_link"]),
                                       "file": Fig(files[m] / 2**20, "mib", digits=0)}) for m, r in ((small, s), (big, b)))
             params = {"small": small, "big": big, "saved": Fig(saved, "pct", digits=0),
                       "file_saved": Fig(file_saved, "pct", digits=0),
-                      "small_mib": _mib(s["held"], load_id=s["load_id"]),
-                      "big_mib": _mib(b["held"], load_id=b["load_id"]),
-                      "where": Term(s["where"]), "ctx": Fig(s["ctx_size"], "int"),
+                      "small_mib": Fig(s["held"], "mib", digits=0, link=s["held_link"]),
+                      "big_mib": Fig(b["held"], "mib", digits=0, link=b["held_link"]),
+                      "where": s["where"], "ctx": Fig(s["ctx_size"], "int"),
                       "kv": _mib(s["kv_mib"], s["kv_line"]), "weights": _mib(s["weights_mib"], s["weights_line"])}
             found.append(Finding("kvcache", f"kvcache:{small}:{big}", TITLE, TEXT, params, lines, Line(CONDITION),
                                  Line(CAVEAT)))
@@ -88,7 +103,7 @@ def check(view: dict) -> list[Finding]:
         if r["kv_mib"] > r["weights_mib"]:
             params = {"model": model, "ctx": Fig(r["ctx_size"], "int"), "kv": _mib(r["kv_mib"], r["kv_line"]),
                       "weights": _mib(r["weights_mib"], r["weights_line"]),
-                      "held": _mib(r["held"], load_id=r["load_id"]), "where": Term(r["where"])}
+                      "held": Fig(r["held"], "mib", digits=0, link=r["held_link"]), "where": r["where"]}
             found.append(Finding("kvcache", f"kvcache:{model}", TITLE_ONE, TEXT_ONE, params, (), Line(CONDITION),
                                  Line(CAVEAT)))
     return found

@@ -20,6 +20,9 @@ TITLE = N_("Quality beside speed")
 TEXT = N_("Against {base}, the ladder's base, over {chunks} chunks of {context} tokens of the shipped text: {models} "
           "keep the base's top token at {same_low} to {same_high} of positions, with a mean KL divergence from "
           "{kld_low} to {kld_high}; decode in the prompt class {cls} is {tps_base} tok/s for the base.")
+TEXT_ONE = N_("Against {base}, the ladder's base, over {chunks} chunks of {context} tokens of the shipped text: "
+              "{models} keeps the base's top token at {same_low} of positions, with a mean KL divergence of "
+              "{kld_low}; decode in the prompt class {cls} is {tps_base} tok/s for the base.")
 MEMBER = N_("{model} ({quant}): decode {ratio} ({tps} tok/s), KL divergence {kld} ± {err}, 99th percentile {p99}, same top token {same}")
 NOT_MEASURABLE = N_("no measurable change")
 CONDITION = N_("Every member was read by llama-perplexity with the base's logits over the same tokens, and its GGUF "
@@ -76,7 +79,8 @@ def _ladder(ladder: dict) -> Finding | None:
     caveat = Line(CAVEAT_REQUANTIZED, {"base": ladder["base"], "source": ladder["requantized_from"]}) \
         if ladder.get("requantized_from") else Line(CAVEAT)
     key = "quality:" + "|".join(sorted([ladder["base"], *(e["model"] for e in steps)]))
-    return Finding("quality", key, TITLE, TEXT, params, figures, Line(CONDITION), caveat)
+    text = TEXT_ONE if len(steps) == 1 else TEXT  # one member: no range "from x to x", no plural verb
+    return Finding("quality", key, TITLE, text, params, figures, Line(CONDITION), caveat)
 
 
 def _line(e: dict, figure: str) -> str | None:
