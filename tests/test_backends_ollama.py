@@ -258,7 +258,7 @@ def test_recorded_ollama_log_loads_are_linked_to_the_runs_loads_by_the_blob(tmp_
     assert "Runtime's plan (GiB)" in en and f"(run-{out.run_id}-evidence.md#line-{first_plan_line})" in en
     evidence = (tmp_path / "site" / "site" / "runs" / f"run-{out.run_id}-evidence.md").read_text()
     assert f'<span id="line-{first_plan_line}"></span>' in evidence
-    assert "Plan der Laufzeit (GiB)" in de and "3,40" in de
+    assert "Plan des Servers (GiB)" in de and "3,40" in de
 
 
 #: /api/show's model_info of a dense model as docs/api.md prints it ("Show Model Information", llama3.2

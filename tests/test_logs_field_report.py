@@ -58,12 +58,12 @@ def test_each_log_without_a_run_gets_an_article_with_working_links(site):
     metal = md["source-1.md"]
     assert "## Observed in the server log, not measured by cardproof" in metal
     # the two requests, from the server's counters: 62/3297.85 ms and 717/40400.49 ms
-    assert "18.27 (17.75–18.80, n=2)" in metal and "362.99 (352.72–373.26, n=2)" in metal
+    assert "18.3 (17.8–18.8, n=2)" in metal and "363 (353–373, n=2)" in metal
     assert "still running when the log ends" in metal
     assert "Observed in the server log" not in md["source-2.md"]  # the 15-GPU paste has no request
     assert "[12,615.77 MiB](#line-" in md["source-2.md"]
     de = md["source-1.de.md"]
-    assert "Im Server-Protokoll beobachtet, nicht von cardproof gemessen" in de and "18,27 (17,75–18,80, n=2)" in de
+    assert "Im Server-Protokoll beobachtet, nicht von cardproof gemessen" in de and "18,3 (17,8–18,8, n=2)" in de
     assert "process exit" in md["source-3.md"]
     index = md["index.md"]
     assert "[llama-runner-metal-2026.log](source-1.md)" in index
