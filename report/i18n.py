@@ -131,6 +131,15 @@ class Lang:
         text = self.translations.ngettext(singular, plural, count)
         return text % {"num": self.num(n, 0), **params} if "%(" in text else text
 
+    def plural(self, forms: tuple[str, str], n) -> str:
+        """The form of ``forms`` (an ``NP_`` pair with ``{placeholders}``) for the count ``n`` in this
+        language, translated, its placeholders left for ``.format``. A count that is no whole number
+        (a rate of 1.5) takes the plural, as 0 does."""
+        count = n if isinstance(n, int) and not isinstance(n, bool) else 0
+        if isinstance(n, float) and n.is_integer():
+            count = int(n)  # a rate of exactly 1, shown as "1"
+        return self.translations.ngettext(forms[0], forms[1], count)
+
     def num(self, value, digits: int = 1) -> str:
         if not _finite(value):  # None, text from a damaged row, inf: no figure to print
             return "—"

@@ -8,6 +8,8 @@ same figures as a table, each linked to its run.
 
 from __future__ import annotations
 
+from cardproof.marks import NP_
+
 from .. import charts
 from ..i18n import Lang
 from . import svg
@@ -15,11 +17,15 @@ from ...daemon.load.stats import rate_digits
 from .series import OK
 
 
+#: a load cell's first words: a count meets a noun
+LOAD_STREAMS = NP_("load: {n} stream", "load: {n} streams")
+
+
 def cell_label(s: dict, L: Lang) -> str:
     """The cell's name as plain text for a chart (the page's heading is the same words as Markdown)."""
     kind = s.get("kind", "measure")
     if kind == "load":
-        first = L.gettext("load: {n} streams").format(n=L.num(s["streams"], 0))
+        first = L.plural(LOAD_STREAMS, s["streams"]).format(n=L.num(s["streams"], 0))
     elif kind == "depth":
         first = L.gettext("depth {tokens} tokens").format(tokens=L.num(s["depth_tokens"], 0))
     elif kind == "rate":

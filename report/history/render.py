@@ -22,6 +22,7 @@ from ..i18n import CATALOGUE, LANGUAGES, Lang
 from ..mdsafe import MD, publishable, publishing, translator
 from ..site import write_if_changed as _write_if_changed
 from . import chart
+from .chart import LOAD_STREAMS
 from .conditions import label
 from .llama_bench import bench_series
 from .numbers import dates, formatter
@@ -56,7 +57,7 @@ def cell_name(s: dict, L: Lang) -> MD:
     """'short · reasoning off', 'load: 4 streams · short', 'depth 4,096 tokens · short' in ``L``."""
     kind = s.get("kind", "measure")
     if kind == "load":
-        return MD("{} · {}").format(MD(L.gettext("load: {n} streams")).format(n=L.num(s["streams"], 0)),
+        return MD("{} · {}").format(MD(L.plural(LOAD_STREAMS, s["streams"])).format(n=L.num(s["streams"], 0)),
                                     L.gettext(s["prompt_class"]))
     if kind == "depth":
         return MD("{} · {}").format(MD(L.gettext("depth {tokens} tokens")).format(tokens=L.num(s["depth_tokens"], 0)),
