@@ -35,6 +35,8 @@ from babel.messages.pofile import read_po
 from babel.numbers import format_decimal, format_percent
 from babel.support import NullTranslations, Translations
 
+from cardproof.marks import N_
+
 LANGUAGES = ("en", "de")
 DOMAIN = "cardproof"
 
@@ -105,6 +107,10 @@ def _finite(value) -> bool:
     return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
+#: quotation marks as a message: each language's catalogue gives its own (German: low-high)
+QUOTE = N_("“{text}”")
+
+
 class Lang:
     """Translation and locale formatting for one language."""
 
@@ -139,6 +145,11 @@ class Lang:
         if isinstance(n, float) and n.is_integer():
             count = int(n)  # a rate of exactly 1, shown as "1"
         return self.translations.ngettext(forms[0], forms[1], count)
+
+    def quote(self, text) -> str:
+        """``text`` in this language's quotation marks, for plain text (a page's Markdown quotes with
+        ``<q>``, which the browser marks by the page's language): the catalogue holds the marks."""
+        return self.gettext(QUOTE).format(text=text)
 
     def num(self, value, digits: int = 1) -> str:
         if not _finite(value):  # None, text from a damaged row, inf: no figure to print

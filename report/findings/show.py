@@ -58,7 +58,7 @@ class _Say:
         if isinstance(v, Term):
             return self.gettext(v.msgid)
         if isinstance(v, Quote):
-            return quoted(v.text) if self.markdown else f"“{v.text}”"
+            return quoted(v.text) if self.markdown else self.L.quote(v.text)
         if isinstance(v, Line):  # a clause of its own (a list item that is a sentence part)
             return self.line(v)
         if isinstance(v, (list, tuple)):
