@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: layer (bottom first) -> module patterns, relative to cardproof.report
 REPORT_LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("text and escaping", ("", "privacy", "messages", "messages.*", "mdsafe", "i18n", "csvsafe", "stats",
+    ("text and escaping", ("", "privacy", "messages", "messages.*", "mdsafe", "i18n", "data_words", "csvsafe", "stats",
                            "tolerance", "chart_draw", "scaffold", "scaffold.*", "serve", "site_settings")),
     ("queries and views", ("queries", "gates", "findings", "findings.*", "fingerprints", "row_owners", "provenance", "lead",
                            "evidence", "expectations", "fit", "memory", "energy", "probes", "reconcile", "compare",
