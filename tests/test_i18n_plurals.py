@@ -99,3 +99,22 @@ def test_template_counts_meet_nouns_through_ngettext():
     bare = re.compile(r"\}\}\s*\{\{ ?_\('(lines|loads|requests|samples measured|exceptions|streams|runs)'\)")
     found = [f"{p.name}: {m.group(0)}" for p in root.rglob("*.j2") for m in bare.finditer(p.read_text())]
     assert not found, found
+
+
+REQUESTS = {("en", 1): ("1 measured request", "1 measured requests"), ("en", 2): ("2 measured requests", None),
+            ("de", 1): ("1 gemessene Anfrage", "1 gemessene Anfragen"), ("de", 2): ("2 gemessene Anfragen", None)}
+
+
+@pytest.mark.parametrize("lang,n", sorted(REQUESTS))
+def test_draft_caveat_counts_its_measured_requests(lang, n):
+    from cardproof.report.article_parts import render_caveat
+    from cardproof.report.reconcile import reconciliations
+
+    # n measured samples with draft tokens; the server log counted other requests too
+    view = {"models": [{"name": "m", "cells": {("short", False): {"samples": [{"draft_tokens": 10,
+                                                                               "draft_accepted": 5}] * n}}}],
+            "evidence": {"loads": [{"id": 1, "model": "m", "facts": {
+                "draft_acceptance": {"accepted": 99, "generated": 200, "requests": 9}}}]}}
+    shown = [render_caveat(c, Lang(lang))["text"] for c in reconciliations(view) if c.title.startswith("Draft")]
+    assert len(shown) == 1
+    _check(shown[0], lang, n, REQUESTS)
