@@ -16,6 +16,7 @@ from cardproof.daemon.load.campaign import Slo
 from cardproof.daemon.load.slo import frozen_slo as slo_of
 from cardproof.daemon.load.slo import answers_unequal, knee, meets, step_x
 from cardproof.daemon.load.stats import StepFigures, rate_digits, run_steps
+from cardproof.marks import N_, NP_
 
 from .mdsafe import MD
 
@@ -93,6 +94,23 @@ def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
     return out
 
 
+KNEE_STREAMS = NP_("Aggregate throughput stops rising at {n} stream: no later step adds 10 % or more.",
+                   "Aggregate throughput stops rising at {n} streams: no later step adds 10 % or more.")
+KNEE_RATE = NP_("Aggregate throughput stops rising at {rate} request per second offered: no later step adds 10 % or "
+                "more.",
+                "Aggregate throughput stops rising at {rate} requests per second offered: no later step adds 10 % or "
+                "more.")
+LEVEL_STREAMS = NP_("Meets the service level up to {n} concurrent stream.",
+                    "Meets the service level up to {n} concurrent streams.")
+LEVEL_RATE = NP_("Meets the service level up to {rate} request per second.",
+                 "Meets the service level up to {rate} requests per second.")
+AT_STREAMS = NP_("At {n} stream:", "At {n} streams:")
+AT_RATE = NP_("At {rate} request per second:", "At {rate} requests per second:")
+# streams outnumber slots here, so never one stream: no plural form needed
+QUEUEING = N_("From {n} streams on, the server has {slots}: requests wait for a slot, and the step measures "
+              "queueing. At {n} streams the median time to the first token is {ttft} ms against {ttft_first} ms in "
+              "the first step ({first}); aggregate throughput {tps} against {tps_first} tok/s.")
+
 # -- charts ------------------------------------------------------------------
 
 
@@ -109,10 +127,35 @@ def knee_sentence(L, axis: str, e: dict) -> MD:
     if e["knee"] is None:
         return MD(_("Aggregate throughput still rises at the last step: the knee lies beyond it."))
     if axis == "load":
-        return MD(_("Aggregate throughput stops rising at {n} streams: no later step adds 10 % or more.").format(
-            n=e["knee"]))
-    return MD(_("Aggregate throughput stops rising at {rate} requests per second offered: no later step adds "
-                "10 % or more.").format(rate=L.num(e["knee"], e["knee_digits"])))
+        return MD(L.plural(KNEE_STREAMS, e["knee"]).format(n=L.num(e["knee"], 0)))
+    return MD(L.plural(KNEE_RATE, shown_count(L, e["knee"], e["knee_digits"])).format(
+        rate=L.num(e["knee"], e["knee_digits"])))
+
+
+def level_sentence(L, axis: str, best: dict | None) -> MD:
+    """How far one model's sweep of ``axis`` meets the service level: the Load section's and a
+    publication's same words."""
+    if best is None:
+        return MD(L.gettext("No step meets the service level."))
+    if axis == "load":
+        return MD(L.plural(LEVEL_STREAMS, best["streams"]).format(n=L.num(best["streams"], 0)))
+    return MD(L.plural(LEVEL_RATE, shown_count(L, best["x"], best["x_digits"])).format(
+        rate=L.num(best["x"], best["x_digits"])))
+
+
+def beyond_words(L, axis: str, beyond: dict) -> MD:
+    """``At 4 streams:`` / ``At 2.5 requests per second:``, before what the first step past the level missed."""
+    if axis == "load":
+        return MD(L.plural(AT_STREAMS, beyond["streams"]).format(n=L.num(beyond["streams"], 0)))
+    return MD(L.plural(AT_RATE, shown_count(L, beyond["x"], beyond["x_digits"])).format(
+        rate=L.num(beyond["x"], beyond["x_digits"])))
+
+
+def shown_count(L, value, digits: int):
+    """The count a noun agrees with: the value as the page shows it (a rate of 1.04 shown as "1,0" is
+    plural, one shown as "1" singular)."""
+    shown = L.num(value, digits)
+    return 1 if shown == L.num(1, 0) else 0
 
 
 def queueing_sentence(L, e: dict) -> MD:
@@ -120,9 +163,7 @@ def queueing_sentence(L, e: dict) -> MD:
     q = e.get("queueing")
     if not q:
         return MD("")
-    return MD(L.gettext(
-        "From {n} streams on, the server has {slots}: requests wait for a slot, and the step measures "
-        "queueing. At {n} streams the median time to the first token is {ttft} ms against {ttft_first} ms in "
-        "the first step ({first}); aggregate throughput {tps} against {tps_first} tok/s.").format(
-        n=q["streams"], slots=L.ngettext("%(num)s slot", "%(num)s slots", q["slots"]), first=q["first"], ttft=L.num(q["ttft"], 0),
-        ttft_first=L.num(q["ttft_first"], 0), tps=L.num(q["tps"]), tps_first=L.num(q["tps_first"])))
+    return MD(L.gettext(QUEUEING).format(
+        n=L.num(q["streams"], 0), slots=L.ngettext("%(num)s slot", "%(num)s slots", q["slots"]),
+        first=L.num(q["first"], 0), ttft=L.num(q["ttft"], 0), ttft_first=L.num(q["ttft_first"], 0),
+        tps=L.num(q["tps"]), tps_first=L.num(q["tps_first"])))

@@ -73,8 +73,20 @@ def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str, axis: str = "l
         # log: an answered rate far below the offered one stays readable beside it
         parts.append(panel("rps", "requests/s", alt.Scale(type="log")).properties(width=charts._WIDTH, height=120))
     parts.append(alt.layer(*marks_ttft).properties(width=charts._WIDTH, height=140))
+    x_title = L.gettext("offered requests/s (Poisson arrivals)") if axis == "rate" else L.gettext("concurrent streams")
     return charts._svg(alt.vconcat(*parts).resolve_scale(color="independent")
-                       .properties(title=charts._label(title)), L)
+                       .properties(title=charts._label(title), description=_description(L, title, x_title, rows)), L)
+
+
+def _description(L: Lang, title: str, x_title: str, rows: list[dict]) -> str:
+    """What a Load or Context chart shows, each line's figures at each step, rounded as the tables round them."""
+    lines: dict[str, list[str]] = {}
+    for r in rows:
+        x = r.get("x", r.get("tokens"))
+        lines.setdefault(r["what"], []).append(f"{L.num(x, 0 if float(x).is_integer() else 2)}: "
+                                               f"{L.num(r['value'])}")
+    items = [f"{what} ({x_title} → {', '.join(points)})" for what, points in lines.items()]
+    return charts.describe(L, charts._label(title), items)
 
 
 def depth_rows(entry: dict, L: Lang) -> list[dict]:
@@ -95,7 +107,8 @@ def depth_chart(rows: list[dict], L: Lang, title: str):
         x=alt.X("tokens:Q", title=L.gettext("prompt tokens (the server's count)")),
         y=alt.Y("value:Q", title=L.gettext("tok/s (median)")),
         color=alt.Color("what:N", title=None, sort=None),
-    ).properties(width=charts._WIDTH, height=180, title=charts._label(title))
+    ).properties(width=charts._WIDTH, height=180, title=charts._label(title),
+                 description=_description(L, title, L.gettext("prompt tokens (the server's count)"), rows))
     return charts._svg(chart, L)
 
 

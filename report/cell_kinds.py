@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cardproof.daemon.load.stats import rate_digits
+from cardproof.marks import NP_
 
 MEASURE = "measure"
+#: a load step's first words: a count meets a noun (one stream, two streams)
+LOAD_STREAMS = NP_("load: {n} stream", "load: {n} streams")
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def _rate_anchor(s: dict) -> str:
 KINDS: dict[str, CellKind] = {k.name: k for k in (
     CellKind(MEASURE, ("decode_tps", "prefill_tps", "ttft_ms", "load_seconds")),
     CellKind("load", ("decode_tps", "aggregate_tps", "ttft_ms", "ttft_p90_ms"), axis="streams", sends_load=True,
-             words=lambda s, L: (L.gettext("load: {n} streams"), {"n": L.num(s["streams"], 0)}),
+             words=lambda s, L: (L.plural(LOAD_STREAMS, s["streams"]), {"n": L.num(s["streams"], 0)}),
              anchor_value=lambda s: str(int(s["streams"]))),
     CellKind("rate", ("decode_tps", "aggregate_tps", "ttft_ms", "ttft_p90_ms"), axis="rate_rps", sends_load=True,
              words=lambda s, L: (L.gettext("{rate} requests/s"),

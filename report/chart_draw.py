@@ -9,14 +9,34 @@ about half a second more (its engine starting), also off the main process.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
 
 import vl_convert
 
 
 def render(spec: str, locale: str) -> str:
     # axis numbers in the page's locale too (1.000,5 in German)
-    return vl_convert.vegalite_to_svg(spec, vl_version="5.20", format_locale=locale)
+    svg = vl_convert.vegalite_to_svg(spec, vl_version="5.20", format_locale=locale)
+    return accessible(svg, json.loads(spec).get("description"))
+
+
+#: the roles and labels Vega gives its groups, marks and guides, in English ("group mark container")
+_ARIA = re.compile(r'\s(?:aria-[a-z]+|role)="[^"]*"')
+
+
+def accessible(svg: str, description: str | None) -> str:
+    """The SVG as one image named by ``description`` (the spec's, in the page's language): Vega's own
+    English roles and labels of its parts are taken out, the root gets ``role="img"``, the description
+    as its ``aria-label`` and as its ``<title>``, which a browser also shows on hover."""
+    if not description:
+        return svg
+    svg = _ARIA.sub("", svg)
+    end = svg.index(">", svg.index("<svg")) + 1
+    head = svg[:end - 1] + f' role="img" aria-label={quoteattr(description)}>'
+    return head + f"<title>{escape(description)}</title>" + svg[end:]
 
 
 def render_to(job: tuple[str, str, str, str]) -> str:
@@ -30,7 +50,6 @@ def main() -> None:
     """A chart worker (``python -m cardproof.report.chart_draw``): one job per line of standard input as a
     JSON list ``[path, spec, locale, mark]``; one line out per job: ``["ok", path]`` or
     ``["error", path, message]``. Ends when its input does."""
-    import json
     import sys
 
     for line in sys.stdin:

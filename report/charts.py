@@ -23,6 +23,8 @@ import vl_convert
 
 from . import chart_draw
 
+from cardproof.marks import N_
+
 from .i18n import Lang
 from .mdsafe import publishable
 
@@ -57,11 +59,33 @@ def _render(spec: str, locale: str) -> str:
 _PADDING = {"left": 5, "top": 5, "right": 48, "bottom": 5}
 
 
+#: a chart's accessible name: what it shows and its figures, rounded as the page rounds them
+DESCRIPTION = N_("Chart: {lead}. {items}.")
+PER_MODEL_AND_CLASS = N_("{what} per model and prompt class")
+PER_CELL = N_("{what} per cell")
+PER_MODEL = N_("{what} per model")
+AGAINST = N_("{y} against {x}")
+#: how many figures a description names: a screen reader reads the rest from the table below the chart
+_DESCRIBED_MAX = 40
+
+
+def describe(L: Lang, lead: str, items: list[str]) -> str:
+    """A chart's description in ``L``'s language: ``lead`` (what it shows) and its figures."""
+    shown = items[:_DESCRIBED_MAX] + (["…"] if len(items) > _DESCRIBED_MAX else [])
+    return L.gettext(DESCRIPTION).format(lead=lead, items="; ".join(shown)).replace(". .", ".")
+
+
 def _spec_text(chart: alt.Chart) -> str:
     # not validated against the Vega-Lite schema here (0.3 s per new run at a year of runs, for specs
     # only this module builds): tests/test_report.py validates every chart a real run's articles draw
     spec = chart.to_dict(validate=False)
     spec.setdefault("padding", _PADDING)
+    # Vega writes the marks', axes' and legends' accessible labels itself, in English and from field
+    # names ("X-axis titled …", "high: 125.033491114"): they are left out, and the chart is named by its
+    # description in the page's language instead (chart_draw.accessible)
+    config = spec.setdefault("config", {})
+    config["aria"] = False
+    config.setdefault("title", {})["aria"] = False
     return json.dumps(spec)
 
 
@@ -321,7 +345,11 @@ def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: lis
         shape=alt.Shape("stability:N", title=None, sort=None,
                         legend=alt.Legend(symbolStrokeColor="#555", symbolFillColor="#555")))
     height = max(80, 26 * len({r["model"] for r in rows}) * max(1, len({r["class"] for r in rows})))
-    chart = (whisker + dots).properties(width=_WIDTH, height=height)
+    items = [f"{r['model']} · {r['class']}: {L.num(r['median'])} ({L.num(r['low'])}–{L.num(r['high'])})"
+             + (f", {r['stability']}" if r.get("unstable") else "") for r in rows]
+    lead = L.gettext(PER_MODEL_AND_CLASS).format(what=axis_title)
+    chart = (whisker + dots).properties(width=_WIDTH, height=height,
+                                        description=describe(L, f"{_label(title)}: {lead}" if title else lead, items))
     if title:
         chart = chart.properties(title=_label(title))
     # a legend title cut to "Prompt-Klass" reads as a typo; the symbols' outline shows hollow vs filled
@@ -370,7 +398,9 @@ def reasoning_spec(rows: list[dict], L: Lang, title: str | None = None):
         y=alt.Y("model:N", title=None, sort=None),
         yOffset=alt.YOffset("class:N", sort=None),
         color=alt.Color("class:N", title=L.gettext("prompt class"), sort=None),
-    ).properties(width=_WIDTH, height=max(80, 22 * len(rows)))
+    ).properties(width=_WIDTH, height=max(80, 22 * len(rows)), description=describe(
+        L, L.gettext(PER_MODEL_AND_CLASS).format(what=L.gettext("decode change with reasoning on")),
+        [f"{r['model']} · {r['class']}: {L.signed_pct(r['delta'])}" for r in rows]))
     if title:
         chart = chart.properties(title=_label(title))
     return chart
@@ -398,7 +428,10 @@ def deviation_chart(rows: list[dict], L: Lang) -> str:
         x=alt.X("deviation:Q", title=L.gettext("change"), axis=alt.Axis(format="+%")),
         y=alt.Y("cell:N", title=None, sort=None),
         color=alt.Color("beyond:N", title=L.gettext("beyond spread"), scale=alt.Scale(range=["#9ecae1", "#08519c"])),
-    ).properties(width=_WIDTH, height=max(80, 18 * len(data)))
+    ).properties(width=_WIDTH, height=max(80, 18 * len(data)), description=describe(
+        L, L.gettext(PER_CELL).format(what=L.gettext("change")),
+        [f"{d['cell']}: {L.signed_pct(d['deviation'])}" + (f", {L.gettext('beyond spread')}" if d["beyond"] else "")
+         for d in data]))
     return _svg(chart, L)
 
 
@@ -432,7 +465,19 @@ def memory_chart(rows: list[dict], L: Lang) -> str:
     )
     ticks = base.mark_tick(color="black", thickness=3, size=24).encode(
         x="max(selfreport):Q", y=alt.Y("model:N", sort=None))
-    return _svg((bars + ticks).properties(width=_WIDTH, height=max(60, 40 * len({r["model"] for r in rows}))), L)
+    items = [f"{r['model']} · {r['item']}: {L.num(r['gib'], 2)} GiB" for r in rows]
+    items += [f"{model} · {L.gettext('self-report')}: {L.num(gib, 2)} GiB"
+              for model, gib in dict((r["model"], r["selfreport"]) for r in rows).items() if gib]
+    lead = L.gettext(PER_MODEL).format(what=L.gettext("GiB on the card (stacked by item); tick: self-report"))
+    return _svg((bars + ticks).properties(width=_WIDTH, height=max(60, 40 * len({r["model"] for r in rows})),
+                                          description=describe(L, lead, items)), L)
+
+
+def _significant(L: Lang, value, digits: int = 2) -> str:
+    """``value`` with ``digits`` significant digits (0,0012 rather than 0,00): for figures far below one."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value == 0:
+        return L.num(value, 0) if value == 0 else L.num(value)
+    return L.num(value, max(0, digits - 1 - math.floor(math.log10(abs(value)))))
 
 
 def quality_chart(rows: list[dict], L: Lang, title: str | None = None) -> str:
@@ -452,7 +497,13 @@ def quality_chart(rows: list[dict], L: Lang, title: str | None = None) -> str:
         color=alt.Color("front:N", title=None, scale=alt.Scale(domain=[front, beaten], range=["#08519c", "#9ecae1"])),
     )
     labels = base.mark_text(align="left", dx=10, dy=-8, fontSize=11).encode(x="kld:Q", y="decode:Q", text="model:N")
-    chart = (points + labels).properties(width=_WIDTH, height=260).configure_legend(orient="bottom")
+    lead = L.gettext(AGAINST).format(y=L.gettext("decode tok/s (median)"),
+                                      x=L.gettext("mean KL divergence from the base (lower: closer answers)"))
+    # a KL divergence lives in the thousandths: two significant digits, not two decimals
+    items = [f"{d['model']}: KL {_significant(L, d['kld'])}, {L.num(d['decode'])} {L.gettext('tok/s')}, "
+             f"{L.num(d['mib'], 0)} MiB, {d['front']}" for d in data]
+    chart = (points + labels).properties(width=_WIDTH, height=260, description=describe(
+        L, f"{_label(title)}: {lead}" if title else lead, items)).configure_legend(orient="bottom")
     if title:
         chart = chart.properties(title=_label(title))
     return _svg(chart, L)

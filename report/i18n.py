@@ -35,6 +35,8 @@ from babel.messages.pofile import read_po
 from babel.numbers import format_decimal, format_percent
 from babel.support import NullTranslations, Translations
 
+from cardproof.marks import N_
+
 LANGUAGES = ("en", "de")
 DOMAIN = "cardproof"
 
@@ -105,6 +107,10 @@ def _finite(value) -> bool:
     return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
+#: quotation marks as a message: each language's catalogue gives its own (German: low-high)
+QUOTE = N_("“{text}”")
+
+
 class Lang:
     """Translation and locale formatting for one language."""
 
@@ -130,6 +136,20 @@ class Lang:
         count = n if isinstance(n, int) and not isinstance(n, bool) else 0
         text = self.translations.ngettext(singular, plural, count)
         return text % {"num": self.num(n, 0), **params} if "%(" in text else text
+
+    def plural(self, forms: tuple[str, str], n) -> str:
+        """The form of ``forms`` (an ``NP_`` pair with ``{placeholders}``) for the count ``n`` in this
+        language, translated, its placeholders left for ``.format``. A count that is no whole number
+        (a rate of 1.5) takes the plural, as 0 does."""
+        count = n if isinstance(n, int) and not isinstance(n, bool) else 0
+        if isinstance(n, float) and n.is_integer():
+            count = int(n)  # a rate of exactly 1, shown as "1"
+        return self.translations.ngettext(forms[0], forms[1], count)
+
+    def quote(self, text) -> str:
+        """``text`` in this language's quotation marks, for plain text (a page's Markdown quotes with
+        ``<q>``, which the browser marks by the page's language): the catalogue holds the marks."""
+        return self.gettext(QUOTE).format(text=text)
 
     def num(self, value, digits: int = 1) -> str:
         if not _finite(value):  # None, text from a damaged row, inf: no figure to print

@@ -32,6 +32,7 @@ def _config(r: dict) -> dict:
         "n_gpu_layers": r["n_gpu_layers"],
         "n_threads": r["n_threads"],
         "batch": f"{r['n_batch']}/{r['n_ubatch']}",
+        "n_batch": r["n_batch"], "n_ubatch": r["n_ubatch"],  # the page prints them with the locale's separator
         "kv_types": f"{r['type_k']}/{r['type_v']}",
         "flash_attn": r["flash_attn"],
         "split_mode": r["split_mode"],

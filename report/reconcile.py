@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 
-from cardproof.marks import N_
+from cardproof.marks import N_, NP_
 from .caveats.base import Caveat
 
 _BUFFERS = ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib", "output_buffer_mib", "rs_buffer_mib")
@@ -62,9 +62,12 @@ def reconciliations(view: dict) -> list[Caveat]:
             if (l_acc, l_gen) != (acc, gen):
                 out.append(Caveat(
                     "reconcile", "info", N_("Draft acceptance: two counts"),
-                    N_("{model}: {acc} of {gen} draft tokens accepted over {n} measured requests (the answers' "
-                       "counters); the server log counts {l_acc} of {l_gen} over {l_req} requests, because it logs "
-                       "every request of the load: canaries, probes and warm-ups included."),
+                    NP_("{model}: {acc} of {gen} draft tokens accepted over {n} measured request (the answers' "
+                        "counters); the server log counts {l_acc} of {l_gen} over {l_req} requests, because it logs "
+                        "every request of the load: canaries, probes and warm-ups included.",
+                        "{model}: {acc} of {gen} draft tokens accepted over {n} measured requests (the answers' "
+                        "counters); the server log counts {l_acc} of {l_gen} over {l_req} requests, because it logs "
+                        "every request of the load: canaries, probes and warm-ups included."),
                     {"model": m["name"], "acc": ("int", acc), "gen": ("int", gen), "n": ("int", n),
                      "l_acc": ("int", l_acc), "l_gen": ("int", l_gen), "l_req": ("int", l_req)}))
     # the runtime's self-report counts the cards; on a CPU run its buffers are in host memory

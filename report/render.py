@@ -29,7 +29,7 @@ from .history.conditions import describe as describe_difference
 from .home import latest_per_campaign
 from .i18n import CATALOGUE, Lang
 from .mdsafe import MD, esc, markdown_environment, publishing, translator
-from .axes import knee_sentence, queueing_sentence
+from .axes import beyond_words, knee_sentence, level_sentence, queueing_sentence
 from .observations import template_end_reason, template_say
 from .reconcile import reconciliations
 
@@ -53,6 +53,8 @@ def environment() -> jinja2.Environment:
     env.globals["end_reason"] = template_end_reason  # how a load ended, in the page's language
     env.globals["knee_sentence"] = knee_sentence  # the Load section's and a publication's same words
     env.globals["queueing_sentence"] = queueing_sentence
+    env.globals["level_sentence"] = level_sentence  # how far a sweep meets the service level
+    env.globals["beyond_words"] = beyond_words
     env.globals["difference"] = _template_difference  # what differs between two runs, in the page's language
     env.bytecode_cache = _bytecode_cache()
     return env

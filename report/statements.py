@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cardproof.marks import N_
-from .axes import knee_sentence
+from .axes import knee_sentence, level_sentence
 from .i18n import LANGUAGES, Lang
 
 #: the record form of statements made by this code: an older record (no ``form``) compares by ``legacy``
@@ -311,13 +311,7 @@ def service_level(view: dict) -> dict[str, Statement]:
 
 
 def _level_sentence(L: Lang, axis: str, best: dict | None) -> str:
-    _ = L.gettext
-    if best is None:
-        return _("No step meets the service level.")
-    if axis == "load":
-        return _("Meets the service level up to {n} concurrent streams.").format(n=best["streams"])
-    return _("Meets the service level up to {rate} requests per second.").format(
-        rate=L.num(best["x"], best["x_digits"]))
+    return level_sentence(L, axis, best)
 
 
 # -- contradictions, gates, caveats, findings ---------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cardproof.marks import N_
+from cardproof.marks import N_, NP_
 
 from .figures import rule_digits
 from .findings.base import Fig, Line, Term
@@ -24,15 +24,24 @@ from .findings.stable import cells_measurable, measurable
 
 SECTION = "Summary"
 
-WHAT_CPU = N_("This run measured {models} on the CPU alone (no GPU seen), served by {server}, in the prompt classes "
-              "{classes} with {reps} samples per cell, one request at a time.")
-WHAT_CPU_NAMED = N_("This run measured {models} on the CPU alone ({cpu}, {cpus} CPUs usable by the run, no GPU seen), "
-                    "served by {server}, in the prompt classes {classes} with {reps} samples per cell, one request at a "
-                    "time.")
-WHAT_GPU = N_("This run measured {models} on {gpus}, served by {server}, in the prompt classes {classes} with {reps} "
-              "samples per cell, one request at a time.")
-NOT_FINISHED = (N_("This run did not finish ({measured} of {planned} samples measured), so it states no conclusion: its "
-                   "numbers are from an unfinished run."))
+WHAT_CPU = NP_("This run measured {models} on the CPU alone (no GPU seen), served by {server}, in the prompt classes "
+               "{classes} with {reps} sample per cell, one request at a time.",
+               "This run measured {models} on the CPU alone (no GPU seen), served by {server}, in the prompt classes "
+               "{classes} with {reps} samples per cell, one request at a time.")
+WHAT_CPU_NAMED = NP_("This run measured {models} on the CPU alone ({cpu}, {cpus} CPUs usable by the run, no GPU "
+                     "seen), served by {server}, in the prompt classes {classes} with {reps} sample per cell, one "
+                     "request at a time.",
+                     "This run measured {models} on the CPU alone ({cpu}, {cpus} CPUs usable by the run, no GPU "
+                     "seen), served by {server}, in the prompt classes {classes} with {reps} samples per cell, one "
+                     "request at a time.")
+WHAT_GPU = NP_("This run measured {models} on {gpus}, served by {server}, in the prompt classes {classes} with {reps} "
+               "sample per cell, one request at a time.",
+               "This run measured {models} on {gpus}, served by {server}, in the prompt classes {classes} with {reps} "
+               "samples per cell, one request at a time.")
+NOT_FINISHED = NP_("This run did not finish ({measured} of {planned} sample measured), so it states no conclusion: its "
+                   "numbers are from an unfinished run.",
+                   "This run did not finish ({measured} of {planned} samples measured), so it states no conclusion: "
+                   "its numbers are from an unfinished run.")
 NOTHING = N_("This run has no valid sample, so it states no conclusion.")
 
 DECODE_ALL = (N_("Decode: {model} is the fastest in every prompt class, measurably ahead of every other model (median "
@@ -109,7 +118,7 @@ def summary_lines(view: dict) -> list[Line]:
     run = view["run"]
     if run.get("status") != "completed":
         return [Line(NOT_FINISHED, {"measured": Fig(run.get("samples_measured"), "int"),
-                                    "planned": Fig(run.get("samples_planned"), "int")})]
+                                    "planned": Fig(run.get("samples_planned"), "int")}, count="planned")]
     models = view.get("models") or []
     if not any(c.get("decode") for m in models for c in m["cells"].values()):
         return [Line(NOTHING)]
@@ -130,7 +139,9 @@ def _what(view: dict) -> Line:
     params = {"models": Seq(tuple(m["name"] for m in view["models"])),
               "server": lead.get("backend") or view["run"].get("backend") or "—",
               "classes": Seq(tuple(Term(c) for c in view["classes"])),
-              "reps": Seq(tuple(Fig(n, "int") for n in reps), "/") if reps else "—"}
+              "reps": Seq(tuple(Fig(n, "int") for n in reps), "/") if reps else "—",
+              # the noun agrees with the one repetition count; several ("3/5") take the plural
+              "reps_n": reps[0] if len(reps) == 1 else None}
     gpus = (view.get("gpus") or {}).get("gpus") or []
     setup = view.get("setup") or {}
     if not gpus and setup.get("cpu_model") and setup.get("usable_cpus"):

@@ -243,7 +243,7 @@ def test_the_article_states_the_contradiction_the_order_and_the_machine_load(bus
     assert "measured in blocks, one model after the other in a fixed order (tiny-b)" in order
     assert "They were not interleaved because only one model is measured." in order
     assert "| tiny-b | main cells |" in order and "| tiny-b | load steps |" in order
-    assert "Machine load during the main cells (1 of 1 cells read): other processes than the server" in order
+    assert "Machine load during the main cells (1 of 1 cell read): other processes than the server" in order
     assert f"The busy_host gate fired on {REPS} of the {REPS} samples of the main cells" in order
     order_de = de[de.index("## Messreihenfolge und Maschinenlast"):de.index("## Gates")]
     assert "weil nur ein Modell gemessen wird" in order_de and "Maschinenlast während der Zellen" in order_de

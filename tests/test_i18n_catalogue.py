@@ -82,24 +82,33 @@ def test_there_are_plural_messages():
 def test_plural_forms_for_zero_one_two_in_both_languages(n):
     for msg in _plurals():
         singular, plural = msg.id
-        en = Lang("en").ngettext(singular, plural, n)
-        de = Lang("de").ngettext(singular, plural, n)
-        assert en == (singular if n == 1 else plural).replace("%(num)s", str(n))
-        assert de == msg.string[0 if n == 1 else 1].replace("%(num)s", str(n))
+        # the other values a sentence counts beside its noun ("%(followed)s of %(num)s answers")
+        others = {k: f"<{k}>" for k in re.findall(r"%\((\w+)\)s", plural) if k != "num"}
+
+        def filled(text):
+            for k, v in others.items():
+                text = text.replace(f"%({k})s", v)
+            return text.replace("%(num)s", str(n))
+
+        en = Lang("en").ngettext(singular, plural, n, **others)
+        de = Lang("de").ngettext(singular, plural, n, **others)
+        assert en == filled(singular if n == 1 else plural)
+        assert de == filled(msg.string[0 if n == 1 else 1])
         assert de != en
 
 
 def test_plurals_have_no_1_samples_kind_of_text():
     """The forms for exactly one never carry a plural ending, in either language."""
     for msg in _plurals():
-        one_en = Lang("en").ngettext(*msg.id, 1)
-        one_de = Lang("de").ngettext(*msg.id, 1)
+        others = {k: "2" for k in re.findall(r"%\((\w+)\)s", msg.id[1]) if k != "num"}
+        one_en = Lang("en").ngettext(*msg.id, 1, **others)
+        one_de = Lang("de").ngettext(*msg.id, 1, **others)
         assert not re.search(r"\b1 \w+s were\b", one_en), one_en
         assert not re.search(r"\b1 Messungen\b|\bwurden\b", one_de), one_de
 
 
 def test_counts_are_formatted_per_locale():
-    msg = _plurals()[0]
+    msg = next(m for m in _plurals() if re.findall(r"%\((\w+)\)s", m.id[1]) == ["num"])
     assert "1,234" in Lang("en").ngettext(*msg.id, 1234)
     assert "1.234" in Lang("de").ngettext(*msg.id, 1234)
     assert "—" in Lang("de").ngettext(*msg.id, None)  # no count: a dash, never a crash

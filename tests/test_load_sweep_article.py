@@ -147,7 +147,7 @@ def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_
         assert f"run-{run_id}-load-0-{lang}.svg" in load
         ctx = md[md.index(context):]
         assert f"| 400 | {L.num(prompt_n, 0)} | 2/2 |" in ctx
-        assert f"| 5000 | — | 0 | {refused}" in ctx
+        assert f"| {L.num(5000, 0)} | — | 0 | {refused}" in ctx  # the depth with its thousands separator
         # the evidence page shows what each step's aggregate is made of, and each request's ITL
         ev = (project / "site" / "runs" / f"run-{run_id}-evidence{suffix}.md").read_text()
         for sid, generated, wall in conn.execute(

@@ -50,10 +50,14 @@ class Quote:
 
 @dataclass(frozen=True)
 class Line:
-    """A message id with its values: one figure line, the condition or the caveat of a finding."""
+    """A message id with its values: one figure line, the condition or the caveat of a finding.
 
-    text: str
+    ``text`` is an ``NP_`` pair where a count meets a noun: ``count`` names the param whose value
+    chooses the form in the page's language."""
+
+    text: str | tuple[str, str]
     params: dict = field(default_factory=dict)
+    count: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Finding:
     figures: tuple[Line, ...]  # the figures it rests on, each linked to its evidence
     condition: Line  # why it may be stated here
     caveat: Line  # what limits it
+    count: str | None = None  # where ``text`` is an NP_ pair: the param whose value chooses its form
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..i18n import CATALOGUE, Lang
-from ..mdsafe import MD, translator
+from ..mdsafe import MD, esc, translator
 from ..observations import quoted
 from .base import BILLION, LIMIT, MILLION, SECTION, WHY, Fig, Finding, Line, Quote, Term
 
@@ -58,7 +58,7 @@ class _Say:
         if isinstance(v, Term):
             return self.gettext(v.msgid)
         if isinstance(v, Quote):
-            return quoted(v.text) if self.markdown else f"“{v.text}”"
+            return quoted(v.text) if self.markdown else self.L.quote(v.text)
         if isinstance(v, Line):  # a clause of its own (a list item that is a sentence part)
             return self.line(v)
         if isinstance(v, (list, tuple)):
@@ -72,11 +72,20 @@ class _Say:
         return "—" if v is None else str(v)  # text from data: escaped by MD.format on a page
 
     def line(self, line: Line):
-        return self.gettext(line.text).format(**{k: self.value(v) for k, v in line.params.items()})
+        params = {k: self.value(v) for k, v in line.params.items()}
+        if isinstance(line.text, tuple):  # a count meets a noun: the form for it in this language
+            n = line.params.get(line.count)
+            form = self.L.plural(line.text, n.value if isinstance(n, Fig) else n)
+            if self.markdown:
+                text = MD(form) if line.text[0] in CATALOGUE else esc(form)
+            else:
+                text = form
+            return text.format(**params)
+        return self.gettext(line.text).format(**params)
 
     def finding(self, f: Finding) -> dict:
         return {"rule": f.rule, "key": f.key, "title": self.line(Line(f.title, f.params)),
-                "text": self.line(Line(f.text, f.params)), "figures": [self.line(x) for x in f.figures],
+                "text": self.line(Line(f.text, f.params, f.count)), "figures": [self.line(x) for x in f.figures],
                 "condition": self.line(f.condition), "caveat": self.line(f.caveat)}
 
 
