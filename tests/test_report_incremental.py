@@ -308,7 +308,7 @@ def test_a_row_changed_in_place_renders_its_run_again(gen, tmp_path):
     store.close()
     written = {p.name for p in write_articles(gen.path, project)}
     assert "run-2-evidence.md" in written
-    assert "4321" in (project / "site" / "runs" / "run-2-evidence.md").read_text()
+    assert "4,321" in (project / "site" / "runs" / "run-2-evidence.md").read_text()
     fresh = tmp_path / "fresh"
     scaffold(fresh)
     write_articles(gen.path, fresh)
