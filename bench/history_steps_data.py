@@ -21,7 +21,7 @@ def add_steps(path: Path, since_run: int = 0, *, level=None, noise: float = 0.03
               seed: int = 11, rates: tuple = ()) -> None:
     """A load sweep (``STREAMS``) and a depth sweep (``DEPTHS``) for every model of every run after
     the first ``since_run`` runs; with ``rates``, offered request rates too (Poisson steps as
-    daemon/load/rate.py stores them: axis and cell kind ``rate``, no streams, ``rate_rps``).
+    daemon/run/load/rate.py stores them: axis and cell kind ``rate``, no streams, ``rate_rps``).
 
     ``level(run_index, model_name, axis, value) -> decode tok/s per request`` (default: 50 / sqrt(streams),
     80 % at depth); each request's decode is that times ``1 ± noise``. ``run_index`` counts from 0.

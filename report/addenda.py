@@ -31,7 +31,7 @@ from . import queries
 from .i18n import LANGUAGES, Lang
 from .statements import FORM, KINDS, LEGACY_KINDS, statements
 from ..daemon.store import json_text, json_value
-from ..daemon.storefile import connect_readonly
+from cardproof.daemon.store.file import connect_readonly
 
 _ADDENDA_MARK = '<span id="addenda"></span>'
 _SECTION = re.compile(r"\n\n## [^\n]*\{#addenda\}\n\n" + re.escape(_ADDENDA_MARK) + r".*\Z", re.S)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from cardproof.daemon.load.stats import rate_digits
+from cardproof.daemon.store.stats import rate_digits
 
 MEASURE = "measure"
 

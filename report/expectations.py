@@ -9,9 +9,9 @@ nothing (report.findings).
 
 from __future__ import annotations
 
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.rules.outcome import judge_rule, rule_values
-from cardproof.daemon.variants.settings import derived_name
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.campaign.rules.outcome import judge_rule, rule_values
+from cardproof.daemon.campaign.variants import derived_name
 
 VERDICT = {"pass": "confirmed", "fail": "refuted"}
 

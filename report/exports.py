@@ -25,14 +25,14 @@ import re
 import sqlite3
 from pathlib import Path
 
-from cardproof.daemon.redact import redact_campaign_text
+from cardproof.daemon.store.redact import redact_campaign_text
 
 from . import csvsafe
 from .gates import excluded_samples
 from .i18n import LANGUAGES, Lang
 from .privacy import public_text, source_name
-from ..daemon.migrations import ROW_CHANGE_BITS, salted_tables
-from ..daemon.storefile import connect_readonly
+from cardproof.daemon.store.migrations import ROW_CHANGE_BITS, salted_tables
+from cardproof.daemon.store.file import connect_readonly
 
 DATABASE_NAME = "cardproof.db"
 #: tables whose text is a campaign file: redacted as one (keys named like secrets, URLs' userinfo)
@@ -121,7 +121,7 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     every replaced value's bytes either way. ``record`` (a dict) gets ``masked`` (the rows masking
     changed in the copy now), ``incremental`` and ``changes`` (the store's change counts the copy is
     up to, ``_changes``); ``seen`` is that of the copy on disk: where the store keeps change counts
-    (daemon/migrations.py m022), only rows above a table's last highest id and in buckets whose counts
+    (daemon/store/migrations.py m022), only rows above a table's last highest id and in buckets whose counts
     moved are compared, and every ``FULL_EVERY``-th update compares every row again.
     """
     if masked is not None and dst.exists():
@@ -163,7 +163,7 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     return True
 
 
-#: the store's own bookkeeping, published empty: the change counts of its rows (daemon/migrations.py m022)
+#: the store's own bookkeeping, published empty: the change counts of its rows (daemon/store/migrations.py m022)
 #: count the masking's and the copy's own writes in a copy, so they would say nothing true there
 _UNPUBLISHED = ("row_changes",)
 
@@ -173,14 +173,14 @@ FULL_EVERY = 30
 
 
 def _changes(conn: sqlite3.Connection, seen: dict | None) -> dict | None:
-    """The store's change counts (``row_changes``, daemon/migrations.py m022) and each counted table's
+    """The store's change counts (``row_changes``, daemon/store/migrations.py m022) and each counted table's
     highest rowid, or None where the store keeps none; ``updates``: in-place updates since every row
     was last compared (from ``seen``, the record of the copy on disk)."""
     counted = sorted(salted_tables(conn))
     if not counted:
         return None
     # a bucket's count and salt: a store restored from a backup and edited reaches an old count, never
-    # an old salt; a row replaced by ``insert or replace`` moves both (daemon/migrations.py follow_rows)
+    # an old salt; a row replaced by ``insert or replace`` moves both (daemon/store/migrations.py follow_rows)
     buckets: dict[str, dict[str, list]] = {}
     for tbl, bucket, n, salt in conn.execute("select tbl, bucket, n, salt from main.row_changes"):
         buckets.setdefault(str(tbl), {})[str(bucket)] = [n, salt]
@@ -445,7 +445,7 @@ def _masking() -> str:
     """The code that decides what a published text looks like: a change to it masks every row again."""
     import hashlib
 
-    from cardproof.daemon import redact
+    from cardproof.daemon.store import redact
 
     from . import privacy
 

@@ -31,7 +31,7 @@ DIGITS: dict[str, int] = {
     "count": 0,         # tokens, layers, probes passed
 }
 
-# What a rule or an expectation reads (daemon/rules/schema.py names), by its leading word.
+# What a rule or an expectation reads (daemon/campaign/rules/schema.py names), by its leading word.
 _RULE_HEADS = {
     "decode": "decode", "prefill": "prefill", "ttft_ms": "ttft", "load_seconds": "load_seconds",
     "card_mib": "mib", "ctx_size": "count", "offloaded_layers": "count", "total_layers": "count",

@@ -19,7 +19,7 @@ import time
 from importlib import metadata, resources
 from pathlib import Path
 
-from cardproof.daemon.migrations import ROW_CHANGE_BITS, salted_tables
+from cardproof.daemon.store.migrations import ROW_CHANGE_BITS, salted_tables
 
 from .row_owners import EVERYWHERE_COLUMNS, Owned, everywhere, owners, quote
 
@@ -414,7 +414,7 @@ def build_gate(db_path: Path, project: Path, code: str) -> dict:
 
     Equal to the last build's record: nothing can have changed, and a build that changes nothing
     need not read the store's rows at all (a no-op rebuild at a year of runs in under 2 s).
-    A run stored as ``running`` is judged by its process and the clock (daemon/liveness.py), which no
+    A run stored as ``running`` is judged by its process and the clock (daemon/store/liveness.py), which no
     record of the store follows: while there is one, the gate never holds.
     """
     state, live = _store_record(db_path)
@@ -425,7 +425,7 @@ def build_gate(db_path: Path, project: Path, code: str) -> dict:
 def store_state(db_path: Path) -> list:
     """The store as its own record of writes has it: per table the highest rowid and the record of rows
     updated, deleted or replaced (``row_changes``: counts and the salt each write leaves, kept by the
-    triggers of daemon/migrations.py ``follow_rows``), and the schema's version.
+    triggers of daemon/store/migrations.py ``follow_rows``), and the schema's version.
 
     Not the files' size and time: a correction that keeps the database's size, written within the
     clock tick of the last build or by a tool that restores the file time, changed neither, and the
@@ -440,7 +440,7 @@ def store_state(db_path: Path) -> list:
 
 def _store_record(db_path: Path) -> tuple[list, bool]:
     """``store_state`` and whether any run is stored as ``running``, from one read-only connection."""
-    from cardproof.daemon.storefile import connect_leaving_nothing
+    from cardproof.daemon.store.file import connect_leaving_nothing
 
     db_path = Path(db_path)
     where = str(db_path.resolve())

@@ -7,7 +7,7 @@ import sys
 
 import sqlite_utils
 
-from cardproof.daemon.campaign import CampaignError, parse_campaign, parse_gates
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign, parse_gates
 from cardproof.daemon.gates import GATES, default_config
 from cardproof.marks import N_
 

@@ -29,7 +29,7 @@ import jinja2
 import jinja2.runtime
 from markupsafe import Markup
 
-from cardproof.daemon.redact import redact_campaign_text
+from cardproof.daemon.store.redact import redact_campaign_text
 
 from .privacy import campaign_as_shown, public_text, source_name
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from cardproof.daemon.redact import redact_campaign_text, redact_secrets
+from cardproof.daemon.store.redact import redact_campaign_text, redact_secrets
 
 # Dotted quads: not inside a longer run of digits and dots ("1.2.3.4.5" is a version, not an address).
 _IPV4 = re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?!\d|\.\d)")

@@ -12,11 +12,11 @@ import hashlib
 import json
 import re
 
-from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 from cardproof.daemon.probes import PROBES
 from cardproof.daemon.probes.base import message, summarise
 from cardproof.daemon.probes.defects import load_defects
-from cardproof.daemon.rules.outcome import rule_sha256
+from cardproof.daemon.campaign.rules.outcome import rule_sha256
 
 from cardproof.marks import N_
 from .findings import cells_measurable

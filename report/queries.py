@@ -8,8 +8,8 @@ from datetime import datetime
 
 import sqlite_utils
 
-from cardproof.daemon.liveness import effective_runs
-from cardproof.daemon.registration import registration_for
+from cardproof.daemon.store.liveness import effective_runs
+from cardproof.daemon.campaign.registration import registration_for
 
 from . import findings
 from .gates import excluded_samples
@@ -22,7 +22,7 @@ def runs(db: sqlite_utils.Database) -> list[dict]:
     """All runs, newest first, with their campaign's name and hash.
 
     A run stored as ``running`` shows its effective status (``interrupted``
-    once its process is gone, see daemon/liveness.py) and the coverage of
+    once its process is gone, see daemon/store/liveness.py) and the coverage of
     the samples it stored so far; nothing is written.
     """
     return effective_runs(db, list(

@@ -3,12 +3,12 @@
 Read from the rows alone. The order is the samples' own: a run is
 *interleaved* where a model's main-cell samples have another model's between
 them, else in *blocks*; why the runner chose so is said again from what the
-run stored (its backend and the server's ``/props``, ``daemon/order.py``).
+run stored (its backend and the server's ``/props``, ``daemon/campaign/order.py``).
 Each block -- a model's main cells, load, rate and depth steps, canaries,
 probes -- is listed with when it ran, in seconds after the run began.
 
 The machine's load comes from the cell checks' CPU readings around each main
-cell (``daemon/hostload.py``): the share of a core other processes used
+cell (``daemon/host/load.py``): the share of a core other processes used
 beside the server and cardproof, and the load average.
 """
 
@@ -18,9 +18,9 @@ import json
 import statistics
 from datetime import datetime
 
-from cardproof.daemon.hostload import foreign_cores
-from cardproof.daemon.order import interleave
-from cardproof.daemon.said import said_json
+from cardproof.daemon.host.load import foreign_cores
+from cardproof.daemon.campaign.order import interleave
+from cardproof.daemon.store.said import said_json
 from cardproof.daemon.store import json_value
 
 

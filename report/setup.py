@@ -1,7 +1,7 @@
 """The article's Setup section, its last: everything someone re-running the run needs, from rows alone.
 
 The machine and the server process as the run recorded them when it started
-(``run_setup``, daemon/runsetup.py), each load's command line as the server's
+(``run_setup``, daemon/host/setup.py), each load's command line as the server's
 log printed it and the settings its log states (flash attention, batch and
 micro-batch, parallel slots, KV cache types, threads, context), each model
 file with its size, SHA-256 and origin, the order the run went in, the
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from cardproof.daemon.runsetup import KERNEL_FLAGS
+from cardproof.daemon.host.setup import KERNEL_FLAGS
 from cardproof.daemon.store import json_value
 from cardproof.marks import N_
 

@@ -1,7 +1,7 @@
 """The article's Variants section: each variant against its model, per prompt class, stated only where measurable.
 
 A variant is measured as a model of its own (``base~name``, see
-``daemon/variants/run.py``); ``queries.run_view`` keeps such models out of the
+``daemon/run/variants/run.py``); ``queries.run_view`` keeps such models out of the
 headline and the main table and hands them here. Per class, each variant's
 decode and prefill medians are set against its base's by the rules every
 other comparison of the report follows (``findings.cells_measurable``: ranges
@@ -20,11 +20,11 @@ import shlex
 from cardproof.daemon.memory.host import load_summary
 from cardproof.daemon.memory.readings import is_card_device
 from cardproof.daemon.memory.reconcile import reconcile_load
-from cardproof.daemon.variants.evidence import check_variant
+from cardproof.daemon.campaign.variant_evidence import check_variant
 from cardproof.daemon.store import json_value
 from cardproof.marks import N_
 
-#: a variant's status (daemon/variants/evidence.py) -> the words the page shows (catalogue message ids)
+#: a variant's status (daemon/campaign/variant_evidence.py) -> the words the page shows (catalogue message ids)
 STATUS_WORDS = {"took": N_("every argument took"), "partly": N_("partly shown in the log"),
                 "contradicted": N_("contradicted by its log"), "failed": N_("not loaded"), "refused": N_("not loaded"),
                 "no_log": N_("no log lines"), "planned": N_("not judged"), "measuring": N_("not judged")}

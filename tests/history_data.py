@@ -11,7 +11,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.store import dumps, open_store
 
 CAMPAIGN = """[campaign]

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from cardproof.daemon.backends import OpenAICompatBackend
-from cardproof.daemon.campaign import ProbeSettings
-from cardproof.daemon.probes.run import run_model_probes
+from cardproof.daemon.campaign.model import ProbeSettings
+from cardproof.daemon.run.probes import run_model_probes
 from cardproof.daemon.store import open_store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "probe_ladder.json"

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.campaign_check import CampaignError
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.campaign.check import CampaignError
 from cardproof.daemon.store import open_store
 from cardproof.report import queries
 from cardproof.report.i18n import Lang
@@ -436,8 +436,8 @@ def test_expectations_are_validated_like_rules():
 
 def test_rule_values_read_measured_loads_only(canary_run_db):
     """A rule's load_seconds is the Load column's figure: the canary's reload does not enter it."""
-    from cardproof.daemon.campaign import parse_gates
-    from cardproof.daemon.rules.facts import model_values
+    from cardproof.daemon.campaign.model import parse_gates
+    from cardproof.daemon.campaign.rules.facts import model_values
 
     db = open_store(canary_run_db, mode="ro").db
     run_id = db.execute("select max(id) from runs").fetchone()[0]

@@ -19,7 +19,7 @@ from cardproof.daemon import backends
 from cardproof.daemon.backends import BACKENDS, Backend, BackendError, make_backend
 from cardproof.daemon.backends.llamaserver import LlamaServerBackend
 from cardproof.daemon.backends.openai import OpenAICompatBackend
-from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 from malformed_server import GOOD_TIMINGS, GOOD_USAGE, Answer, FakeServer, raw_json, sse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,11 +98,12 @@ def test_only_declared_options_reach_a_backend():
 
 def test_no_caller_probes_a_backend_for_attributes():
     """Runner, sampling, canaries, probes and cell checks use only the declared interface."""
-    callers = [ROOT / "daemon" / n for n in ("runner.py", "run_record.py", "run_loads.py", "sampling.py", "canaries.py",
-                                              "cellchecks.py")]
+    callers = [ROOT / "daemon" / "run" / n for n in ("runner.py", "record.py", "loads.py", "sampling.py", "canaries.py",
+                                                     "cellchecks.py", "probes.py")]
+    assert all(p.exists() for p in callers), "a caller named here was moved: name its new place"
     callers += sorted((ROOT / "daemon" / "probes").glob("*.py"))
     probing = re.compile(r"\b(hasattr|getattr)\(\s*(self\.)?backend\b")
-    found = [f"{p.name}:{i}" for p in callers if p.exists()
+    found = [f"{p.name}:{i}" for p in callers
              for i, line in enumerate(p.read_text().splitlines(), 1) if probing.search(line)]
     assert found == []
 
@@ -212,7 +213,7 @@ def _judged_store(tmp_path, campaign_toml: str):
 
 def test_a_gate_module_alone_brings_its_context_and_its_recorded_canary(tmp_path, monkeypatch):
     """What a new gate file defines -- check, gather, canary -- is all the judge needs."""
-    from cardproof.daemon.judge import judge_run
+    from cardproof.daemon.run.judge import judge_run
 
     store, run_id, cell_id, sample_id = _judged_store(tmp_path, _server("llama-server"))
 
@@ -257,7 +258,7 @@ def test_a_gate_module_alone_brings_its_context_and_its_recorded_canary(tmp_path
     (["not", "an", "object"], ("not_fired", "recorded line not readable")),
 ])
 def test_a_recorded_offload_line_is_read_by_the_log_parser(detail, expected):
-    from cardproof.daemon.judge import _recorded
+    from cardproof.daemon.run.judge import _recorded
 
     canary = {"gate": "not_on_card", "detail_json": json.dumps(detail)}
     assert _recorded(canary, default_config()) == expected
@@ -277,7 +278,7 @@ def test_a_recorded_offload_line_is_read_by_the_log_parser(detail, expected):
 ])
 def test_the_embedding_gate_reads_the_parsed_campaign_not_its_text(toml, configured, tmp_path):
     from cardproof.daemon.gates.embedding_down import configured as is_configured
-    from cardproof.daemon.judge import _frozen_campaign
+    from cardproof.daemon.run.judge import _frozen_campaign
 
     if "api_key" in toml:
         text = toml + '[[models]]\nname = "m"\n'
@@ -311,7 +312,7 @@ def test_a_registry_names_the_module_that_declares_nothing_or_a_name_twice(tmp_p
     import importlib
     import sys
 
-    from cardproof.daemon.registry import declared
+    from cardproof.registry import declared
 
     pkg = tmp_path / "somegates"
     pkg.mkdir()

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.gates import GATES, Gate, GateConfig, GateOutcome, SampleContext, default_config, english, evaluate
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from conftest import campaign_text
@@ -190,7 +190,7 @@ def test_foreign_gpu_process_during_a_cell_fires_foreign_load(canary_run, tmp_pa
     load of this run held memory on the card during a cell."""
     import sqlite3
 
-    from cardproof.daemon.judge import judge_run
+    from cardproof.daemon.run.judge import judge_run
     from cardproof.report.gates import run_gate_config
 
     store, run_id, _ = canary_run

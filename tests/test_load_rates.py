@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.load.arrivals import poisson_schedule
-from cardproof.daemon.load.slo import frozen_slo, meets, rule_values
-from cardproof.daemon.load.stats import run_steps
-from cardproof.daemon.runner import EXIT_PARTIAL, run_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.campaign.arrivals import poisson_schedule
+from cardproof.daemon.campaign.slo import frozen_slo, meets, rule_values
+from cardproof.daemon.store.stats import run_steps
+from cardproof.daemon.run.runner import EXIT_PARTIAL, run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.i18n import Lang
 from conftest import campaign_text
@@ -336,7 +336,7 @@ def test_sigterm_mid_rate_step_ends_the_run_promptly_as_interrupted_with_what_it
 
 
 def test_offered_rates_are_shown_as_written():
-    from cardproof.daemon.load.stats import rate_digits
+    from cardproof.daemon.store.stats import rate_digits
 
     assert [rate_digits(r) for r in (2.0, 0.5, 0.25, 1000.0, 0.125, 1 / 3)] == [0, 1, 2, 0, 3, 3]
     assert [rate_digits(r) for r in (None, "fast", float("nan"), True)] == [0, 0, 0, 0]

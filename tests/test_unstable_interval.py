@@ -14,8 +14,8 @@ import random
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.campaign_check import CampaignError
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.campaign.check import CampaignError
 from cardproof.daemon.store import open_store
 from cardproof.report import findings, queries
 from cardproof.report.stats import spread

@@ -1,4 +1,4 @@
-"""One validation layer (pydantic models declared with the checks of daemon/validate.py).
+"""One validation layer (pydantic models declared with the checks of daemon/campaign/validate.py).
 
 The campaign and the daemon config are read by models with ``extra="forbid"``;
 these tests check the layer itself: nothing is coerced (a string is not a
@@ -46,10 +46,10 @@ def test_config_sections_are_typed_and_read_only():
 
 
 # -- the campaign: tables registered in one place -----------------------------------------------------
-from cardproof.daemon import campaign_schema  # noqa: E402
-from cardproof.daemon.campaign import CampaignError, parse_campaign  # noqa: E402
-from cardproof.daemon.schema import Section  # noqa: E402
-from cardproof.daemon.validate import Int  # noqa: E402
+from cardproof.daemon.campaign import tables as campaign_schema  # noqa: E402
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign  # noqa: E402
+from cardproof.daemon.campaign.schema import Section  # noqa: E402
+from cardproof.daemon.campaign.validate import Int  # noqa: E402
 
 BASE = '[server]\nurl = "http://127.0.0.1:9"\n[[models]]\nname = "a"\n'
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..registry import declared
+from cardproof.registry import declared
 from .base import BackendError, LoadResult, SampleResult
 from .interface import Backend, LoadWatch
 from .openai import OpenAICompatBackend

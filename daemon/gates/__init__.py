@@ -9,7 +9,7 @@ module (and its test); ``GATES`` lists them by ``Gate.order``.
 from __future__ import annotations
 
 
-from ..registry import declared
+from cardproof.registry import declared
 from ..store import json_text
 from .base import Canary, Gate, GateConfig, GateOutcome, JudgedRun, Said, SampleContext, english, said_json
 

@@ -7,11 +7,11 @@ Adding a probe is adding one module with ``run(ctx) -> list[Unit]`` and
 
 from __future__ import annotations
 
-from ..registry import declared
+from cardproof.registry import declared
 from .base import VERDICTS, Probe, ProbeContext, Unit, summarise
 
 #: modules of this package that are machinery, not probes
-_NOT_PROBES = {"answers", "base", "capabilities", "defects", "looping", "run", "sandbox"}
+_NOT_PROBES = {"answers", "base", "capabilities", "defects", "looping", "sandbox"}
 
 PROBES: dict[str, Probe] = declared(__name__, __path__, _NOT_PROBES, "PROBE", Probe)
 

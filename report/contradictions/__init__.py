@@ -8,7 +8,7 @@ Nothing here resolves a contradiction: only an author's resolution does.
 
 from __future__ import annotations
 
-from cardproof.daemon.registry import modules
+from cardproof.registry import modules
 
 from . import authored
 from .base import Contradiction, Side

@@ -10,7 +10,7 @@ must fire and one where it must stay silent).
 
 from __future__ import annotations
 
-from cardproof.daemon.registry import declared
+from cardproof.registry import declared
 
 from .stable import (BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cell_values, cells_measurable,
                      every_sample_order, headline, interval_too_wide, is_unstable, judge_cell, measurable,

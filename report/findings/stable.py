@@ -23,7 +23,7 @@ import random
 import statistics
 import tomllib
 
-from cardproof.daemon.campaign_check import DEFAULT_UNSTABLE_RATIO, report_settings
+from cardproof.daemon.campaign.check import DEFAULT_UNSTABLE_RATIO, report_settings
 
 from ..stats import Spread
 

@@ -26,7 +26,7 @@ import math
 from typing import NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
-from cardproof.daemon.redact import public_url, redact_secrets
+from cardproof.daemon.store.redact import public_url, redact_secrets
 
 from cardproof.marks import N_
 from ..mdsafe import MD, code_span, esc
@@ -193,7 +193,7 @@ def campaign_conditions(text: str) -> dict[str, str]:
 @functools.lru_cache(maxsize=64)
 def _campaign_conditions(text: str) -> tuple[tuple[str, str], ...]:
     # a nightly campaign freezes the same text every night: parsed once per text
-    from cardproof.daemon.campaign import parse_campaign
+    from cardproof.daemon.campaign.model import parse_campaign
 
     try:
         settings = _parsed(parse_campaign(text, _UNREAD))
@@ -245,7 +245,7 @@ def _file(settings: dict, key: str, path: str | None) -> None:
 
 
 def _parsed(c) -> dict[str, str]:
-    """The conditions of a parsed ``Campaign`` (daemon/campaign.py), keyed as its file spells them."""
+    """The conditions of a parsed ``Campaign`` (daemon/campaign/model.py), keyed as its file spells them."""
     s: dict[str, str] = {}
     for key, value in (("campaign.prompt_classes", c.prompt_classes), ("campaign.reasoning", c.reasoning),
                        ("campaign.repetitions", c.repetitions),

@@ -13,8 +13,8 @@ import re
 import statistics
 from collections import defaultdict
 
-from cardproof.daemon.campaign_check import DEFAULT_MIN_EFFECT_PCT
-from cardproof.daemon.load.stats import percentile
+from cardproof.daemon.campaign.check import DEFAULT_MIN_EFFECT_PCT
+from cardproof.daemon.store.stats import percentile
 
 from cardproof.marks import N_
 from .. import findings, queries

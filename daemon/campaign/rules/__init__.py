@@ -1,0 +1,9 @@
+"""Pre-registered pass rules: a small safe expression language, checked at campaign time,
+evaluated over a run's facts, medians and probe verdicts (never with ``eval``)."""
+
+from __future__ import annotations
+
+from cardproof.daemon.campaign.rules.lang import MISSING, RuleError, arms, evaluate, names, parse, tokenize
+from cardproof.daemon.campaign.rules.schema import validate as validate_rule
+
+__all__ = ["MISSING", "RuleError", "arms", "evaluate", "names", "parse", "tokenize", "validate_rule"]
