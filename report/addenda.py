@@ -30,7 +30,8 @@ import sqlite_utils
 from . import queries
 from .i18n import LANGUAGES, Lang
 from .statements import FORM, KINDS, LEGACY_KINDS, statements
-from ..daemon.store import json_text, json_value
+from cardproof.daemon.store import json_text, json_value
+from cardproof.daemon.store.publications import KINDS_COLUMN, insert_publication
 from cardproof.daemon.store.file import connect_readonly
 
 _ADDENDA_MARK = '<span id="addenda"></span>'
@@ -85,19 +86,12 @@ def record_publication(db: sqlite_utils.Database, *, note: str | None = None, ve
         for key, f in figures(db, run_id, project).items():
             rows.append({"run_id": run_id, "key": key, "value": f["value"],
                          "shown_json": json_text({k: f[k] for k in _STORED if k in f}, ensure_ascii=False)})
-    pub = {"published_at": at, "note": (note or "").strip() or None, "cardproof_version": version}
-    if _KINDS_COLUMN in db["publications"].columns_dict:
-        pub[_KINDS_COLUMN] = json_text(sorted(KINDS))
-    with db.conn:
-        pub_id = db["publications"].insert(pub).last_pk
-        db["published_figures"].insert_all([r | {"publication_id": pub_id} for r in rows])
-    return pub_id
+    return insert_publication(db, published_at=at, note=(note or "").strip() or None, version=version,
+                              kinds=sorted(KINDS), figures=rows)
 
 
 #: what a record keeps beside its value (``shown_json``)
 _STORED = ("label", "shown", "samples", "form", "legacy")
-#: m025: the statement kinds a publication recorded (JSON list); NULL in one made before
-_KINDS_COLUMN = "statement_kinds"
 
 
 def _published(db: sqlite_utils.Database, run_id: int) -> list[dict]:
@@ -106,7 +100,7 @@ def _published(db: sqlite_utils.Database, run_id: int) -> list[dict]:
     if "published_figures" not in db.table_names():
         return []
     # a store read as it is, published by an older cardproof, may lack the column
-    kinds = f"publications.{_KINDS_COLUMN}" if _KINDS_COLUMN in db["publications"].columns_dict else "null"
+    kinds = f"publications.{KINDS_COLUMN}" if KINDS_COLUMN in db["publications"].columns_dict else "null"
     pubs: dict[int, dict] = {}
     for r in db.query(f"""select publications.id, publications.published_at, publications.note, {kinds} as kinds,
                                  key, value, shown_json

@@ -55,7 +55,7 @@ def _register_messages(catalog) -> dict[str, str]:
 
     The register's English texts are msgids of ``catalog``; the filled text is what a page asks for.
     """
-    from cardproof.daemon.probes.defects import in_language, load_defects
+    from cardproof.daemon.campaign.evidence import in_language, load_defects
 
     def say(msgid: str) -> str:
         msg = catalog.get(msgid)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cardproof.daemon.logs.summary import load_summaries
+from cardproof.daemon.campaign.evidence import load_summaries
 
 from .evidence import SPEC_FACTS, _fact_rows, display_text, journal_excerpt
 from .i18n import CATALOGUE, LANGUAGES, Lang

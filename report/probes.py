@@ -12,10 +12,10 @@ import hashlib
 import json
 import re
 
-from cardproof.daemon.campaign.model import CampaignError, parse_campaign
-from cardproof.daemon.probes import PROBES
-from cardproof.daemon.probes.base import message, summarise
-from cardproof.daemon.probes.defects import load_defects
+from cardproof.daemon.campaign.frozen import frozen_campaign
+from cardproof.daemon.campaign.evidence import PROBES
+from cardproof.daemon.campaign.evidence import message, summarise
+from cardproof.daemon.campaign.evidence import load_defects
 from cardproof.daemon.campaign.rules.outcome import rule_sha256
 
 from cardproof.marks import N_
@@ -231,10 +231,8 @@ def rule_outcomes(db, run_id: int) -> list[dict]:
         return []
     run = db["runs"].get(run_id)
     camp = db["campaigns"].get(run["campaign_id"])
-    try:
-        frozen = parse_campaign(camp["toml_text"], "frozen campaign").rules
-    except CampaignError:
-        frozen = {}
+    parsed = frozen_campaign(db, run_id=run_id)
+    frozen = parsed.rules if parsed is not None else {}
     rules: dict[str, dict] = {}
     for r in db.query("""select rule_results.*, models.name as model,
                                 (select max(pinned) from cells where cells.run_id = rule_results.run_id

@@ -91,7 +91,7 @@ def _run_row(db: sqlite_utils.Database, run_id: int) -> dict:
             """
             select runs.*, campaigns.name as campaign_name, campaigns.sha256 as campaign_sha256,
                    campaigns.registered_at as campaign_registered_at, campaigns.toml_text as campaign_text,
-                   campaigns.path as campaign_path
+                   campaigns.campaign_json as campaign_json, campaigns.path as campaign_path
             from runs join campaigns on campaigns.id = runs.campaign_id where runs.id = ?
             """,
             [run_id],

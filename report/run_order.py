@@ -18,7 +18,7 @@ import json
 import statistics
 from datetime import datetime
 
-from cardproof.daemon.host.load import foreign_cores
+from cardproof.daemon.campaign.evidence import foreign_cores
 from cardproof.daemon.campaign.order import interleave
 from cardproof.daemon.store.said import said_json
 from cardproof.daemon.store import json_value

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from cardproof.daemon.host.setup import KERNEL_FLAGS
+from cardproof.daemon.campaign.evidence import KERNEL_FLAGS
 from cardproof.daemon.store import json_value
 from cardproof.marks import N_
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 import shlex
 
-from cardproof.daemon.memory.host import load_summary
-from cardproof.daemon.memory.readings import is_card_device
-from cardproof.daemon.memory.reconcile import reconcile_load
+from cardproof.daemon.campaign.evidence import load_summary
+from cardproof.daemon.campaign.evidence import is_card_device
+from cardproof.daemon.campaign.evidence import reconcile_load
 from cardproof.daemon.campaign.variant_evidence import check_variant
 from cardproof.daemon.store import json_value
 from cardproof.marks import N_

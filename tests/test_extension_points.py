@@ -197,7 +197,10 @@ def _judged_store(tmp_path, campaign_toml: str):
     from cardproof.daemon.store import open_store
 
     store = open_store(tmp_path / "j.db")
+    from cardproof.daemon.campaign.frozen import normalised_text
+
     cid = store.insert("campaigns", {"name": "j", "sha256": "0" * 64, "toml_text": campaign_toml,
+                                     "campaign_json": normalised_text(campaign_toml),
                                      "registered_at": "2026-01-01T00:00:00+00:00"})
     run_id = store.insert("runs", {"campaign_id": cid, "status": "completed", "started_at": "2026-01-01",
                                    "gpus_json": json.dumps({"available": True})})
@@ -278,7 +281,7 @@ def test_a_recorded_offload_line_is_read_by_the_log_parser(detail, expected):
 ])
 def test_the_embedding_gate_reads_the_parsed_campaign_not_its_text(toml, configured, tmp_path):
     from cardproof.daemon.gates.embedding_down import configured as is_configured
-    from cardproof.daemon.run.judge import _frozen_campaign
+    from cardproof.daemon.campaign.frozen import from_normalised, normalised_text
 
     if "api_key" in toml:
         text = toml + '[[models]]\nname = "m"\n'
@@ -286,7 +289,8 @@ def test_the_embedding_gate_reads_the_parsed_campaign_not_its_text(toml, configu
         text = _server("llama-server").replace('[[models]]\nname = "m"\n', "") + toml
     else:
         text = toml + _server("llama-server")
-    campaign = _frozen_campaign(text)
+    parsed = normalised_text(text)  # as the run froze it: None where it was unreadable then
+    campaign = None if parsed is None else from_normalised(json.loads(parsed), text)
     assert (campaign is None) == ("api_key" in toml)
     judged = JudgedRun(None, {}, {}, campaign, text)
     assert is_configured(judged) is configured

@@ -69,10 +69,15 @@ def test_canary_samples_never_reach_medians(canary_run, tmp_path):
     copy = tmp_path / "copy.db"
     with sqlite3.connect(copy) as dst:  # the backup API also takes what is still in the WAL
         store.db.conn.backup(dst)
-    with sqlite3.connect(copy) as conn:
+    from cardproof.daemon.campaign.frozen import normalised_text
+
+    with sqlite3.connect(copy) as conn:  # the text and its parsed form, as if the campaign had been frozen so
         conn.execute("update campaigns set toml_text = toml_text || ? where id = (select campaign_id from runs "
                      "where id = ?)", ["\n[gates.not_on_card]\nexclude = false\n[gates.length_limit]\nexclude = false\n",
                                        run_id])
+        cid, text = conn.execute("select c.id, c.toml_text from campaigns c join runs r on r.campaign_id = c.id "
+                                 "where r.id = ?", [run_id]).fetchone()
+        conn.execute("update campaigns set campaign_json = ? where id = ?", [normalised_text(text), cid])
     other = open_store(copy)
     build(copy, tmp_path / "p", run_mkdocs=False)
     article = (tmp_path / "p" / "site" / "runs" / f"run-{run_id}.md").read_text()

@@ -45,6 +45,7 @@ APPLIED_ORDER = [
     "m028_run_host",
     "m029_host_memory_energy",
     "m030_quality_checks",
+    "m031_frozen_campaign",
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.campaign.frozen import frozen_campaign
 from cardproof.daemon.gates import GATES, GateConfig, JudgedRun, SampleContext, evaluate
 from cardproof.daemon.store.said import Said, Saying, english, said_json
 from cardproof.daemon.store import Store, json_text
@@ -20,17 +20,9 @@ _JUDGE_FIELDS = {"sample", "response", "max_tokens", "extra"}
 _CONTEXT_FIELDS = {f.name for f in fields(SampleContext)} - _JUDGE_FIELDS
 
 
-def _frozen_campaign(text: str):
-    """The run's campaign as parsed from its frozen text; None where it no longer validates."""
-    try:
-        return parse_campaign(text, "frozen campaign")
-    except CampaignError:
-        return None
-
-
 def _contexts(store: Store, run: dict, campaign_text: str):
     cells = {c["id"]: c for c in store.db.query("select * from cells where run_id = ?", [run["id"]])}
-    judged = JudgedRun(store, run, cells, _frozen_campaign(campaign_text), campaign_text)
+    judged = JudgedRun(store, run, cells, frozen_campaign(store.db, run_id=run["id"]), campaign_text)
     gatherers = [(name, g.gather(judged)) for name, g in GATES.items() if g.gather is not None]
     for s in store.db.query("select * from samples where run_id = ? and error_kind is null order by id", [run["id"]]):
         response = json.loads(s["response_json"] or "{}")

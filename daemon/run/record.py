@@ -8,6 +8,7 @@ before judging or, on an early end, before the status is written.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Callable
 from cardproof import __version__
 from cardproof.daemon.host import info as hostinfo, setup as runsetup
 from cardproof.daemon.store import liveness
+from cardproof.daemon.campaign.frozen import normalised
 from cardproof.daemon.campaign.model import Campaign
 from cardproof.daemon.store.crashes import describe_end
 from cardproof.daemon.logs import LogSourceError, attribute_run, capture_file, capture_journal
@@ -55,7 +57,10 @@ class RunState:
 
 
 def register_campaign(store: Store, campaign: Campaign) -> int:
-    """Freeze the campaign text, its SHA-256 and the time (principle 7)."""
+    """Freeze the campaign text, its SHA-256, the time and the campaign parsed from it (principle 7).
+
+    Readers take the parsed form (``campaign/frozen.py``), so a later parser never rereads the text.
+    """
     return store.insert(
         "campaigns",
         {
@@ -63,6 +68,7 @@ def register_campaign(store: Store, campaign: Campaign) -> int:
             "path": campaign.path,
             "sha256": campaign.sha256,
             "toml_text": campaign.text,
+            "campaign_json": json.dumps(normalised(campaign)),
             "registered_at": utcnow(),
         },
     )

@@ -11,10 +11,22 @@ order). A new migration goes at the end, with the next free number.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import sqlite_utils
 from sqlite_utils import Migrations
 
 migrations = Migrations("cardproof")
+
+#: frozen campaign text -> its normalised JSON, None where it does not parse. The campaign package
+#: (above the store) sets it when imported; m031 back-fills old runs with it.
+_campaign_normaliser: Callable[[str], str | None] | None = None
+
+
+def set_campaign_normaliser(normalise: Callable[[str], str | None]) -> None:
+    """Name the parser m031 reads runs frozen before ``campaigns.campaign_json`` with."""
+    global _campaign_normaliser
+    _campaign_normaliser = normalise
 
 
 @migrations(name="m001_foundation")
@@ -871,3 +883,16 @@ def m030_quality_checks(db: sqlite_utils.Database) -> None:
     )
     db["quality_checks"].create_index(["run_id"], if_not_exists=True)
     follow_rows(db, "quality_checks")
+
+
+@migrations(name="m031_frozen_campaign")
+def m031_frozen_campaign(db: sqlite_utils.Database) -> None:
+    # the campaign as parsed when a run froze it (daemon/campaign/frozen.py), so a later parser never
+    # changes how an old run reads; runs frozen before are parsed here, once, NULL where they no longer parse
+    db["campaigns"].add_column("campaign_json", str)
+    rows = db.execute("select id, toml_text from campaigns").fetchall()
+    if rows and _campaign_normaliser is None:  # a caller's mistake: it opened a store before importing the reader
+        raise RuntimeError("m031 needs the campaign reader: import cardproof.daemon.campaign.frozen first")
+    for campaign_id, text in rows:
+        db.execute("update campaigns set campaign_json = ? where id = ?",
+                   [_campaign_normaliser(text or ""), campaign_id])

@@ -39,7 +39,7 @@ def gather(db, view: dict) -> dict:
     if "evidence" in view:
         crashes = view["evidence"].get("crashes", [])
     else:
-        from cardproof.daemon.logs.summary import crashed_loads
+        from cardproof.daemon.campaign.evidence import crashed_loads
 
         crashes = crashed_loads(db, rid)
     out["crashes"] = _timed(conn, crashes)

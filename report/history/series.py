@@ -150,6 +150,7 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
 def run_settings(db, runs: list[dict]) -> dict[int, dict]:
     """Campaign id -> its frozen text's settings (``campaign_settings``); each run gets its ``_limits``."""
     texts = {r["id"]: r["toml_text"] for r in db.query("select id, toml_text from campaigns")}
+    parsed = {r["id"]: r["campaign_json"] for r in db.query("select id, campaign_json from campaigns")}
     settings_by_campaign: dict[int, dict] = {}
     by_sha: dict = {}  # a nightly campaign freezes the same text every night: read it once
     for r in runs:
@@ -160,6 +161,7 @@ def run_settings(db, runs: list[dict]) -> dict[int, dict]:
             settings_by_campaign[r["campaign_id"]] = by_sha[key]
         r["_limits"] = settings_by_campaign[r["campaign_id"]]
         r["_campaign_text"] = texts.get(r["campaign_id"])  # its settings are conditions (conditions.py)
+        r["_campaign_json"] = parsed.get(r["campaign_id"])  # ... as parsed when the run froze it
     return settings_by_campaign
 
 

@@ -15,6 +15,7 @@ from typing import Callable
 from cardproof.daemon.store import Store, dumps, utcnow
 from cardproof.daemon.campaign.rules import lang
 from cardproof.daemon.campaign.rules.facts import model_values
+from cardproof.daemon.campaign.frozen import frozen_campaign
 
 OUTCOME = {True: "pass", False: "fail"}
 
@@ -85,12 +86,13 @@ def rule_values(db, run_id: int, model_ids: list[int], pinned: int | None, gates
 
 def evaluate_rules(store: Store, run_id: int, echo: Callable[[str], None] = print) -> list[dict]:
     """Evaluate the frozen rules of ``run_id`` for every model in it; store and return the rows."""
-    from cardproof.daemon.campaign.model import parse_campaign  # the campaign module imports this package
-
     db = store.db
     run = db["runs"].get(run_id)
     camp = db["campaigns"].get(run["campaign_id"])
-    frozen = parse_campaign(camp["toml_text"], f"campaign frozen at {camp['registered_at']}")
+    frozen = frozen_campaign(db, run_id=run_id)
+    if frozen is None:  # frozen before this cardproof and unreadable then: no rule can be read from it
+        echo(f"rules of run {run_id} not evaluated: its campaign frozen at {camp['registered_at']} is unreadable")
+        return []
     models = list(db.query(
         """select distinct models.id, models.name, max(cells.pinned) as pinned from cells
            join models on models.id = cells.model_id where cells.run_id = ? group by models.id order by min(cells.position)""",
