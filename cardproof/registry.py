@@ -1,7 +1,7 @@
 """Registries built from the modules of a package: one module, one entry.
 
-Gates, probes, backends and contradiction detectors are found this way, so
-adding one is adding its module; nothing else lists it.
+Every plug-in of cardproof is found this way (cardproof/extensions.py lists
+the points), so adding one is adding its module; nothing else lists it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ def modules(package: str, path: Iterable[str], skip: set[str]) -> Iterator[tuple
             yield info.name, importlib.import_module(f"{package}.{info.name}")
 
 
+#: package -> (attribute, kind) of every ``declared`` registry built so far (cardproof/extensions.py lists them)
+BUILT: dict[str, tuple[str, type]] = {}
+
+
 def declared(package: str, path: Iterable[str], skip: set[str], attribute: str, kind: type, *,
              key: str = "name") -> dict:
     """``key -> entry`` from each module's ``attribute`` (a ``kind``, or a subclass of it), in ``order``.
@@ -25,6 +29,7 @@ def declared(package: str, path: Iterable[str], skip: set[str], attribute: str, 
     A module without one, or two entries under one key, stop the import with
     the file named: a registry that silently lacks an entry is worse.
     """
+    BUILT[package] = (attribute, kind)
     found: dict = {}
     folder = package.removeprefix("cardproof.").replace(".", "/")
     for name, module in modules(package, path, skip):

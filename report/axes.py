@@ -12,7 +12,7 @@ import sqlite3
 import sys
 
 from cardproof.daemon.campaign.check import CampaignError
-from cardproof.daemon.campaign.load import Slo
+from cardproof.daemon.campaign.tables.load import Slo
 from cardproof.daemon.campaign.slo import frozen_slo as slo_of
 from cardproof.daemon.campaign.slo import answers_unequal, knee, meets, step_x
 from cardproof.daemon.store.stats import StepFigures, rate_digits, run_steps

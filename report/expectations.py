@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from cardproof.daemon.campaign.frozen import frozen_campaign
 from cardproof.daemon.campaign.rules.outcome import judge_rule, rule_values
-from cardproof.daemon.campaign.variants import derived_name
+from cardproof.daemon.campaign.tables.variants import derived_name
 
 VERDICT = {"pass": "confirmed", "fail": "refuted"}
 

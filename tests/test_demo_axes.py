@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cardproof.daemon.server import llamacpp
 from cardproof.daemon.campaign.model import parse_campaign
-from cardproof.daemon.campaign.load import planned_samples
+from cardproof.daemon.campaign.tables.depth import planned_samples
 from cardproof.demo import DEMO_CAMPAIGN
 
 DEMO_MODELS = ("tiny-b", "tiny-a")

@@ -8,6 +8,8 @@ registries and modules.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
 import json
 import re
@@ -337,3 +339,65 @@ def test_a_registry_names_the_module_that_declares_nothing_or_a_name_twice(tmp_p
         declared("somegates", module.__path__, {"base"}, "GATE", Gate)
     for name in [m for m in sys.modules if m.startswith("somegates")]:
         monkeypatch.delitem(sys.modules, name)
+
+
+# -- one list of extension points, one way to declare a plug-in ---------------------------------------
+
+def _resolve(dotted: str):
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _import_the_product() -> None:
+    """Every module of both halves imported, so every registry that exists has been built."""
+    import pkgutil
+
+    for top in ("cardproof.daemon", "cardproof.report"):
+        package = importlib.import_module(top)
+        for info in pkgutil.walk_packages(package.__path__, top + "."):
+            importlib.import_module(info.name)
+
+
+def test_every_registry_is_listed_in_extensions_and_registers_what_it_says():
+    from cardproof import extensions, registry
+
+    _import_the_product()
+    listed = {d.package: d for d in extensions.DECLARED}
+    built = {p for p in registry.BUILT if p.startswith("cardproof.")}  # not a test's own package
+    assert built == set(listed), "list every declared() registry in cardproof/extensions.py"
+    for package, point in listed.items():
+        attribute, kind = registry.BUILT[package]
+        assert (attribute, kind) == (point.attribute, _resolve(point.kind)), package
+        entries = _resolve(point.registry)
+        assert entries, f"{point.registry} registers nothing"
+        folder = Path(importlib.import_module(package).__file__).parent
+        declaring = {p.stem for p in folder.glob("*.py")
+                     if re.search(rf"^{attribute} = ", p.read_text(), re.M)}
+        assert len(declaring) == len(entries), f"{package}: modules declaring {attribute} vs entries"
+
+
+def test_every_listed_point_exists_and_has_its_recipe():
+    from cardproof import extensions
+
+    architecture = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    for point in (*extensions.DECLARED, *extensions.LISTED):
+        if isinstance(point, extensions.Listed):
+            assert _resolve(point.where) is not None
+        assert f"**{point.recipe}**" in architecture, f"docs/ARCHITECTURE.md has no recipe '{point.recipe}'"
+
+
+def test_no_module_registers_itself_by_an_import_at_its_bottom():
+    """The old styles are gone: no module-level import after a def or class, no registering call."""
+    late = []
+    for folder in ("cardproof", "daemon", "report"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            seen_def = False
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    seen_def = True
+                elif seen_def and isinstance(node, (ast.Import, ast.ImportFrom)):
+                    late.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            text = path.read_text()
+            late += [f"{path.relative_to(ROOT)}: {old}" for old in ("register_section(", "@parser(")
+                     if old in text]
+    assert not late, f"declare a module-level object instead (cardproof/extensions.py): {late}"

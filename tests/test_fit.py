@@ -23,7 +23,7 @@ from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 from cardproof.daemon.run.load.fit import fit_model
 from cardproof.daemon.run.load.fit_server import Launched
 from cardproof.daemon.logs.fit_evidence import judge, read_lines
-from cardproof.daemon.campaign.fit import FitSettings
+from cardproof.daemon.campaign.tables.fit import FitSettings
 from cardproof.daemon.memory import RecordedSource
 from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from cardproof.cli import cli
 from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.run.load.fit import fit_model
-from cardproof.daemon.campaign.fit import FitSettings
+from cardproof.daemon.campaign.tables.fit import FitSettings
 from cardproof.daemon.memory import RecordedSource
 from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store

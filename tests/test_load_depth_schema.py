@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from cardproof.cli import cli
 from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 from cardproof.daemon.campaign.check import MAX_NUM_CTX
-from cardproof.daemon.campaign.load import DepthSettings, LoadSettings, Slo
+from cardproof.daemon.campaign.tables.depth import DepthSettings
+from cardproof.daemon.campaign.tables.load import LoadSettings, Slo
 from cardproof.daemon.campaign.slo import frozen_slo
 from conftest import campaign_text
 

@@ -20,7 +20,7 @@ from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 from cardproof.daemon.server.modelfile import describe
 from cardproof.daemon.quality.parse import parse_output
 from cardproof.daemon.run.quality import measure
-from cardproof.daemon.campaign.quality import QualitySettings, perplexity_args
+from cardproof.daemon.campaign.tables.quality import QualitySettings, perplexity_args
 from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.daemon.server.tinymodels import TINY_MODELS, write_model

@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from cardproof.daemon.campaign.check import CampaignError
-from cardproof.daemon.campaign.load import DepthSettings, LoadSettings
+from cardproof.daemon.campaign.tables.depth import DepthSettings
+from cardproof.daemon.campaign.tables.load import LoadSettings
 from cardproof.daemon.campaign.model import Campaign, parse_campaign
 from cardproof.daemon.campaign.tables import SECTIONS, ModelSpec, ProbeSettings
 from cardproof.daemon.gates import GateConfig

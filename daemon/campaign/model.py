@@ -29,21 +29,18 @@ from typing import Any
 from cardproof.daemon.campaign import validate
 from cardproof.daemon.campaign.check import (MAX_CAMPAIGN_BYTES, MAX_NUM_CTX, MAX_PLANNED_SAMPLES, NAME_CHARS,
                                              CampaignError, check_model)
-from cardproof.daemon.campaign.tables import ModelSpec, ProbeSettings, campaign_model, register_section, registered
+from cardproof.daemon.campaign.tables import ModelSpec, ProbeSettings, campaign_model, registered
 from cardproof.daemon.gates import GateConfig, default_config
-from cardproof.daemon.campaign.load import DepthSettings, LoadSettings, planned_samples
+from cardproof.daemon.campaign.tables.depth import DepthSettings, planned_samples
+from cardproof.daemon.campaign.tables.load import LoadSettings
 from cardproof.daemon.probes import VERDICTS
 from cardproof.daemon.server.prompts import PROMPT_CLASSES
-from cardproof.daemon.campaign.quality import check_campaign as check_quality
+from cardproof.daemon.campaign.tables.quality import check_campaign as check_quality
 from cardproof.daemon.campaign.rules import RuleError, validate_rule
-from cardproof.daemon.campaign.variants import check_campaign as check_variants
-
-# [load] and [depth] are registered like any plug-in table; _axes() checks them against the rest
-register_section("load", LoadSettings)
-register_section("depth", DepthSettings)
+from cardproof.daemon.campaign.tables.variants import check_campaign as check_variants
 
 __all__ = ["Campaign", "CampaignError", "ModelSpec", "ProbeSettings", "load_campaign", "parse_campaign",
-           "parse_gates", "register_section"]
+           "parse_gates"]
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ class Campaign:
     api_key_env: str | None = None  # the variable holding an API key; the key never enters the store
     expectations: dict[str, str] = field(default_factory=dict)  # name -> rule text: beliefs before measuring
     unstable_ratio: float = 1.5  # [report]: max/min of a cell's decode samples beyond which it states nothing
-    sections: dict[str, Any] = field(default_factory=dict)  # tables added by register_section, by name
+    sections: dict[str, Any] = field(default_factory=dict)  # the tables of campaign/tables/*.py, by name
     load: LoadSettings | None = None  # [load]: concurrency steps (daemon/load)
     depth: DepthSettings | None = None  # [depth]: context-depth steps (daemon/load)
 
@@ -139,7 +136,7 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
     if planned > MAX_PLANNED_SAMPLES:
         raise CampaignError(path, "variants.repetitions", f"the plan comes to {planned:,} samples with the "
                             f"variants' cells; at most {MAX_PLANNED_SAMPLES:,}")
-    fit = getattr(f, "fit", None)  # [fit] names campaign models only (daemon/campaign/fit.py)
+    fit = getattr(f, "fit", None)  # [fit] names campaign models only (daemon/campaign/tables/fit.py)
     named = [(f"fit.models[{i}]", n) for i, n in enumerate(fit.models or ())] if fit is not None else []
     named += [(f"fit.per_model.{n}", n) for n in (fit.per_model if fit is not None else {})]
     for i, m in enumerate(f.models):

@@ -8,6 +8,8 @@ pydantic reports every problem it finds; a reader states the first one as
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import types
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -20,6 +22,18 @@ class Section(BaseModel):
     """A TOML table: known keys only, values checked by ``validate``, read-only once built."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Table:
+    """What a module of ``campaign/tables/`` declares as ``TABLE``: the campaign table ``[name]``, read as
+    ``model`` (a :class:`Section`), ``default`` where the file has none (None: absent). Tables are read,
+    and their problems looked for, in ``order``; the parsed value is ``Campaign.sections[name]``."""
+
+    name: str
+    model: Any
+    default: Any = None
+    order: int = 0
 
 
 def dotted(loc: tuple) -> str:

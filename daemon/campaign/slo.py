@@ -14,7 +14,7 @@ from pydantic import ConfigDict
 from cardproof.daemon.campaign import validate
 from cardproof.daemon.campaign.check import CampaignError, check_model
 from cardproof.daemon.campaign.schema import Section
-from cardproof.daemon.campaign.load import LoadSettings, Slo
+from cardproof.daemon.campaign.tables.load import LoadSettings, Slo
 from cardproof.daemon.store.stats import StepFigures, run_steps
 
 #: a step that raises aggregate throughput by less than this over the one before adds nothing: the knee

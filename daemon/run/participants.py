@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from cardproof.daemon.run.canaries import run_canaries
 from cardproof.daemon.energy.capture import EnergyCapture
-from cardproof.daemon.campaign.load import planned_samples as axes_samples
+from cardproof.daemon.campaign.tables.depth import planned_samples as axes_samples
 from cardproof.daemon.run.load.fit import run_fit
 from cardproof.daemon.run.load.run import run_axes
 from cardproof.daemon.memory.capture import MemoryCapture

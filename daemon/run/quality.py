@@ -30,11 +30,11 @@ from cardproof.daemon.run.load.fit import store_lines
 from cardproof.daemon.run.loads import free_router
 from cardproof.daemon.store.said import Said, english
 from cardproof.daemon.store import Store, json_text, utcnow
-from cardproof.daemon.campaign.variants import derived_name
+from cardproof.daemon.campaign.tables.variants import derived_name
 from cardproof.daemon.quality import text
 from cardproof.daemon.quality.parse import REQUIRED, Output, parse_output
 from cardproof.daemon.quality.plan import Entry, Ladder, plan
-from cardproof.daemon.campaign.quality import QualitySettings, perplexity_args
+from cardproof.daemon.campaign.tables.quality import QualitySettings, perplexity_args
 
 if TYPE_CHECKING:
     from cardproof.daemon.run.context import RunContext

@@ -36,7 +36,9 @@ from __future__ import annotations
 import re
 
 from cardproof.daemon.store.crashes import CrashSignal, SIGNALS, by_name, from_exit_code
-from . import Fact, parser
+from .base import Fact, LineParsers
+
+PARSER = LineParsers("crash")
 
 # strsignal(3) words (glibc's English, German or Chinese) at the start of a line: alone, padded before the
 # command (bash: "Illegal instruction        (core dumped) .lmstudio/bin/lms"), after a script's
@@ -153,7 +155,7 @@ def crash_pid(text: str) -> int | None:
     return int(m[1] or m[2]) if m else None
 
 
-@parser("Illegal instruction", "Segmentation fault", "Bus error", "Aborted", "Floating point exception", "Killed",
+@PARSER.on("Illegal instruction", "Segmentation fault", "Bus error", "Aborted", "Floating point exception", "Killed",
         "hardware instruction", "segmentation fault", "bus error", "abort", "killed", "floating point exception",
         "Maschinenbefehl", "Speicherzugriffsfehler", "Abgebrochen", "Bus-Zugriffsfehler", "Gleitkomma-Ausnahme",
         "非法指令", "段错误", "已放弃", "总线错误", "浮点数例外",

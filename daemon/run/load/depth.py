@@ -15,7 +15,7 @@ from cardproof.daemon.server.prompts import build_prompt
 from cardproof.daemon.store.said import Said
 from cardproof.daemon.run.sampling import SampleRequest, send
 from cardproof.daemon.store import Store, utcnow
-from cardproof.daemon.campaign.load import DepthSettings
+from cardproof.daemon.campaign.tables.depth import DepthSettings
 from cardproof.daemon.run.load.steps import ServerShape, new_step, store_request
 
 

@@ -39,7 +39,7 @@ from cardproof.daemon.store.said import Said, english
 from cardproof.daemon.store import Store, json_text, utcnow
 from cardproof.daemon.logs.fit_evidence import LoadEvidence, judge, read_lines
 from cardproof.daemon.run.load.fit_server import LaunchFailed, Launched, own_args, start_server, trained_context
-from cardproof.daemon.campaign.fit import FitSettings
+from cardproof.daemon.campaign.tables.fit import FitSettings
 
 if TYPE_CHECKING:
     from cardproof.daemon.run.context import RunContext

@@ -21,7 +21,7 @@ from cardproof.daemon.backends import Backend
 from cardproof.daemon.server.prompts import build_prompt
 from cardproof.daemon.run.sampling import SampleRequest, send
 from cardproof.daemon.store import Store, utcnow
-from cardproof.daemon.campaign.load import MAX_STREAMS, LoadSettings
+from cardproof.daemon.campaign.tables.load import MAX_STREAMS, LoadSettings
 from cardproof.daemon.run.load.steps import ServerShape, new_step, step_client, store_request
 
 #: requests of one rate step in flight at once at most (one thread each); an arrival beyond it is sent

@@ -47,7 +47,7 @@ from cardproof.daemon.campaign.variant_evidence import check_variant
 from cardproof.daemon.run.variants.ollama import OllamaVariantBackend
 from cardproof.daemon.run.variants.servers import (BaseArgs, groups_for, log_path, preset_section, router_base,
                                                    router_command, single_base, single_command, write_preset)
-from cardproof.daemon.campaign.variants import Variant, VariantSettings, derived_name
+from cardproof.daemon.campaign.tables.variants import Variant, VariantSettings, derived_name
 from cardproof.daemon.run.variants.swap import (SWAP_BINARY_ENV, SwapConfigError, find_binary as swap_binary,
                                                 generated_config, read_config, variant_entry, write_config)
 

@@ -30,8 +30,8 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from cardproof.daemon.campaign import validate
 from cardproof.daemon.campaign.check import MAX_NUM_CTX, MAX_REPETITIONS, NAME_CHARS, CampaignError
-from cardproof.daemon.campaign.load import Steps
-from cardproof.daemon.campaign.schema import Section
+from cardproof.daemon.campaign.tables.load import Steps
+from cardproof.daemon.campaign.schema import Section, Table
 from cardproof.daemon.campaign.variant_args import (BY_FLAG, KV_TYPES, Setting, canonical, indexed_pairs,
                                                     ollama_options, refusal)
 
@@ -313,3 +313,6 @@ def check_campaign(settings: VariantSettings | None, *, path: str, backend: str,
     n_models = len(settings.models or models)
     reps = [settings.repetitions or r for r in reasoning_reps]
     return n_models * len(variants) * len(used) * sum(reps)
+
+
+TABLE = Table("variants", VariantSettings, order=2)

@@ -4,14 +4,13 @@ Every value is checked by ``validate`` (as ``Annotated`` validators, so
 nothing is coerced) and every model forbids keys it does not declare. What
 needs two tables at once (a prompt class named in ``[campaign]`` but defined
 under ``[prompts]``, a rule naming a probe) is checked in ``campaign.py``
-after the models have read the file.
+after the models have read the file (``campaign/model.py``).
 
-Adding a table: declare its model here or in its own module and call
-:func:`register_section` at import; the parsed value is in
-``Campaign.sections[name]``. A table nobody registered is refused as an
-unknown key, like any misspelt one. ``[load]`` and ``[depth]``
-(``daemon/campaign/load.py``) are registered this way; what they need from
-other tables is checked in ``campaign.py``.
+The built-in tables are declared here. Adding a table is adding one module to this package that
+declares ``TABLE = Table(name, Model, default, order)`` (``campaign/schema.py``); the parsed value is
+in ``Campaign.sections[name]``. A table no module declares is refused as an unknown key, like any
+misspelt one. ``[load]`` and ``[depth]`` (``load.py``, ``depth.py``) are declared this way; what they
+need from other tables is checked in ``campaign/model.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +27,8 @@ from cardproof.daemon.campaign.check import (MAX_CODE_TIMEOUT_S, MAX_GATE_THRESH
                                              ReportSettings, class_name)
 from cardproof.daemon.gates import GATES
 from cardproof.daemon.probes import PROBES
-from cardproof.daemon.campaign.schema import Section
+from cardproof.daemon.campaign.schema import Section, Table
+from cardproof.registry import declared
 
 Name = validate.Name(NAME_CHARS)
 
@@ -186,13 +186,14 @@ SECTIONS: dict[str, tuple[Any, Any]] = {
 _BUILT_IN = frozenset(SECTIONS)
 
 
-def register_section(name: str, kind: Any, default: Any = None) -> None:
-    """Accept the table ``[name]`` of a campaign, read as ``kind`` (a :class:`~.schema.Section`).
+def add_table(table: Table) -> None:
+    """Accept the table ``[table.name]`` of a campaign, read as ``table.model`` (a :class:`~.schema.Section`).
 
-    The parsed table (``default`` where the file has none) is in
-    ``Campaign.sections[name]``. Registering a built-in name again is refused:
-    a plug-in cannot change what an existing table means.
+    Called for every ``TABLE`` of this package's modules. The parsed table (``default`` where the file
+    has none) is in ``Campaign.sections[name]``. A built-in name is refused: a module cannot change
+    what an existing table means.
     """
+    name, kind, default = table.name, table.model, table.default
     if name in _BUILT_IN:
         raise ValueError(f"[{name}] is a built-in campaign table")
     if not name.isidentifier() or hasattr(Section, name):  # a field name that pydantic's own names leave free
@@ -217,21 +218,11 @@ def campaign_model(only: tuple[str, ...] | None = None) -> type[Section]:
 
 
 def registered() -> list[str]:
-    """The tables added by :func:`register_section`, in registration order."""
+    """The tables declared by this package's modules, in ``Table.order``."""
     return [n for n in SECTIONS if n not in _BUILT_IN]
 
 
-# [fit]: context sizes each model is loaded at to see whether it fits on the cards
-from cardproof.daemon.campaign.fit import FitSettings  # noqa: E402 -- registered once the registry exists
-
-register_section("fit", FitSettings)
-
-# [variants]: server settings each model is also loaded with, on the same cells (daemon/variants)
-from cardproof.daemon.campaign.variants import VariantSettings  # noqa: E402
-
-register_section("variants", VariantSettings)
-
-# [quality]: KL divergence of each ladder member and variant against the ladder's base (daemon/quality)
-from cardproof.daemon.campaign.quality import QualitySettings  # noqa: E402
-
-register_section("quality", QualitySettings)
+#: name -> Table of every module here (``[fit]``, ``[variants]``, ``[quality]``, ``[load]``, ``[depth]`` ...)
+TABLES: dict[str, Table] = declared(__name__, __path__, set(), "TABLE", Table)
+for _table in TABLES.values():
+    add_table(_table)

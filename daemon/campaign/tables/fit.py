@@ -15,8 +15,8 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from cardproof.daemon.campaign import validate
 from cardproof.daemon.campaign.check import MAX_NUM_CTX, MAX_TOKENS, NAME_CHARS
-from cardproof.daemon.campaign.schema import Section
-from cardproof.daemon.campaign.load import Steps, _steps
+from cardproof.daemon.campaign.schema import Section, Table
+from cardproof.daemon.campaign.tables.load import Steps, _steps
 
 _contexts = _steps(1, MAX_NUM_CTX)
 
@@ -103,3 +103,6 @@ class FitSettings(Section):
         listed = set(self.models or campaign_models) if self.contexts is not None else set()
         return [(m, self.per_model.get(m) or self.contexts) for m in campaign_models
                 if m in self.per_model or m in listed]
+
+
+TABLE = Table("fit", FitSettings, order=1)

@@ -17,7 +17,7 @@ from pydantic import BeforeValidator
 
 from cardproof.daemon.campaign import validate
 from cardproof.daemon.campaign.check import MAX_NUM_CTX, NAME_CHARS, CampaignError
-from cardproof.daemon.campaign.schema import Section
+from cardproof.daemon.campaign.schema import Section, Table
 from cardproof.daemon.quality import text
 
 MAX_CHUNKS = 10_000
@@ -91,3 +91,6 @@ def perplexity_args(args: tuple[str, ...]) -> list[str]:
             continue
         out += [flag] if value is None else [flag, value]
     return out
+
+
+TABLE = Table("quality", QualitySettings, order=3)

@@ -1,12 +1,12 @@
-"""``[load]`` and ``[depth]`` of a campaign: what the load and context steps ask, typed and bounded.
+"""``[load]`` of a campaign: what the load steps ask, typed and bounded (``[depth]``: ``depth.py``).
 
 Both tables are optional; without them a run measures one request at a
-time as before. They are pydantic sections registered with
-``campaign_schema.register_section`` like any plug-in table, so every error
-names the file and the dotted key (exit 2). What needs another table (the
-prompt class, the campaign's ``max_tokens`` as default, the planned-sample
-bound, a depth's room for its answer) is checked and filled in where the
-other cross-table checks are, in ``campaign.py``.
+time as before. They are pydantic sections declared as ``TABLE`` like any
+other campaign table, so every error names the file and the dotted key
+(exit 2). What needs another table (the prompt class, the campaign's
+``max_tokens`` as default, the planned-sample bound, a depth's room for its
+answer) is checked and filled in where the other cross-table checks are, in
+``campaign/model.py``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from cardproof.daemon.campaign import validate
 from cardproof.daemon.campaign.check import MAX_NUM_CTX, MAX_TOKENS, class_name
-from cardproof.daemon.campaign.schema import Section
+from cardproof.daemon.campaign.schema import Section, Table
 
 MAX_STREAMS = 256  # concurrent requests of one step: one thread each
 MAX_STEPS = 32  # steps per axis
 MAX_REQUESTS_PER_STREAM = 1_000
-MAX_DEPTH_REPETITIONS = 1_000
 MAX_RATE_RPS = 1_000.0  # offered requests per second of one rate step
 MAX_REQUESTS_PER_RATE = 10_000
 MAX_RATE_DURATION_S = 3_600.0
@@ -135,21 +134,4 @@ class LoadSettings(Section):
         return total
 
 
-class DepthSettings(Section):
-    """``[depth]``: context-depth steps. ``max_tokens`` unset: the campaign's (filled in by ``campaign.py``).
-
-    The per-item bound of ``tokens`` here is the largest context window;
-    that a depth leaves room for its answer is checked once ``max_tokens`` is known.
-    """
-
-    max_tokens: validate.Int(1, MAX_TOKENS) | None = None  # first: the tokens' bound depends on it
-    tokens: Steps(0, MAX_NUM_CTX) = Field(
-        description=f"a non-empty list of integers from 0 to {MAX_NUM_CTX:,}")
-    repetitions: validate.Int(1, MAX_DEPTH_REPETITIONS) = 3
-
-
-def planned_samples(load: LoadSettings | None, depth: DepthSettings | None, n_models: int) -> int:
-    """How many samples the load and depth steps add to a run's plan (refused depth steps count too)."""
-    per_model = (load.total_requests() if load else 0) + \
-        (len(depth.tokens) * depth.repetitions if depth else 0)
-    return per_model * n_models
+TABLE = Table("load", LoadSettings, order=4)
