@@ -17,6 +17,26 @@ Labels and statements are stored as shown in each language, so an addendum quote
 readers saw. A publication names the kinds it recorded (m025), so a statement newly made is told
 from one a publication made before did not record: rows recorded before still read, and compare as
 they did.
+
+In short, ``addenda.py``, ``statements.py``: ``cardproof publish`` records every
+statement each article makes (``publications``, ``published_figures``); a later build that states
+one otherwise, no longer, or anew gives the article an *Addenda* section quoting the published words
+and what replaced them, in each language, with when and why (the next publication's note, or the
+samples that left or joined a median). ``statements.py`` holds the one table of statement kinds
+(``KINDS``), each a function of the article view (``ArticleView.context()``) to ``{key:
+Statement(label, text per language, compared value)}``: cell medians, load times, the headline (the
+sentence the Headline section stated: a ratio, "no measurable difference", left out as unstable, or
+"No headline: the run did not finish" for an interrupted or failed run, which is published too;
+compared: the ratio where one was stated, else the kind of sentence), rule outcomes as the Decision
+section shows them, probe verdicts, expectations, the fastest variant per class and metric ("none
+measurably faster" included), each load sweep's knee and its most streams or highest rate at the
+service level, contradictions open or resolved (the author's too), gates that fired or never fired
+(unproven), caveats and findings. ``publish`` builds each run's article view for it (with the
+project's notes); a build compares with the view it renders. A publication names the kinds it
+recorded (m025): a statement of a recorded kind that it lacks is newly made ("not stated when
+published"); one made before names none and reads as figures only, never as missing the rest. A
+record without ``form`` (made before) equals a statement whose ``legacy`` value it holds (a
+headline's ratio, a rule's stored outcome where the page says "unverified")
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ the load, rate or depth axis (daemon/load/): a number of concurrent streams,
 an offered request rate, a context depth. The trend pages, their charts and
 anchors, the series' queries and the gates' per-step notes all tell the kinds
 apart; they read it here, so a new kind of step is one row of ``KINDS``.
+
+In short, ``cell_kinds.py``: the table of cell kinds (``measure``, and the ``load``,
+``rate`` and ``depth`` steps): each kind's metrics, the field that places a step on its axis, its
+words and page anchor, its order; the trend series, pages, charts and the gates' per-step notes read
+it rather than comparing kind names
 """
 
 from __future__ import annotations

@@ -14,6 +14,27 @@ again (:func:`public_database`).
 Files: ``site/runs/run-N-samples.csv|json`` and ``site/downloads/cardproof.db``;
 the evidence page of each run gets a *Downloads* section linking them
 (:func:`link_downloads`, in each page's language).
+
+In short, ``exports.py``, ``feed.py``, ``site_settings.py``: per-run samples as CSV and JSON
+beside each evidence page and ``downloads/cardproof.db`` (masked like the pages, with
+``secure_delete``; made again only when the store's files changed. The last copy is brought up to
+date in place, in one transaction: only rows that differ from it, or were masked in it, are masked
+and written again, and rows gone from the store are looked for only where the row counts say so;
+recorded in ``site/.cardproof-database.json``. Where the store keeps change counts (``row_changes``,
+migration m022: triggers count each updated or deleted row by table and bucket of 4,096 rowids),
+only the rows above each table's last highest id and the buckets whose counts moved are compared,
+and every ``FULL_EVERY``-th (30th) update compares every row (a row replaced by a writer without
+recursive triggers is counted by no trigger); ``row_changes`` itself is published empty. A first
+copy, another schema or a copy a quarter free pages is made whole from the store's ``VACUUM INTO``);
+the RSS/JSON feed (mkdocs-rss-plugin, only with ``--site-url``, which is refused with a space,
+quote, ``&``, ``<`` or ``>`` in it, as MkDocs prints it into attributes unescaped; without a feed
+the site's hooks take the disabled plugin out of ``config.plugins``, so no page links a feed file
+that is never written; with one they write it through ``scaffold/feed_rss.xml``, every value
+escaped, titled in the default language); the site title and description from the project's
+``site.toml``, handed to mkdocs.yml's ``!ENV`` as HTML text (a value YAML would read as a number,
+truth or null gets its first character as a character reference), which the hooks give the theme as
+``Markup``, escaped once (Material prints the name unescaped in ``<title>`` and ``aria-label`` and
+escaped in ``title``), and the feed as plain text
 """
 
 from __future__ import annotations

@@ -5,6 +5,28 @@ page key (``run-12``, ``run-12-vs-11``) to the fingerprint it was rendered
 from (``pages``); a page whose fingerprint is unchanged and whose files exist
 is not rendered again. It also keeps each run's and comparison's summary
 (``runs``, ``comparisons``, see report/summaries.py) for the cross-run pages.
+
+In short, ``fingerprints.py``, ``summaries.py``: the build manifest
+(``site/.cardproof-build.json``: a JSON line of page fingerprints and comparison summaries, then a
+line per run summary with its digest; an unchanged summary is written back as the text it was read
+as, and its line is not held: ``StoredLine`` keeps where it is and reads it again, digest checked,
+when its cells or text are needed; a line that is not whole means the run is read again; per-table
+counts in ``site/.cardproof-table-stats.json``: per run its rows' count, highest and lowest rowid,
+for every table a run's rows sit in, read from the schema by ``row_owners.py`` (a ``run_id`` column,
+or a reference followed to a table that has one: ``gate_results`` by their sample, ``facts`` by
+their load; rows shared by use: models, campaigns, registrations; tables every run page may read:
+their content, in the columns the pages print; tables no run page reads, each named with its reason
+in ``NOT_ON_RUN_PAGES``), so a table a migration adds is followed without being named
+(``tests/test_incremental_every_table.py`` writes every table of the schema four ways: update,
+insert or replace, delete, a backup restored and edited); a table that only gained rows has only the
+new rows grouped by run; a table whose triggers were dropped is digested by content per run; a run's
+fingerprint also takes the store's record of writes (counts and salts) in the buckets its rows' ids
+span, so a row changed in place (a sample's counters from the log, a line attributed later) renders
+its run again, with the runs whose rows share the bucket; and the rows it shares with other runs
+that its pages print (``_shared_rows``: its models', its campaign's frozen text, its registration),
+so a model renamed in the store or an edited campaign renders the runs that use it, and a new model
+or campaign none) and the cross-run figures (headline, cell medians, ratio ranges up to each run, so
+a later run never rewrites a published article)
 """
 
 from __future__ import annotations

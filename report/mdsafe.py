@@ -14,6 +14,9 @@ the same escaper. So a forgotten filter shows backslashes, never markup.
 Every foreign text is first made publishable (``report.privacy.public_text``):
 credentials removed always, addresses masked unless the build was asked for
 ``show_addresses`` (:func:`publishing`).
+
+In short, ``mdsafe.py``: escaping by construction: every printed value is escaped
+for Markdown and HTML unless it is trusted ``MD``
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ Whatever cannot be said so is shown as the stored English, quoted: a row
 from before structured observations (prose only), an unknown message id (a
 merged database from a newer or foreign cardproof), a value that does not
 fit its field, damaged JSON. Nothing here raises on stored data.
+
+In short, ``observations.py``: says a stored ``Said`` (``daemon/store/said.py``: an
+English msgid of the catalogue plus its values, kept as ``*_json`` beside the English) in the page's
+language with Babel numbers; a row with prose only (older databases) is shown quoted as stored
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ its loads, their facts, observed requests and CUDA errors, each linked to
 its lines, and the lines themselves -- the same evidence section a run
 article has (``sections/evidence_logs.md.j2``, ``sections/observed.md.j2``),
 for the loads of one log instead of one run.
+
+In short, ``observed.py``: observed requests and pages for logs imported without a
+campaign
 """
 
 from __future__ import annotations

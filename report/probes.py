@@ -4,6 +4,18 @@
 (variable ``decision``). Verdicts come with their probe's known defects;
 rule outcomes only count as "pass" when the rule text is the one frozen
 with the campaign before the run started (principle 7).
+
+In short, ``probes.py``: probe verdicts, pass rules and the decision section
+(``decision_view``): each verdict with its probe's known defects and each task's arm; per model and
+probe how many answers kept the asked format; the probes on which every model passed exactly the
+tasks every model passed (``not_separating``: they do not separate the models, and a candidate and
+an incumbent that passed the same tasks differ in nothing that counts); one line per model that
+invented a tool result (``fabrications``); for each group of one base model at several quantisations
+(requantized from one another, or alike in their GGUF headers) to how many probe questions their
+answers at temperature 0 differ (``ladder_answers``). The evidence page shows every exchange whole
+(``_evidence``: question, tools offered, every answer with trace, calls and the tool result sent,
+what the probe read and why), foreign text only escaped or fenced, long exchanges folded
+(``templates/sections/probe_exchanges.md.j2``)
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Read-only queries that turn store rows into what an article shows."""
+"""Read-only queries that turn store rows into what an article shows.
+
+In short, ``queries.py``: read-only queries that turn rows into a run view (cells,
+medians with spread, headline); every per-run query is served by a ``run_id`` index (m017)
+"""
 
 from __future__ import annotations
 

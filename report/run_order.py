@@ -10,6 +10,13 @@ probes -- is listed with when it ran, in seconds after the run began.
 The machine's load comes from the cell checks' CPU readings around each main
 cell (``daemon/host/load.py``): the share of a core other processes used
 beside the server and cardproof, and the load average.
+
+In short, ``run_order.py``: the article's *Measurement order and machine load*
+section (``templates/sections/order.md.j2``): interleaved or in blocks as the samples' own order
+shows, why (``daemon/campaign/order.py`` on the stored backend and ``/props``), each model's blocks
+(main cells, load, rate and depth steps, canaries, probes) in seconds after the run began, and the
+other processes' share of a core and the load average around the main cells (``daemon/host/load.py``
+on the ``host_cpu`` cell checks) with the ``busy_host`` gate's count
 """
 
 from __future__ import annotations

@@ -8,6 +8,14 @@ file with its size, SHA-256 and origin, the order the run went in, the
 machine's load average at its start and end, and the commands that repeat it.
 What was not recorded (a run from before the table, a server on another
 machine) is said to be missing, never filled in.
+
+In short, ``setup.py``: the article's last section, Setup
+(``templates/sections/setup.md.j2``): the run's ``run_setup`` row, each load's command line as the
+router's log printed it (one argument a line after ``spawning server instance with args:``) and the
+settings its log states (flash attention, batch/ubatch, slots, KV types, threads, context, layers on
+a card, speculative decoding), the model files with size, SHA-256 and origin, the run order
+(consecutive requests of one model and kind as one step), the load average flagged where it passed
+the CPUs, and the commands that repeat the run
 """
 
 from __future__ import annotations

@@ -16,6 +16,14 @@ Timestamps that are no date (``'abc'``, an access line's impossible
 ``2025/13/45 - 99:99:99``) are named too but kept: the date formatters show
 such text as it is (``Lang.datetime``), and a row whose ``<column>_note``
 states why is not reported again.
+
+In short, ``tolerance.py``: damaged rows (text in numeric columns, invalid JSON)
+named on stderr and read as NULL from a temporary copy; ``site/.cardproof-damage-checked.json``
+remembers per table how far it was found clean (last rowid, row count, the last row's digest, the
+store file's device and inode), so a later build scans only new rows unless those rows changed (row
+counts from whole-table ``count(*)``, which SQLite answers from the smallest index; where the store
+counts changed rows, ``row_changes``, the memo keeps that count below its last bucket instead, and
+an old row edited by hand means a whole scan)
 """
 
 from __future__ import annotations

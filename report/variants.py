@@ -10,6 +10,16 @@ page says "no measurable difference", never a ratio. A variant whose log
 contradicts its arguments states nothing (a caveat says why), and the best
 variant of a class is named only where it is measurably ahead of every other
 candidate, its base included, and its log proved every argument.
+
+In short, ``variants.py``: the Variants section
+(``templates/sections/variants.md.j2``): per model its variants' arguments, each argument's verdict
+linked to its log line (``evidence.py`` prints every cited line), card memory with the self-report
+beside it, the server process's peak resident memory on the host (psutil) and the KV cache from the
+log; per prompt class each variant against its model in decode and prefill by
+``findings.measurable`` (a ratio range only where measurable), nothing from an unstable cell or a
+contradicted variant (caveat ``variant_contradicted``), the fastest candidate named only where
+measurably ahead of every other and proven by its log; its charts are drawn in
+``article_parts.run_charts``
 """
 
 from __future__ import annotations

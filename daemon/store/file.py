@@ -13,6 +13,10 @@ record of applied migrations) lists migrations of the ``cardproof`` set.
 A file with tables and no such record belongs to something else and is
 never written to; one that lists migrations this code does not know comes
 from a newer cardproof and is not written to either.
+
+In short, ``storefile.py``: also ``connect_readonly(path)``: the one read-only open
+of a store file (URI from ``Path.as_uri()``, so ``#``, ``?`` or ``%`` in a folder name cannot open
+another file)
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ may write (the next ``cardproof run``, daemon start) and persists
 recorded on another machine cannot be checked from here: it shows as running
 there until nothing was heard from it for ``STALE_AFTER_S``, then ``stale``.
 Neither is ever taken for a finished run.
+
+In short, ``liveness.py``: whether a run marked ``running`` still has its process (a
+``flock`` on ``<db>.run-<id>.lock`` plus pid, start time and boot id); readers show the effective
+status, writers persist ``interrupted``
 """
 
 from __future__ import annotations

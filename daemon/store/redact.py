@@ -7,6 +7,10 @@ stores texts for display (error texts, ``runs.server_url``) through
 :func:`strip_userinfo`; the report passes every published text through
 :func:`redact_secrets` as well, because old and merged databases hold
 whatever they were given.
+
+In short, ``redact.py``: logins in URLs, API keys and tokens removed from anything
+stored for display; a credential flag counts only standing on its own with its value (``--api-key
+X``), so prose such as "8,192-token training context" is left alone
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ readers of older versions) and as JSON (``observed_json``, ``reason_json``),
 which the report renders in each page's language with its number format
 (``report/observations.py``). Nothing here imports from the rest of cardproof,
 so any capture module may use it.
+
+In short, ``said.py``: anything the capture side says to readers (gate observations,
+canary reasons) as a message id plus values, so the report can say it in either language
 """
 
 from __future__ import annotations

@@ -5,6 +5,18 @@ Detectors (one module each, declaring ``DETECTOR = Detector(name, detect)`` with
 ``authored`` is one) find
 disagreements in the data; authors add their own in ``notes/run-<id>.contradictions.toml``.
 Nothing here resolves a contradiction: only an author's resolution does.
+
+In short, ``caveats/``, ``contradictions/``: one module per caveat rule and per
+contradiction detector. ``contradictions/repeated_figures.py`` compares the one-stream decode rate a
+run measured in separate blocks under the same conditions (model, prompt class, reasoning): the main
+cells' valid samples, the ``[load]`` step at one stream, the ``[depth]`` step at depth 0 and the
+probes' requests whose answers carry the server's ``timings`` (a step's or probe's prompt joins the
+class whose measured prompt size is nearest, within a factor of four); two blocks disagree where
+their ranges are apart and ranges of one source come apart so at most one time in twenty
+(``findings.stable.measurable`` on the spreads: 2 / C(na + nb, na); a test of the ranges themselves,
+which a widely scattered block does not defeat as it defeats Welch's t-test), and each side names
+its block, range, median, n, when it ran, and links the block and its lowest and highest figure. Its
+text is message ids of the catalogue said through ``Lang``
 """
 
 from __future__ import annotations

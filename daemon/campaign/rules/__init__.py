@@ -1,5 +1,9 @@
 """Pre-registered pass rules: a small safe expression language, checked at campaign time,
-evaluated over a run's facts, medians and probe verdicts (never with ``eval``)."""
+evaluated over a run's facts, medians and probe verdicts (never with ``eval``).
+
+In short, ``rules/``: the pass-rule language (tokenizer, parser, type check,
+evaluator — never ``eval``) and rule outcomes
+"""
 
 from __future__ import annotations
 
