@@ -74,7 +74,7 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict 
     va = views.get(run_a) or queries.run_view(db, run_a)
     vb = views.get(run_b) or queries.run_view(db, run_b)
     ca, cb = _cells(va), _cells(vb)
-    min_effect = campaign_settings(vb["run"].get("campaign_text"))["min_effect"]
+    min_effect = campaign_settings(vb["run"].get("campaign_json"))["min_effect"]
     rows, only_a, only_b = [], [], []
     for key in sorted(set(ca) | set(cb), key=lambda k: (k[0], k[2], k[1])):
         a, b = ca.get(key), cb.get(key)

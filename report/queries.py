@@ -51,7 +51,7 @@ def _median_ids(valid: list[dict], key: str) -> set:
 def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     """Everything one run article needs, computed from rows alone."""
     run = _run_row(db, run_id)
-    limits = findings.report_limits(run["campaign_text"])
+    limits = findings.report_limits(run["campaign_json"])
     cells, samples, loads = _measured_rows(db, run_id)
     _judge_cells(cells, samples, limits)
     models = _models_of(cells, loads)

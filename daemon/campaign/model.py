@@ -78,6 +78,7 @@ class Campaign:
     api_key_env: str | None = None  # the variable holding an API key; the key never enters the store
     expectations: dict[str, str] = field(default_factory=dict)  # name -> rule text: beliefs before measuring
     unstable_ratio: float = 1.5  # [report]: max/min of a cell's decode samples beyond which it states nothing
+    report: dict[str, Any] = field(default_factory=dict)  # [report] as read (check.ReportSettings): the pages' limits
     sections: dict[str, Any] = field(default_factory=dict)  # the tables of campaign/tables/*.py, by name
     load: LoadSettings | None = None  # [load]: concurrency steps (daemon/load)
     depth: DepthSettings | None = None  # [depth]: context-depth steps (daemon/load)
@@ -185,6 +186,7 @@ def parse_campaign(text: str, path: str = "<campaign>") -> Campaign:
         num_ctx=server.num_ctx,
         api_key_env=server.api_key_env,
         unstable_ratio=f.report.unstable_ratio,
+        report=f.report.model_dump(),
         sections={n: getattr(f, n) for n in registered()} | axes,
         **axes,
     )

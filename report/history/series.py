@@ -45,13 +45,13 @@ KIND_METRICS = {name: list(kind.metrics) for name, kind in KINDS.items()}
 OK = "ok"
 
 
-def campaign_settings(toml_text: str | None) -> dict:
+def campaign_settings(campaign_json: str | None) -> dict:
     """The frozen campaign's ``[report]`` limits (report/findings/stable.py) and ``min_effect`` as a fraction.
 
     ``[report] min_effect_pct`` (default 5) is the smallest change a trend
     page calls a step. An unreadable frozen text gives the defaults.
     """
-    limits = findings.report_limits(toml_text)
+    limits = findings.report_limits(campaign_json)
     return limits | {"min_effect": limits.get("min_effect_pct", DEFAULT_MIN_EFFECT_PCT) / 100}
 
 
@@ -157,7 +157,7 @@ def run_settings(db, runs: list[dict]) -> dict[int, dict]:
         if r["campaign_id"] not in settings_by_campaign:
             key = r["campaign_sha256"] or r["campaign_id"]
             if key not in by_sha:
-                by_sha[key] = campaign_settings(texts.get(r["campaign_id"]))
+                by_sha[key] = campaign_settings(parsed.get(r["campaign_id"]))
             settings_by_campaign[r["campaign_id"]] = by_sha[key]
         r["_limits"] = settings_by_campaign[r["campaign_id"]]
         r["_campaign_text"] = texts.get(r["campaign_id"])  # its settings are conditions (conditions.py)
