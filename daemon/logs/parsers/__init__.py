@@ -28,15 +28,8 @@ REGISTRY: list[tuple[str, Parser]] = [(t, fn) for module in PARSERS.values()
                                       for triggers, fn in module.parsers for t in triggers]
 
 
-#: Substrings of lines that are not facts but are read by other code (access lines):
-#: they join the trigger scan so that one search per line finds every line of interest.
-MARKERS: set[str] = set()
-
-
-def marker(*triggers: str) -> None:
-    """Make lines containing any of ``triggers`` pass :func:`trigger_search` (no parser runs)."""
-    MARKERS.update(triggers)
-    _compiled.clear()
+#: substrings of lines that no parser reads but other code does (``LineParsers.markers``)
+MARKERS: frozenset[str] = frozenset(m for module in PARSERS.values() for m in module.markers)
 
 
 _compiled: dict = {}
@@ -110,4 +103,4 @@ def parse_line(text: str) -> list[Fact]:
     return [f for f in facts if f.value_num is None or math.isfinite(f.value_num)]
 
 
-__all__ = ["Fact", "LineParsers", "PARSERS", "Parser", "REGISTRY", "marker", "mib", "parse_line", "trigger_search"]
+__all__ = ["Fact", "LineParsers", "MARKERS", "PARSERS", "Parser", "REGISTRY", "mib", "parse_line", "trigger_search"]

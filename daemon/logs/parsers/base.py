@@ -27,10 +27,13 @@ Parser = Callable[[str], list]
 class LineParsers:
     """A module's parsers, each with the trigger substrings of the lines it reads, in the order added."""
 
-    def __init__(self, name: str, order: int = 0):
+    def __init__(self, name: str, order: int = 0, markers: tuple[str, ...] = ()):
         self.name = name
         self.order = order
         self.parsers: list[tuple[tuple[str, ...], Parser]] = []
+        #: substrings of lines that are no facts but are read by other code (access lines, timing blocks):
+        #: they join the trigger scan, so one search per line finds every line of interest
+        self.markers = markers
 
     def on(self, *triggers: str) -> Callable[[Parser], Parser]:
         """Decorator: the function parses lines containing any of ``triggers``."""
