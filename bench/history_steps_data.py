@@ -1,5 +1,5 @@
 """Load and depth steps for generated runs (the history bench and tests): real SQLite rows as
-daemon/load/ stores them (a cell of kind ``load``/``depth``, its ``load_steps`` row, one sample per
+daemon/run/load/ stores them (a cell of kind ``load``/``depth``, its ``load_steps`` row, one sample per
 request with ``load_samples`` beside it), with levels a test chooses.
 
 Synthetic on purpose: a step's true size and place must be known to check that the detection finds it.

@@ -1,7 +1,7 @@
 """The kinds of cell a run measures, in one table: what a series of each shows, and how its step is named.
 
 A cell is a prompt class at one reasoning setting (``measure``), or a step of
-the load, rate or depth axis (daemon/load/): a number of concurrent streams,
+the load, rate or depth axis (daemon/run/load/): a number of concurrent streams,
 an offered request rate, a context depth. The trend pages, their charts and
 anchors, the series' queries and the gates' per-step notes all tell the kinds
 apart; they read it here, so a new kind of step is one row of ``KINDS``.

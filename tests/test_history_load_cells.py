@@ -1,6 +1,6 @@
 """Load (concurrent streams) and context-depth steps as cells of the history series and trend pages.
 
-Generated data on real SQLite (bench/history_steps_data.py stores rows as daemon/load/ does): a step's
+Generated data on real SQLite (bench/history_steps_data.py stores rows as daemon/run/load/ does): a step's
 true size and place must be known to check that the detection finds it.
 """
 

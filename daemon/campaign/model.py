@@ -80,8 +80,8 @@ class Campaign:
     unstable_ratio: float = 1.5  # [report]: max/min of a cell's decode samples beyond which it states nothing
     report: dict[str, Any] = field(default_factory=dict)  # [report] as read (check.ReportSettings): the pages' limits
     sections: dict[str, Any] = field(default_factory=dict)  # the tables of campaign/tables/*.py, by name
-    load: LoadSettings | None = None  # [load]: concurrency steps (daemon/load)
-    depth: DepthSettings | None = None  # [depth]: context-depth steps (daemon/load)
+    load: LoadSettings | None = None  # [load]: concurrency steps (daemon/run/load/)
+    depth: DepthSettings | None = None  # [depth]: context-depth steps (daemon/run/load/)
 
     def repetitions_for(self, reasoning: bool) -> int:
         return self.repetitions_reasoning if reasoning else self.repetitions

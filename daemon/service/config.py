@@ -1,7 +1,7 @@
 """The daemon's TOML configuration: one file, every error names file and key.
 
 Declared as pydantic models with the value checks of ``daemon/campaign/validate.py``,
-the same layer as the campaign reader (``daemon/campaign/tables.py``).
+the same layer as the campaign reader (``daemon/campaign/tables/__init__.py``).
 """
 
 from __future__ import annotations

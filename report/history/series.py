@@ -39,7 +39,7 @@ METRICS = {
     "ttft_p90_ms": (None, False),
 }
 #: the metrics a series of each kind of cell has: a prompt-class cell, a load step (concurrent
-#: streams, daemon/load/), a context-depth step
+#: streams, daemon/run/load/), a context-depth step
 KIND_METRICS = {name: list(kind.metrics) for name, kind in KINDS.items()}
 #: a point in one of these states is shown but never starts or ends a step
 OK = "ok"

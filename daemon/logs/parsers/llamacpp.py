@@ -89,7 +89,7 @@ def parse_kv_types(text: str) -> list[Fact]:
     return [Fact("kv_cache_type_k", value_text=m[1]), Fact("kv_cache_type_v", value_text=m[2])]
 
 
-# Server settings a variant changes (daemon/variants), each as the load itself states it: what was
+# Server settings a variant changes (daemon/run/variants/), each as the load itself states it: what was
 # asked on the command line is not proof that it took.
 # "common_param: system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 | ..."    (2026)
 # "system_info: n_threads = 8 / 16 | AVX = 1 | ..." (2024); the server's own line
