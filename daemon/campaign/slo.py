@@ -103,12 +103,12 @@ RULES = {"load": ("load.max_streams_at_slo", "load.knee_streams"),
          "rate": ("load.max_rate_at_slo", "load.knee_rate")}
 
 
-def rule_values(conn: sqlite3.Connection, run_id: int, model_id: int, campaign_text: str | None) -> dict:
+def rule_values(conn: sqlite3.Connection, run_id: int, model_id: int, slo: Slo | None) -> dict:
     """``load.max_streams_at_slo``/``load.knee_streams`` and ``load.max_rate_at_slo``/``load.knee_rate``.
 
-    Of one model, where the run has such steps. A "max" is 0 when no step
-    meets the level, absent without a level or without steps; a knee is
-    absent where throughput still rises.
+    Of one model, where the run has such steps, judged by ``slo``, the level of the campaign as parsed
+    when the run froze it. A "max" is 0 when no step meets the level, absent without a level or
+    without steps; a knee is absent where throughput still rises.
     """
     try:
         steps = [f for f in run_steps(conn, run_id) if f.step["model_id"] == model_id]
@@ -117,10 +117,6 @@ def rule_values(conn: sqlite3.Connection, run_id: int, model_id: int, campaign_t
     out: dict = {}
     if not any(f.step.get("axis") in RULES for f in steps):
         return out
-    try:
-        slo = frozen_slo(campaign_text, f"run {run_id} campaign")
-    except CampaignError:
-        slo = None  # a level that no longer reads decides nothing: the rule stays undecided
     for axis, (at_slo, knee_name) in RULES.items():
         of_axis = [f for f in steps if f.step.get("axis") == axis]
         if not of_axis:

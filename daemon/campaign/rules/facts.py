@@ -13,6 +13,7 @@ import statistics
 
 from cardproof.daemon.gates import GateConfig
 from cardproof.daemon.logs.fit_evidence import rule_values as fit_rule_values
+from cardproof.daemon.campaign.frozen import frozen_campaign
 from cardproof.daemon.campaign.slo import rule_values as load_rule_values
 from cardproof.daemon.memory.readings import is_card_device
 from cardproof.daemon.memory.reconcile import reconcile_load
@@ -122,9 +123,8 @@ def model_values(db, run_id: int, model_id: int, gates: dict[str, GateConfig]) -
     out |= _memory(db, load_ids)
     out |= _medians(db, run_id, model_id, _excluded(db, run_id, gates))
     out |= _probes(db, run_id, model_id)
-    frozen = db.execute("select c.toml_text from runs r join campaigns c on c.id = r.campaign_id where r.id = ?",
-                        [run_id]).fetchone()
-    out |= load_rule_values(db.conn, run_id, model_id, frozen[0] if frozen else None)
+    frozen = frozen_campaign(db, run_id=run_id)  # unreadable when frozen: no level, the rule stays undecided
+    out |= load_rule_values(db.conn, run_id, model_id, frozen.load.slo if frozen and frozen.load else None)
     out |= fit_rule_values(db.conn, run_id, model_id)
     out |= quality_rule_values(db.conn, run_id, model_id)
     pinned = db.execute("select max(pinned) from cells where run_id = ? and model_id = ?", [run_id, model_id]).fetchone()
