@@ -289,3 +289,16 @@ def test_no_folder_level_import_loop_in_daemon():
             if a in seen:
                 loops.append(f"{a} <-> {b}")
     assert not loops, f"folder-level import loops in daemon/: {sorted(loops)}"
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """A layer folder left out of pyproject.toml's packages is missing from the wheel, though an
+    editable install still finds it."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for folder, package in (("cardproof", "cardproof"), ("daemon", "cardproof.daemon"), ("report", "cardproof.report")):
+        for init in (ROOT / folder).rglob("__init__.py"):
+            found.add(".".join((package, *init.parent.relative_to(ROOT / folder).parts)))
+    assert not found - listed, f"list these packages in pyproject.toml: {sorted(found - listed)}"
