@@ -39,8 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cardproof.daemon import llamacpp
-from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.server.tinymodels import DRAFT_FOR, make_tiny
 
 MODEL = "tiny-b"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

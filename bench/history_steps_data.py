@@ -1,5 +1,5 @@
 """Load and depth steps for generated runs (the history bench and tests): real SQLite rows as
-daemon/load/ stores them (a cell of kind ``load``/``depth``, its ``load_steps`` row, one sample per
+daemon/run/load/ stores them (a cell of kind ``load``/``depth``, its ``load_steps`` row, one sample per
 request with ``load_samples`` beside it), with levels a test chooses.
 
 Synthetic on purpose: a step's true size and place must be known to check that the detection finds it.
@@ -21,7 +21,7 @@ def add_steps(path: Path, since_run: int = 0, *, level=None, noise: float = 0.03
               seed: int = 11, rates: tuple = ()) -> None:
     """A load sweep (``STREAMS``) and a depth sweep (``DEPTHS``) for every model of every run after
     the first ``since_run`` runs; with ``rates``, offered request rates too (Poisson steps as
-    daemon/load/rate.py stores them: axis and cell kind ``rate``, no streams, ``rate_rps``).
+    daemon/run/load/rate.py stores them: axis and cell kind ``rate``, no streams, ``rate_rps``).
 
     ``level(run_index, model_name, axis, value) -> decode tok/s per request`` (default: 50 / sqrt(streams),
     80 % at depth); each request's decode is that times ``1 ± noise``. ``run_index`` counts from 0.

@@ -45,7 +45,7 @@ definition still differs where they disagree:
   requests in flight, and its throughput was lower by that idle share. The
   answers are 512 tokens by default so that the gap is a small part of a
   request; a step where a tool falls short of its streams says so.
-* prompts: GuideLLM reads cardproof's own (``daemon/prompts.py``, a fresh
+* prompts: GuideLLM reads cardproof's own (``daemon/server/prompts.py``, a fresh
   nonce each) from a data file with the output count of each
   (``peer_guidellm.prompts_file``). Its synthetic text (``--synthetic``) is
   other words, and the server decoded it about 11 % slower per token than
@@ -81,13 +81,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from cardproof.daemon import llamacpp
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.load.stats import run_steps
-from cardproof.daemon.logtimings import print_timings
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.store.stats import run_steps
+from cardproof.daemon.logs.timings import print_timings
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
-from cardproof.daemon.tinymodels import TINY_MODELS, make_tiny
+from cardproof.daemon.server.tinymodels import TINY_MODELS, make_tiny
 
 sys.path.insert(0, str(Path(__file__).parent))  # the bench's own helpers beside it
 import cores as core_split  # noqa: E402
@@ -333,8 +333,8 @@ def main() -> int:
     print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, on {os.cpu_count()} CPUs; "
           f"llama-server {args.model} --parallel {max(STREAMS)}; prompt {PROMPT_TOKENS} tokens asked, max_tokens "
           f"{args.max_tokens}; {cores.describe()}")
-    print("prompts: " + ("GuideLLM's own synthetic text, cardproof's filler (daemon/prompts.py)" if args.synthetic
-                         else "both tools cardproof's (daemon/prompts.py), a fresh nonce each"))
+    print("prompts: " + ("GuideLLM's own synthetic text, cardproof's filler (daemon/server/prompts.py)" if args.synthetic
+                         else "both tools cardproof's (daemon/server/prompts.py), a fresh nonce each"))
     print(f"medians of {args.repeat} alternating runs per tool and step; [min-max] over the runs; ratio: the "
           f"median of cardproof/GuideLLM over the {args.repeat} pairs of runs made one after the other [min-max]")
     print(f"{'step':>5} | {'figure':<17} | {'cardproof':>22} | {'GuideLLM':>22} | {'ratio (pairs)':>20} |")

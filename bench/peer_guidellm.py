@@ -18,8 +18,8 @@ import sys
 import venv
 from pathlib import Path
 
-from cardproof.daemon.prompts import build_prompt, new_nonce
-from cardproof.daemon.tinymodels import CHAT_TEMPLATE, TINY_MODELS, build_vocab
+from cardproof.daemon.server.prompts import build_prompt, new_nonce
+from cardproof.daemon.server.tinymodels import CHAT_TEMPLATE, TINY_MODELS, build_vocab
 
 
 def guidellm_bin(venv_dir: Path, version: str | None) -> Path:
@@ -51,7 +51,7 @@ def local_tokenizer(venv_dir: Path, model: str, n_ctx: int, out: Path) -> Path:
 
 def prompts_file(path: Path, count: int, prompt_tokens: int, max_tokens: int) -> Path:
     """cardproof's own prompts as a GuideLLM data file: ``count`` JSON lines, each ``build_prompt``'s text
-    for ``prompt_tokens`` (daemon/prompts.py) with a fresh nonce, and ``max_tokens`` as its output count.
+    for ``prompt_tokens`` (daemon/server/prompts.py) with a fresh nonce, and ``max_tokens`` as its output count.
 
     GuideLLM's synthetic text is other words than cardproof's filler, and the
     server does not decode every text at one pace: with the tiny model its

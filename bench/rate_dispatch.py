@@ -27,13 +27,13 @@ from pathlib import Path
 
 import httpx
 
-from cardproof.daemon import llamacpp
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.load.arrivals import poisson_schedule
-from cardproof.daemon.prompts import build_prompt, new_nonce
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.campaign.arrivals import poisson_schedule
+from cardproof.daemon.server.prompts import build_prompt, new_nonce
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
-from cardproof.daemon.tinymodels import make_tiny
+from cardproof.daemon.server.tinymodels import make_tiny
 
 MODEL = "tiny-a"
 SEED = 5

@@ -17,7 +17,8 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.frozen import normalised
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.gates import GATES
 from cardproof.daemon.store import dumps, open_store
 
@@ -82,6 +83,7 @@ class Generator:
             row = next(iter(db.query("select id from campaigns where name = ?", [name])), None)
             cid = row["id"] if row else db["campaigns"].insert(
                 {"name": name, "path": f"{name}.toml", "sha256": camp.sha256, "toml_text": text,
+                 "campaign_json": json.dumps(normalised(camp)),
                  "registered_at": "2026-01-01T00:00:00+00:00"}).last_pk
             self.campaigns.append((cid, camp))
         src = next(iter(db.query("select id from log_sources where name = 'bench.log'")), None)

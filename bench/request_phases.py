@@ -16,7 +16,7 @@ import threading
 import time
 from contextlib import ExitStack, contextmanager
 
-from cardproof.daemon import judge, runner, run_record, sampling
+from cardproof.daemon.run import judge, runner, record as run_record, sampling
 from cardproof.daemon.backends import llamaserver
 from cardproof.daemon.backends.base import PollingLoadWatcher
 from cardproof.daemon.backends.llamaserver import LlamaServerBackend

@@ -57,14 +57,14 @@ from pathlib import Path
 
 import httpx
 
-from cardproof.daemon import llamacpp
+from cardproof.daemon.server import llamacpp
 from cardproof.daemon.backends.http import sse_payloads
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.logtimings import print_timings
-from cardproof.daemon.prompts import build_prompt, new_nonce
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.logs.timings import print_timings
+from cardproof.daemon.server.prompts import build_prompt, new_nonce
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
-from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
+from cardproof.daemon.server.tinymodels import DRAFT_FOR, make_tiny
 
 sys.path.insert(0, str(Path(__file__).parent))  # the bench's own helpers beside it
 import cores as core_split  # noqa: E402
@@ -170,7 +170,7 @@ def stream_overhead(models: dict, work: Path, store, streams: int, per_stream: i
     """
     import httpcore._backends.sync as sync_io
 
-    from cardproof.daemon.load import sweep
+    from cardproof.daemon.run.load import sweep
 
     cpu_s = [0.0]
     send_wall_s = [0.0]

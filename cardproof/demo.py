@@ -2,7 +2,7 @@
 
 The demo measures SmolLM2-135M-Instruct as a quantisation ladder of one base
 model (the shipped Q4_1, and Q8_0 and F16 made from it with the built
-``llama-quantize``: see ``daemon/realmodel.py``). Random-weight models never
+``llama-quantize``: see ``daemon/server/realmodel.py``). Random-weight models never
 stop and never pass a probe, so an article about them is mostly caveats about
 nothing; they stay as the fallback when the model cannot be had (no package
 registry) and for ``--tiny``, where speed matters more than answers.
@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from cardproof.daemon import gate_counts
-from cardproof.daemon import llamacpp
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
-from cardproof.daemon.judge import judge_run
+from cardproof.daemon.run import gate_counts
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
+from cardproof.daemon.run.judge import judge_run
 from cardproof.daemon.logs import LogSourceError, attribute_run, capture_file
 from cardproof.daemon.memory.capture import MemoryCapture
 from cardproof.daemon.store import StoreError, open_store
@@ -192,7 +192,7 @@ class DemoError(Exception):
 
 def _real_models(workdir: Path, echo) -> tuple[str, Path, Path]:
     """The SmolLM2 ladder in the user's models folder, and the router preset for it."""
-    from cardproof.daemon import realmodel
+    from cardproof.daemon.server import realmodel
 
     files = realmodel.ladder(progress=echo)
     preset = llamacpp.write_preset(workdir / "models.ini", files, ctx_size=REAL_CTX)
@@ -201,7 +201,7 @@ def _real_models(workdir: Path, echo) -> tuple[str, Path, Path]:
 
 def _tiny_models(workdir: Path, echo) -> tuple[str, Path, Path]:
     try:
-        from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
+        from cardproof.daemon.server.tinymodels import DRAFT_FOR, make_tiny
     except ImportError as exc:
         raise DemoError(f"the gguf package is needed ({exc}); pip install -e '.[server]'") from exc
     files = make_tiny(workdir / "models", progress=echo)
@@ -273,7 +273,7 @@ def _demo_models(workdir: Path, echo: Callable[[str], None], tiny: bool, models:
                  campaign: str | None) -> tuple[str, Path, Path, list[str]]:
     """(campaign template, router preset, embedding model, the embedding server's context arguments): the
     given models, else the real one, else (or where the real one cannot be had) the tiny ones."""
-    from cardproof.daemon.realmodel import RealModelUnavailable
+    from cardproof.daemon.server.realmodel import RealModelUnavailable
 
     if models:
         echo("step 1/4: the given models")

@@ -17,6 +17,26 @@ Labels and statements are stored as shown in each language, so an addendum quote
 readers saw. A publication names the kinds it recorded (m025), so a statement newly made is told
 from one a publication made before did not record: rows recorded before still read, and compare as
 they did.
+
+In short, ``addenda.py``, ``statements.py``: ``cardproof publish`` records every
+statement each article makes (``publications``, ``published_figures``); a later build that states
+one otherwise, no longer, or anew gives the article an *Addenda* section quoting the published words
+and what replaced them, in each language, with when and why (the next publication's note, or the
+samples that left or joined a median). ``statements.py`` holds the one table of statement kinds
+(``KINDS``), each a function of the article view (``ArticleView.context()``) to ``{key:
+Statement(label, text per language, compared value)}``: cell medians, load times, the headline (the
+sentence the Headline section stated: a ratio, "no measurable difference", left out as unstable, or
+"No headline: the run did not finish" for an interrupted or failed run, which is published too;
+compared: the ratio where one was stated, else the kind of sentence), rule outcomes as the Decision
+section shows them, probe verdicts, expectations, the fastest variant per class and metric ("none
+measurably faster" included), each load sweep's knee and its most streams or highest rate at the
+service level, contradictions open or resolved (the author's too), gates that fired or never fired
+(unproven), caveats and findings. ``publish`` builds each run's article view for it (with the
+project's notes); a build compares with the view it renders. A publication names the kinds it
+recorded (m025): a statement of a recorded kind that it lacks is newly made ("not stated when
+published"); one made before names none and reads as figures only, never as missing the rest. A
+record without ``form`` (made before) equals a statement whose ``legacy`` value it holds (a
+headline's ratio, a rule's stored outcome where the page says "unverified")
 """
 
 from __future__ import annotations
@@ -30,8 +50,9 @@ import sqlite_utils
 from . import queries
 from .i18n import LANGUAGES, Lang
 from .statements import FORM, KINDS, LEGACY_KINDS, statements
-from ..daemon.store import json_text, json_value
-from ..daemon.storefile import connect_readonly
+from cardproof.daemon.store import json_text, json_value
+from cardproof.daemon.store.publications import KINDS_COLUMN, insert_publication
+from cardproof.daemon.store.file import connect_readonly
 
 _ADDENDA_MARK = '<span id="addenda"></span>'
 _SECTION = re.compile(r"\n\n## [^\n]*\{#addenda\}\n\n" + re.escape(_ADDENDA_MARK) + r".*\Z", re.S)
@@ -85,19 +106,12 @@ def record_publication(db: sqlite_utils.Database, *, note: str | None = None, ve
         for key, f in figures(db, run_id, project).items():
             rows.append({"run_id": run_id, "key": key, "value": f["value"],
                          "shown_json": json_text({k: f[k] for k in _STORED if k in f}, ensure_ascii=False)})
-    pub = {"published_at": at, "note": (note or "").strip() or None, "cardproof_version": version}
-    if _KINDS_COLUMN in db["publications"].columns_dict:
-        pub[_KINDS_COLUMN] = json_text(sorted(KINDS))
-    with db.conn:
-        pub_id = db["publications"].insert(pub).last_pk
-        db["published_figures"].insert_all([r | {"publication_id": pub_id} for r in rows])
-    return pub_id
+    return insert_publication(db, published_at=at, note=(note or "").strip() or None, version=version,
+                              kinds=sorted(KINDS), figures=rows)
 
 
 #: what a record keeps beside its value (``shown_json``)
 _STORED = ("label", "shown", "samples", "form", "legacy")
-#: m025: the statement kinds a publication recorded (JSON list); NULL in one made before
-_KINDS_COLUMN = "statement_kinds"
 
 
 def _published(db: sqlite_utils.Database, run_id: int) -> list[dict]:
@@ -106,7 +120,7 @@ def _published(db: sqlite_utils.Database, run_id: int) -> list[dict]:
     if "published_figures" not in db.table_names():
         return []
     # a store read as it is, published by an older cardproof, may lack the column
-    kinds = f"publications.{_KINDS_COLUMN}" if _KINDS_COLUMN in db["publications"].columns_dict else "null"
+    kinds = f"publications.{KINDS_COLUMN}" if KINDS_COLUMN in db["publications"].columns_dict else "null"
     pubs: dict[int, dict] = {}
     for r in db.query(f"""select publications.id, publications.published_at, publications.note, {kinds} as kinds,
                                  key, value, shown_json

@@ -1,7 +1,7 @@
 """The article's Load and Context sections: step figures, service level, knee (the charts: axes_charts.py).
 
 Figures come from ``load_steps`` and their samples through
-``cardproof.daemon.load.stats`` -- the same code the console line uses --
+``cardproof.daemon.store.stats`` -- the same code the console line uses --
 so a percentile in the article is always a computation over stored rows.
 The service level is the one frozen with the campaign (``[load.slo]``).
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 import sqlite3
 import sys
 
-from cardproof.daemon.campaign_check import CampaignError
-from cardproof.daemon.load.campaign import Slo
-from cardproof.daemon.load.slo import frozen_slo as slo_of
-from cardproof.daemon.load.slo import answers_unequal, knee, meets, step_x
-from cardproof.daemon.load.stats import StepFigures, rate_digits, run_steps
+from cardproof.daemon.campaign.check import CampaignError
+from cardproof.daemon.campaign.tables.load import Slo
+from cardproof.daemon.campaign.slo import frozen_slo as slo_of
+from cardproof.daemon.campaign.slo import answers_unequal, knee, meets, step_x
+from cardproof.daemon.store.stats import StepFigures, rate_digits, run_steps
 from cardproof.marks import N_, NP_
 
 from .mdsafe import MD

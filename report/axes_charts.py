@@ -10,7 +10,7 @@ from pathlib import Path
 
 import altair as alt
 
-from cardproof.daemon.load.campaign import Slo
+from cardproof.daemon.campaign.tables.load import Slo
 
 from . import charts
 from .i18n import Lang

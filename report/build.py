@@ -4,6 +4,39 @@ The jobs live in their own modules: ``views`` (what an article shows),
 ``render`` and ``article_parts`` (Markdown from templates), ``fingerprints``
 (what needs rendering again), ``site`` (scaffold and ``mkdocs build``).
 This module decides what to render and writes the files.
+
+In short, ``build.py``: decides what to render and writes only pages whose text
+changed: a run is read and rendered again only when its rows, notes or comparison partner changed
+(or, for its article alone, the history steps its lead names: its evidence page and sample files
+have a key of their own without them); the index pages come from per-run summaries kept in the
+manifest. A build first compares the store's own record of its changes (per table its highest rowid
+and its ``row_changes`` counts and salts, a small table the triggers do not count by its rows'
+digest: ``fingerprints.store_state``, one read-only connection), the code, the notes (by their text)
+and the site pages (``site/.cardproof-build-gate.json``, ``fingerprints.py``); if all are the same
+it reads none of the store's rows. Never the files' size and time: a correction written within the
+clock tick of the last build, or by a tool that restores the file time, left both as they were and
+the articles kept the old figures. While a run is stored as ``running`` the gate never holds:
+whether it still runs is its process's and the clock's to say (``daemon/store/liveness.py``). Each
+article is complete when first written: downloads, addenda and the feed ``date:`` are rendered with
+it, and the run's CSV/JSON exported then. The trend pages come first, one page (campaign × model) at
+a time (``history.pages.trend_pass``): each page has a cache file
+(``site/.cardproof-series-<hash>.json``) with its runs' points by run fingerprint, its series' steps
+(keyed by their usable runs' fingerprints: the step search is deterministic), the verdicts of the
+step candidates it judged, and the table rows and CSV lines of its points; a small head file
+(``site/.cardproof-trends-head.json``) keeps per campaign the runs the page files hold and per page
+the key of what its series show (``history.render.series_print``) and the steps each run starts,
+which is all the run articles' leads need. A campaign none of whose runs changed is not read at all;
+a campaign with a new run reads that run's rows once, then each page's file in turn (made, rendered
+where its key moved, written back, let go); a first build reads the store one model at a time. So
+the step holds one page's points at once, not a year of them. The trends index keeps each unchanged
+page's line (``site/trends/.trend-index.json``, by page fingerprint). A chart drawn by vl-convert
+ends with a comment naming what it was drawn from (``charts._spec_mark``): an article rendered again
+with the same chart spec keeps the file. ``build()`` makes the public database on a thread while the
+articles render. Objects that live for the whole build are frozen out of the cyclic collector
+(``gc.freeze``). Compiled templates are kept per code fingerprint in the user's cache folder
+(``render._bytecode_cache``, ``cardproof.paths.cache_dir``). The home page lists the latest
+``render.HOME_RUNS`` runs and comparisons, the runs index the latest ``INDEX_RUNS``, month pages the
+rest. Another kind of page is a producer in ``_page_producers()``
 """
 
 from __future__ import annotations

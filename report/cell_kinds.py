@@ -1,10 +1,15 @@
 """The kinds of cell a run measures, in one table: what a series of each shows, and how its step is named.
 
 A cell is a prompt class at one reasoning setting (``measure``), or a step of
-the load, rate or depth axis (daemon/load/): a number of concurrent streams,
+the load, rate or depth axis (daemon/run/load/): a number of concurrent streams,
 an offered request rate, a context depth. The trend pages, their charts and
 anchors, the series' queries and the gates' per-step notes all tell the kinds
 apart; they read it here, so a new kind of step is one row of ``KINDS``.
+
+In short, ``cell_kinds.py``: the table of cell kinds (``measure``, and the ``load``,
+``rate`` and ``depth`` steps): each kind's metrics, the field that places a step on its axis, its
+words and page anchor, its order; the trend series, pages, charts and the gates' per-step notes read
+it rather than comparing kind names
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from cardproof.daemon.load.stats import rate_digits
+from cardproof.daemon.store.stats import rate_digits
 from cardproof.marks import NP_
 
 MEASURE = "measure"

@@ -5,6 +5,15 @@ while the rest of the report is still being written. This module imports
 vl-convert alone (no Altair, no report code), so a worker is ready in a
 fraction of a second; vl-convert's own first chart in a process costs
 about half a second more (its engine starting), also off the main process.
+
+In short, ``charts.py``, ``chart_draw.py``: Altair charts rendered offline to SVG, each
+with its data table. Inside ``charts.deferred()`` (the report build) the specs go to worker
+processes (``python -m cardproof.report.chart_draw``, vl-convert only) as they are made, so the
+charts are drawn on other cores while the rest of the report is written; a chart a worker could not
+draw is drawn in the build's own process at the block's end. A decode chart's spec is kept by what
+it is made of (its rows as given, labels, domain, language: ``_cached_spec``), since Altair spends
+about 60 ms copying objects for each and a build writes the same chart again for every run it
+renders again
 """
 
 from __future__ import annotations

@@ -13,6 +13,19 @@ A comparison also names what differs between the two runs (the one rule of
 ``history.conditions.differences``: what can move a figure, and apart from it
 what cannot, such as a server's port), and says per prompt class whether the
 earlier run's headline held in the later one.
+
+In short, ``compare.py``: two runs cell by cell, ratio ranges across a campaign's
+runs; "beyond spread" only where the samples support it by the history rule, "too few samples" under
+3 a side. What differs between the runs (``run_differences``: the runs' conditions, then per model
+both measured its file and load facts, all from ``history.conditions.differences``), kept as
+``differences`` (can move a figure) and ``aside`` (cannot). Whether run A's headline held in run B
+(``headline_held``), per prompt class where A stated a measurable ratio: *held* (the same model
+fastest, measurably, and the two runs' ratio ranges over all sample pairs overlap), *margin moved*
+(ranges apart), *not held* (another model fastest by median), *not measurable* (the same model
+fastest by no measurable difference), *not tested* (no two stable cells of the class in B); the
+build adds each row's ratio across the campaign's finished runs up to B (``summaries.ratio_range``),
+which the article shows from three runs on. The run article and the compare page say both through
+``templates/sections/comparison.md.j2``; ``cardproof compare`` prints them
 """
 
 from __future__ import annotations
@@ -61,7 +74,7 @@ def compare_runs(db: sqlite_utils.Database, run_a: int, run_b: int, views: dict 
     va = views.get(run_a) or queries.run_view(db, run_a)
     vb = views.get(run_b) or queries.run_view(db, run_b)
     ca, cb = _cells(va), _cells(vb)
-    min_effect = campaign_settings(vb["run"].get("campaign_text"))["min_effect"]
+    min_effect = campaign_settings(vb["run"].get("campaign_json"))["min_effect"]
     rows, only_a, only_b = [], [], []
     for key in sorted(set(ca) | set(cb), key=lambda k: (k[0], k[2], k[1])):
         a, b = ca.get(key), cb.get(key)

@@ -12,6 +12,11 @@ separator than the comma (``;`` in German locales, tab, ``|``): a formula
 character right after one of those inside a text is neutralised the same way,
 so no split can start a cell with it. Numbers are written as numbers: a
 negative figure stays a figure.
+
+In short, ``csvsafe.py``: the one CSV writer for every CSV the site offers (per-run
+samples, trend pages): no text cell starts a formula (``=``, ``+``, ``-``, ``@``, tab, CR, LF,
+full-width forms, after blanks or quotes, or after a ``;``, ``,``, tab or ``|`` a spreadsheet may
+split on): a ``'`` goes before it (OWASP CSV injection)
 """
 
 from __future__ import annotations

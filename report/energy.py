@@ -8,7 +8,7 @@ source's reason; nothing is estimated from a power rating or a self-report.
 
 from __future__ import annotations
 
-from cardproof.daemon.energy.perf import cell_energy, idle_draw, unavailable
+from cardproof.daemon.campaign.evidence import cell_energy, idle_draw, unavailable
 from cardproof.marks import N_
 
 #: a source as the page names it (catalogue message ids); a recorded one keeps its word

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from cardproof.daemon.load.stats import _intervals, percentile, rate_digits
-from cardproof.daemon.logs.summary import crashed_loads, load_summaries
+from cardproof.daemon.store.stats import _intervals, percentile, rate_digits
+from cardproof.daemon.campaign.evidence import crashed_loads, load_summaries
 from cardproof.daemon.store import json_value
 
 #: Facts whose lines tell the speculative-decoding story of a load.

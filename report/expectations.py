@@ -9,19 +9,18 @@ nothing (report.findings).
 
 from __future__ import annotations
 
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.rules.outcome import judge_rule, rule_values
-from cardproof.daemon.variants.settings import derived_name
+from cardproof.daemon.campaign.frozen import frozen_campaign
+from cardproof.daemon.campaign.rules.outcome import judge_rule, rule_values
+from cardproof.daemon.campaign.tables.variants import derived_name
 
 VERDICT = {"pass": "confirmed", "fail": "refuted"}
 
 
 def expectations_view(db, view: dict) -> list[dict]:
     """Per expectation: name, text, and per model its verdict with the values it read."""
-    try:
-        camp = parse_campaign(view["run"]["campaign_text"] or "", "frozen campaign")
-    except CampaignError:
-        return []  # a frozen text this cardproof cannot read: the article states no expectation from it
+    camp = frozen_campaign(db, run_id=view["run"]["id"])
+    if camp is None:
+        return []  # a campaign unreadable when frozen: the article states no expectation from it
     if not camp.expectations:
         return []
     run_id = view["run"]["id"]

@@ -14,6 +14,27 @@ again (:func:`public_database`).
 Files: ``site/runs/run-N-samples.csv|json`` and ``site/downloads/cardproof.db``;
 the evidence page of each run gets a *Downloads* section linking them
 (:func:`link_downloads`, in each page's language).
+
+In short, ``exports.py``, ``feed.py``, ``site_settings.py``: per-run samples as CSV and JSON
+beside each evidence page and ``downloads/cardproof.db`` (masked like the pages, with
+``secure_delete``; made again only when the store's files changed. The last copy is brought up to
+date in place, in one transaction: only rows that differ from it, or were masked in it, are masked
+and written again, and rows gone from the store are looked for only where the row counts say so;
+recorded in ``site/.cardproof-database.json``. Where the store keeps change counts (``row_changes``,
+migration m022: triggers count each updated or deleted row by table and bucket of 4,096 rowids),
+only the rows above each table's last highest id and the buckets whose counts moved are compared,
+and every ``FULL_EVERY``-th (30th) update compares every row (a row replaced by a writer without
+recursive triggers is counted by no trigger); ``row_changes`` itself is published empty. A first
+copy, another schema or a copy a quarter free pages is made whole from the store's ``VACUUM INTO``);
+the RSS/JSON feed (mkdocs-rss-plugin, only with ``--site-url``, which is refused with a space,
+quote, ``&``, ``<`` or ``>`` in it, as MkDocs prints it into attributes unescaped; without a feed
+the site's hooks take the disabled plugin out of ``config.plugins``, so no page links a feed file
+that is never written; with one they write it through ``scaffold/feed_rss.xml``, every value
+escaped, titled in the default language); the site title and description from the project's
+``site.toml``, handed to mkdocs.yml's ``!ENV`` as HTML text (a value YAML would read as a number,
+truth or null gets its first character as a character reference), which the hooks give the theme as
+``Markup``, escaped once (Material prints the name unescaped in ``<title>`` and ``aria-label`` and
+escaped in ``title``), and the feed as plain text
 """
 
 from __future__ import annotations
@@ -25,14 +46,14 @@ import re
 import sqlite3
 from pathlib import Path
 
-from cardproof.daemon.redact import redact_campaign_text
+from cardproof.daemon.store.redact import redact_campaign_text
 
 from . import csvsafe
 from .gates import excluded_samples
 from .i18n import LANGUAGES, Lang
 from .privacy import public_text, source_name
-from ..daemon.migrations import ROW_CHANGE_BITS, salted_tables
-from ..daemon.storefile import connect_readonly
+from cardproof.daemon.store.migrations import ROW_CHANGE_BITS, salted_tables
+from cardproof.daemon.store.file import connect_readonly
 
 DATABASE_NAME = "cardproof.db"
 #: tables whose text is a campaign file: redacted as one (keys named like secrets, URLs' userinfo)
@@ -121,7 +142,7 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     every replaced value's bytes either way. ``record`` (a dict) gets ``masked`` (the rows masking
     changed in the copy now), ``incremental`` and ``changes`` (the store's change counts the copy is
     up to, ``_changes``); ``seen`` is that of the copy on disk: where the store keeps change counts
-    (daemon/migrations.py m022), only rows above a table's last highest id and in buckets whose counts
+    (daemon/store/migrations.py m022), only rows above a table's last highest id and in buckets whose counts
     moved are compared, and every ``FULL_EVERY``-th update compares every row again.
     """
     if masked is not None and dst.exists():
@@ -163,7 +184,7 @@ def public_database(src: Path, dst: Path, *, show_addresses: bool = False, maske
     return True
 
 
-#: the store's own bookkeeping, published empty: the change counts of its rows (daemon/migrations.py m022)
+#: the store's own bookkeeping, published empty: the change counts of its rows (daemon/store/migrations.py m022)
 #: count the masking's and the copy's own writes in a copy, so they would say nothing true there
 _UNPUBLISHED = ("row_changes",)
 
@@ -173,14 +194,14 @@ FULL_EVERY = 30
 
 
 def _changes(conn: sqlite3.Connection, seen: dict | None) -> dict | None:
-    """The store's change counts (``row_changes``, daemon/migrations.py m022) and each counted table's
+    """The store's change counts (``row_changes``, daemon/store/migrations.py m022) and each counted table's
     highest rowid, or None where the store keeps none; ``updates``: in-place updates since every row
     was last compared (from ``seen``, the record of the copy on disk)."""
     counted = sorted(salted_tables(conn))
     if not counted:
         return None
     # a bucket's count and salt: a store restored from a backup and edited reaches an old count, never
-    # an old salt; a row replaced by ``insert or replace`` moves both (daemon/migrations.py follow_rows)
+    # an old salt; a row replaced by ``insert or replace`` moves both (daemon/store/migrations.py follow_rows)
     buckets: dict[str, dict[str, list]] = {}
     for tbl, bucket, n, salt in conn.execute("select tbl, bucket, n, salt from main.row_changes"):
         buckets.setdefault(str(tbl), {})[str(bucket)] = [n, salt]
@@ -445,7 +466,7 @@ def _masking() -> str:
     """The code that decides what a published text looks like: a change to it masks every row again."""
     import hashlib
 
-    from cardproof.daemon import redact
+    from cardproof.daemon.store import redact
 
     from . import privacy
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .i18n import LANGUAGES
-from ..daemon.storefile import connect_readonly
+from cardproof.daemon.store.file import connect_readonly
 
 #: the front matter's date format, as mkdocs.yml tells the plugin (date_from_meta.datetime_format)
 DATE_FORMAT = "%Y-%m-%d %H:%M"

@@ -8,6 +8,12 @@ expectations round it alike; ``tests/test_figures_rounding.py`` fails when a
 template prints one of these quantities with ``L.num`` instead. The evidence
 page prints raw samples with more digits on purpose: it is the row behind the
 figure, and the figure is that row rounded as below.
+
+In short, ``figures.py``: One rounding per measured quantity (decode 1 place,
+prefill and TTFT 0, ITL 2, …): templates print them with ``L.fig(kind, value)``, rule and
+expectation values with ``L.rule_value`` (more places only where the rounding would equal the
+threshold the rule compares with); ``tests/test_figures_rounding.py`` fails on a template that
+prints one with ``L.num`` and on a page that prints a stored median two ways
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ DIGITS: dict[str, int] = {
     "count": 0,         # tokens, layers, probes passed
 }
 
-# What a rule or an expectation reads (daemon/rules/schema.py names), by its leading word.
+# What a rule or an expectation reads (daemon/campaign/rules/schema.py names), by its leading word.
 _RULE_HEADS = {
     "decode": "decode", "prefill": "prefill", "ttft_ms": "ttft", "load_seconds": "load_seconds",
     "card_mib": "mib", "ctx_size": "count", "offloaded_layers": "count", "total_layers": "count",

@@ -5,6 +5,28 @@ page key (``run-12``, ``run-12-vs-11``) to the fingerprint it was rendered
 from (``pages``); a page whose fingerprint is unchanged and whose files exist
 is not rendered again. It also keeps each run's and comparison's summary
 (``runs``, ``comparisons``, see report/summaries.py) for the cross-run pages.
+
+In short, ``fingerprints.py``, ``summaries.py``: the build manifest
+(``site/.cardproof-build.json``: a JSON line of page fingerprints and comparison summaries, then a
+line per run summary with its digest; an unchanged summary is written back as the text it was read
+as, and its line is not held: ``StoredLine`` keeps where it is and reads it again, digest checked,
+when its cells or text are needed; a line that is not whole means the run is read again; per-table
+counts in ``site/.cardproof-table-stats.json``: per run its rows' count, highest and lowest rowid,
+for every table a run's rows sit in, read from the schema by ``row_owners.py`` (a ``run_id`` column,
+or a reference followed to a table that has one: ``gate_results`` by their sample, ``facts`` by
+their load; rows shared by use: models, campaigns, registrations; tables every run page may read:
+their content, in the columns the pages print; tables no run page reads, each named with its reason
+in ``NOT_ON_RUN_PAGES``), so a table a migration adds is followed without being named
+(``tests/test_incremental_every_table.py`` writes every table of the schema four ways: update,
+insert or replace, delete, a backup restored and edited); a table that only gained rows has only the
+new rows grouped by run; a table whose triggers were dropped is digested by content per run; a run's
+fingerprint also takes the store's record of writes (counts and salts) in the buckets its rows' ids
+span, so a row changed in place (a sample's counters from the log, a line attributed later) renders
+its run again, with the runs whose rows share the bucket; and the rows it shares with other runs
+that its pages print (``_shared_rows``: its models', its campaign's frozen text, its registration),
+so a model renamed in the store or an edited campaign renders the runs that use it, and a new model
+or campaign none) and the cross-run figures (headline, cell medians, ratio ranges up to each run, so
+a later run never rewrites a published article)
 """
 
 from __future__ import annotations
@@ -19,7 +41,7 @@ import time
 from importlib import metadata, resources
 from pathlib import Path
 
-from cardproof.daemon.migrations import ROW_CHANGE_BITS, salted_tables
+from cardproof.daemon.store.migrations import ROW_CHANGE_BITS, salted_tables
 
 from .row_owners import EVERYWHERE_COLUMNS, Owned, everywhere, owners, quote
 
@@ -414,7 +436,7 @@ def build_gate(db_path: Path, project: Path, code: str) -> dict:
 
     Equal to the last build's record: nothing can have changed, and a build that changes nothing
     need not read the store's rows at all (a no-op rebuild at a year of runs in under 2 s).
-    A run stored as ``running`` is judged by its process and the clock (daemon/liveness.py), which no
+    A run stored as ``running`` is judged by its process and the clock (daemon/store/liveness.py), which no
     record of the store follows: while there is one, the gate never holds.
     """
     state, live = _store_record(db_path)
@@ -425,7 +447,7 @@ def build_gate(db_path: Path, project: Path, code: str) -> dict:
 def store_state(db_path: Path) -> list:
     """The store as its own record of writes has it: per table the highest rowid and the record of rows
     updated, deleted or replaced (``row_changes``: counts and the salt each write leaves, kept by the
-    triggers of daemon/migrations.py ``follow_rows``), and the schema's version.
+    triggers of daemon/store/migrations.py ``follow_rows``), and the schema's version.
 
     Not the files' size and time: a correction that keeps the database's size, written within the
     clock tick of the last build or by a tool that restores the file time, changed neither, and the
@@ -440,7 +462,7 @@ def store_state(db_path: Path) -> list:
 
 def _store_record(db_path: Path) -> tuple[list, bool]:
     """``store_state`` and whether any run is stored as ``running``, from one read-only connection."""
-    from cardproof.daemon.storefile import connect_leaving_nothing
+    from cardproof.daemon.store.file import connect_leaving_nothing
 
     db_path = Path(db_path)
     where = str(db_path.resolve())

@@ -4,6 +4,12 @@ Every figure links to the log line it was read from (``#line-<id>``, on the
 run's evidence page). A row whose verdict lacks part of its evidence -- no
 offload line, no KV line, no card reading -- says so in a caveat: a "fits"
 resting on partial evidence is never shown as plain.
+
+In short, ``axes.py``, ``fit.py``: the article's Load (streams and Poisson rates) and
+Context depth sections and their charts, from ``daemon/store/stats.py`` and
+``daemon/campaign/slo.py``; the fit table (``templates/sections/fit.md.j2``), every figure linked to
+its log line. Every load, rate and depth step row links to ``#step-<id>`` on the evidence page,
+which links back to ``#fig-step-<id>``
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ import sys
 
 import sqlite_utils
 
-from cardproof.daemon.campaign import CampaignError, parse_campaign, parse_gates
-from cardproof.daemon.gates import GATES, default_config
+from cardproof.daemon.campaign.frozen import frozen_campaign
+from cardproof.daemon.campaign.evidence import GATES, default_config
 from cardproof.marks import N_
 
 from .cell_kinds import ORDER, SQL_STEP_KINDS
@@ -20,26 +20,18 @@ NO_CANARIES = N_("canaries were not run (campaign.canaries = false)")
 
 
 def run_gate_config(db: sqlite_utils.Database, run_id: int) -> dict:
-    """The gate configuration frozen with the run's campaign.
+    """The gate configuration of the run's campaign, as parsed when the run froze it.
 
-    A frozen campaign that no longer validates as a whole (written by an
-    older cardproof, or merged from elsewhere) gives its ``[gates]`` alone;
-    one whose gates are unreadable too gives the defaults, said on stderr.
+    A campaign that was unreadable when frozen (or parsed by the migration that added the parsed
+    form) gives the defaults, said on stderr.
     """
-    run = db["runs"].get(run_id)
-    text = db["campaigns"].get(run["campaign_id"])["toml_text"] or ""
-    try:
-        return parse_campaign(text, "frozen campaign").gates
-    except CampaignError:
-        pass
-    try:
-        return parse_gates(text, "frozen campaign")
-    except CampaignError as exc:
-        if (id(db.conn), run_id) not in _warned:  # once per run, not once per query
-            _warned.add((id(db.conn), run_id))
-            print(f"report: run {run_id}: frozen campaign unreadable, gates shown with their defaults: {exc}",
-                  file=sys.stderr)
-        return default_config()
+    campaign = frozen_campaign(db, run_id=run_id)
+    if campaign is not None:
+        return campaign.gates
+    if (id(db.conn), run_id) not in _warned:  # once per run, not once per query
+        _warned.add((id(db.conn), run_id))
+        print(f"report: run {run_id}: frozen campaign unreadable, gates shown with their defaults", file=sys.stderr)
+    return default_config()
 
 
 def excluded_samples(db: sqlite_utils.Database, run_id: int) -> dict[int, list[str]]:

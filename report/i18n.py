@@ -22,6 +22,16 @@ probes) are filled in German here.
 The ``.po`` is compiled in memory when this module is imported, so a plain
 ``pip install -e .`` works and no stale ``.mo`` can exist. Numbers are
 formatted by Babel per locale (145.3 / 145,3), never by string hacks.
+
+In short, ``i18n.py``, ``locale/``: German from the gettext catalogue
+``report/locale/de/LC_MESSAGES/cardproof.po`` (Babel, compiled in memory at import; ``ngettext`` for
+counts), Babel number/date formatting; the terms follow ``docs/GLOSSARY.md``. Every shown string is
+an English msgid: ``_()``/``L.gettext()`` where translated, ``N_()``/``NP_()``
+(``cardproof/marks.py``) on constants translated where shown, words arriving as data in
+``data_words.py``. ``babel.cfg`` covers report/, daemon/ and cardproof/ (through
+``cardproof.marks.extract_python``, Babel's extractor plus marked calls inside f-strings); ``python
+scripts/catalogue.py`` regenerates ``locale/cardproof.pot`` and updates the German ``.po``, and
+``tests/test_i18n_extraction.py`` fails when the committed ``.pot`` differs from a fresh extraction
 """
 
 from __future__ import annotations
@@ -57,7 +67,7 @@ def _register_messages(catalog) -> dict[str, str]:
 
     The register's English texts are msgids of ``catalog``; the filled text is what a page asks for.
     """
-    from cardproof.daemon.probes.defects import in_language, load_defects
+    from cardproof.daemon.campaign.evidence import in_language, load_defects
 
     def say(msgid: str) -> str:
         msg = catalog.get(msgid)

@@ -14,6 +14,9 @@ the same escaper. So a forgotten filter shows backslashes, never markup.
 Every foreign text is first made publishable (``report.privacy.public_text``):
 credentials removed always, addresses masked unless the build was asked for
 ``show_addresses`` (:func:`publishing`).
+
+In short, ``mdsafe.py``: escaping by construction: every printed value is escaped
+for Markdown and HTML unless it is trusted ``MD``
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import jinja2
 import jinja2.runtime
 from markupsafe import Markup
 
-from cardproof.daemon.redact import redact_campaign_text
+from cardproof.daemon.store.redact import redact_campaign_text
 
 from .privacy import campaign_as_shown, public_text, source_name
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 
-from cardproof.daemon.memory.attribution import load_window, not_measured_reason
-from cardproof.daemon.memory.budget import budget, free_check_for_load
-from cardproof.daemon.memory.host import load_summary
-from cardproof.daemon.memory.readings import NOT_MEASURED, is_card_device
-from cardproof.daemon.memory.reconcile import CATEGORY as CATEGORY_FACTS, reconcile_load
+from cardproof.daemon.campaign.evidence import load_window, not_measured_reason
+from cardproof.daemon.campaign.evidence import budget, free_check_for_load
+from cardproof.daemon.campaign.evidence import load_summary
+from cardproof.daemon.campaign.evidence import NOT_MEASURED, is_card_device
+from cardproof.daemon.campaign.evidence import MEMORY_FACTS as CATEGORY_FACTS, reconcile_load
 
 from cardproof.marks import N_
 from .queries import is_measured_load

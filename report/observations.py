@@ -1,7 +1,7 @@
 """Stored observations said in the page's language: a message id and its values, formatted per locale.
 
 The capture side stores what a gate observed and why a canary settled as
-it did as JSON beside the English (``daemon/said.py``). Here the message id
+it did as JSON beside the English (``daemon/store/said.py``). Here the message id
 is looked up in the catalogue, its numbers are formatted by Babel for the
 page's language (0.05 / 0,05), texts among its values are shown verbatim as
 quoted evidence, and nested messages are said the same way.
@@ -10,6 +10,10 @@ Whatever cannot be said so is shown as the stored English, quoted: a row
 from before structured observations (prose only), an unknown message id (a
 merged database from a newer or foreign cardproof), a value that does not
 fit its field, damaged JSON. Nothing here raises on stored data.
+
+In short, ``observations.py``: says a stored ``Said`` (``daemon/store/said.py``: an
+English msgid of the catalogue plus its values, kept as ``*_json`` beside the English) in the page's
+language with Babel numbers; a row with prose only (older databases) is shown quoted as stored
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import string
 import jinja2
 from babel.numbers import format_decimal
 
-from cardproof.daemon.crashes import from_end_reason
+from cardproof.daemon.store.crashes import from_end_reason
 
 from cardproof.marks import N_
 from .i18n import CATALOGUE, Lang
@@ -122,17 +126,17 @@ def _number(L: Lang, value, spec: str) -> str:
 
 
 # How a load ended: the closed vocabulary the capture side writes into loads.end_reason
-# (daemon/runner.py, daemon/logs/processes.py, daemon/logs/attribution.py). Each is a message of the
+# (daemon/run/runner.py, daemon/logs/processes.py, daemon/logs/attribution.py). Each is a message of the
 # catalogue, said in the page's language; anything else (an older or merged database) is quoted.
 _END_FIXED = frozenset({N_("next model"), N_("run ended"), N_("next process started"), N_("model failed to load"),
                         N_("process exit"), N_("exit after the model failed to load")})
 _END_PATTERNS = ((re.compile(r"exited with status (-?\d{1,6})"), N_("exited with status {status}"), "status", int),
-                 # a router's child: the router turns any signal into status 1 (daemon/crashes.py)
+                 # a router's child: the router turns any signal into status 1 (daemon/store/crashes.py)
                  (re.compile(r"crashed: exited unasked with status (-?\d{1,6})"),
                   N_("crashed: exited unasked with status {status} (the router reports any signal as status 1: "
                      "which one is not known)"), "status", int),
                  (re.compile(r"crashed: (\S.{0,80})"), N_("crashed: {signal}"), "signal", str))
-#: a crash by a known signal is said with what that signal usually means (daemon/crashes.py's table)
+#: a crash by a known signal is said with what that signal usually means (daemon/store/crashes.py's table)
 CRASHED_BY = N_("crashed: {signal} ({meaning})")
 
 

@@ -7,13 +7,16 @@ its loads, their facts, observed requests and CUDA errors, each linked to
 its lines, and the lines themselves -- the same evidence section a run
 article has (``sections/evidence_logs.md.j2``, ``sections/observed.md.j2``),
 for the loads of one log instead of one run.
+
+In short, ``observed.py``: observed requests and pages for logs imported without a
+campaign
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cardproof.daemon.logs.summary import load_summaries
+from cardproof.daemon.campaign.evidence import load_summaries
 
 from .evidence import SPEC_FACTS, _fact_rows, display_text, journal_excerpt
 from .i18n import CATALOGUE, LANGUAGES, Lang

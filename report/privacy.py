@@ -18,6 +18,13 @@ What counts as an address: anything in the text that parses as an IPv4 or
 IPv6 address, except loopback and the unspecified address (they name no
 one's network). A version string shaped like an address (``1.2.3.4``) is
 masked too: a masked version is better than a leaked address.
+
+In short, ``privacy.py``: ``campaign_as_shown``: a frozen campaign text as a page
+shows it and how many lines were masked (credentials; addresses and user names), so the Setup
+section can say when what it shows is not what was hashed; masking of client addresses (log lines
+included), of the user name in home-folder paths (``/home/NAME``, ``/Users/NAME``, ``C:\\Users\\NAME``
+→ ``<user>``; same opt-out as addresses) and credentials before anything is published; a log source
+is published by its file name (``source_name``)
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from cardproof.daemon.redact import redact_campaign_text, redact_secrets
+from cardproof.daemon.store.redact import redact_campaign_text, redact_secrets
 
 # Dotted quads: not inside a longer run of digits and dots ("1.2.3.4.5" is a version, not an address).
 _IPV4 = re.compile(r"(?<![\d.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?!\d|\.\d)")

@@ -4,6 +4,18 @@
 (variable ``decision``). Verdicts come with their probe's known defects;
 rule outcomes only count as "pass" when the rule text is the one frozen
 with the campaign before the run started (principle 7).
+
+In short, ``probes.py``: probe verdicts, pass rules and the decision section
+(``decision_view``): each verdict with its probe's known defects and each task's arm; per model and
+probe how many answers kept the asked format; the probes on which every model passed exactly the
+tasks every model passed (``not_separating``: they do not separate the models, and a candidate and
+an incumbent that passed the same tasks differ in nothing that counts); one line per model that
+invented a tool result (``fabrications``); for each group of one base model at several quantisations
+(requantized from one another, or alike in their GGUF headers) to how many probe questions their
+answers at temperature 0 differ (``ladder_answers``). The evidence page shows every exchange whole
+(``_evidence``: question, tools offered, every answer with trace, calls and the tool result sent,
+what the probe read and why), foreign text only escaped or fenced, long exchanges folded
+(``templates/sections/probe_exchanges.md.j2``)
 """
 
 from __future__ import annotations
@@ -12,11 +24,11 @@ import hashlib
 import json
 import re
 
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.probes import PROBES
-from cardproof.daemon.probes.base import message, summarise
-from cardproof.daemon.probes.defects import load_defects
-from cardproof.daemon.rules.outcome import rule_sha256
+from cardproof.daemon.campaign.frozen import frozen_campaign
+from cardproof.daemon.campaign.evidence import PROBES
+from cardproof.daemon.campaign.evidence import message, summarise
+from cardproof.daemon.campaign.evidence import load_defects
+from cardproof.daemon.campaign.rules.outcome import rule_sha256
 
 from cardproof.marks import N_
 from .findings import cells_measurable
@@ -231,10 +243,8 @@ def rule_outcomes(db, run_id: int) -> list[dict]:
         return []
     run = db["runs"].get(run_id)
     camp = db["campaigns"].get(run["campaign_id"])
-    try:
-        frozen = parse_campaign(camp["toml_text"], "frozen campaign").rules
-    except CampaignError:
-        frozen = {}
+    parsed = frozen_campaign(db, run_id=run_id)
+    frozen = parsed.rules if parsed is not None else {}
     rules: dict[str, dict] = {}
     for r in db.query("""select rule_results.*, models.name as model,
                                 (select max(pinned) from cells where cells.run_id = rule_results.run_id

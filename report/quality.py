@@ -5,6 +5,15 @@ Read-only, from ``quality_checks`` (daemon/quality) and the run view. Speed
 is read in one prompt class per ladder, the one where most of its rows have
 a stable cell (a variant may measure fewer classes than its model), so the
 figures beside each other are of the same cells' kind.
+
+In short, ``quality.py``: the Quality section (``templates/sections/quality.md.j2``)
+from ``quality_checks``: per ladder its base, each member and variant with KL divergence (mean ±
+error, 99th percentile), same top token and perplexity, each linked to llama-perplexity's own line,
+beside decode and prefill (the run's stable cells, in the one class where most rows have one, since
+a variant may measure fewer classes) and memory (the card, else the file); refusals with their
+reasons; the Pareto front and the chart's rows (``charts.quality_chart``, drawn in
+``article_parts.run_charts`` where three or more rows have decode and KL divergence). The finding
+``findings/quality.py`` reads the same view
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Read-only queries that turn store rows into what an article shows."""
+"""Read-only queries that turn store rows into what an article shows.
+
+In short, ``queries.py``: read-only queries that turn rows into a run view (cells,
+medians with spread, headline); every per-run query is served by a ``run_id`` index (m017)
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,8 @@ from datetime import datetime
 
 import sqlite_utils
 
-from cardproof.daemon.liveness import effective_runs
-from cardproof.daemon.registration import registration_for
+from cardproof.daemon.store.liveness import effective_runs
+from cardproof.daemon.campaign.registration import registration_for
 
 from . import findings
 from .gates import excluded_samples
@@ -22,7 +26,7 @@ def runs(db: sqlite_utils.Database) -> list[dict]:
     """All runs, newest first, with their campaign's name and hash.
 
     A run stored as ``running`` shows its effective status (``interrupted``
-    once its process is gone, see daemon/liveness.py) and the coverage of
+    once its process is gone, see daemon/store/liveness.py) and the coverage of
     the samples it stored so far; nothing is written.
     """
     return effective_runs(db, list(
@@ -47,7 +51,7 @@ def _median_ids(valid: list[dict], key: str) -> set:
 def run_view(db: sqlite_utils.Database, run_id: int) -> dict:
     """Everything one run article needs, computed from rows alone."""
     run = _run_row(db, run_id)
-    limits = findings.report_limits(run["campaign_text"])
+    limits = findings.report_limits(run["campaign_json"])
     cells, samples, loads = _measured_rows(db, run_id)
     _judge_cells(cells, samples, limits)
     models = _models_of(cells, loads)
@@ -91,7 +95,7 @@ def _run_row(db: sqlite_utils.Database, run_id: int) -> dict:
             """
             select runs.*, campaigns.name as campaign_name, campaigns.sha256 as campaign_sha256,
                    campaigns.registered_at as campaign_registered_at, campaigns.toml_text as campaign_text,
-                   campaigns.path as campaign_path
+                   campaigns.campaign_json as campaign_json, campaigns.path as campaign_path
             from runs join campaigns on campaigns.id = runs.campaign_id where runs.id = ?
             """,
             [run_id],

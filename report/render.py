@@ -4,6 +4,16 @@ Each ``render_*`` returns the Markdown of one page in one language; none of
 them reads the database (the views come in ready, see ``report/views.py``).
 Every printed value is escaped for Markdown and HTML unless it is ``MD``
 (report/mdsafe.py).
+
+In short, ``render.py``, ``article_parts.py``: the Jinja environment and page renderers;
+table cells, caveat boxes, charts, the summary paragraph, the author's notes
+
+In short, ``templates/``: the article prose (``run.md.j2``, ``runs_index.md.j2``,
+``runs_archive.md.j2``, ``compare.md.j2``, ``sections/``). The runs index lists the latest
+``INDEX_RUNS`` (50) runs and comparisons and each model's latest ``MODEL_RUNS`` (5) runs
+(report/build.py; older runs are only counted, ``views.models_across``); with more runs, every run
+is on its month's page ``runs/archive-YYYY-MM``, keyed in the manifest so only a month with a new or
+changed run is rendered again
 """
 
 from __future__ import annotations

@@ -3,13 +3,20 @@
 Read from the rows alone. The order is the samples' own: a run is
 *interleaved* where a model's main-cell samples have another model's between
 them, else in *blocks*; why the runner chose so is said again from what the
-run stored (its backend and the server's ``/props``, ``daemon/order.py``).
+run stored (its backend and the server's ``/props``, ``daemon/campaign/order.py``).
 Each block -- a model's main cells, load, rate and depth steps, canaries,
 probes -- is listed with when it ran, in seconds after the run began.
 
 The machine's load comes from the cell checks' CPU readings around each main
-cell (``daemon/hostload.py``): the share of a core other processes used
+cell (``daemon/host/load.py``): the share of a core other processes used
 beside the server and cardproof, and the load average.
+
+In short, ``run_order.py``: the article's *Measurement order and machine load*
+section (``templates/sections/order.md.j2``): interleaved or in blocks as the samples' own order
+shows, why (``daemon/campaign/order.py`` on the stored backend and ``/props``), each model's blocks
+(main cells, load, rate and depth steps, canaries, probes) in seconds after the run began, and the
+other processes' share of a core and the load average around the main cells (``daemon/host/load.py``
+on the ``host_cpu`` cell checks) with the ``busy_host`` gate's count
 """
 
 from __future__ import annotations
@@ -18,9 +25,9 @@ import json
 import statistics
 from datetime import datetime
 
-from cardproof.daemon.hostload import foreign_cores
-from cardproof.daemon.order import interleave
-from cardproof.daemon.said import said_json
+from cardproof.daemon.campaign.evidence import foreign_cores
+from cardproof.daemon.campaign.order import interleave
+from cardproof.daemon.store.said import said_json
 from cardproof.daemon.store import json_value
 
 

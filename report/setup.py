@@ -1,13 +1,21 @@
 """The article's Setup section, its last: everything someone re-running the run needs, from rows alone.
 
 The machine and the server process as the run recorded them when it started
-(``run_setup``, daemon/runsetup.py), each load's command line as the server's
+(``run_setup``, daemon/host/setup.py), each load's command line as the server's
 log printed it and the settings its log states (flash attention, batch and
 micro-batch, parallel slots, KV cache types, threads, context), each model
 file with its size, SHA-256 and origin, the order the run went in, the
 machine's load average at its start and end, and the commands that repeat it.
 What was not recorded (a run from before the table, a server on another
 machine) is said to be missing, never filled in.
+
+In short, ``setup.py``: the article's last section, Setup
+(``templates/sections/setup.md.j2``): the run's ``run_setup`` row, each load's command line as the
+router's log printed it (one argument a line after ``spawning server instance with args:``) and the
+settings its log states (flash attention, batch/ubatch, slots, KV types, threads, context, layers on
+a card, speculative decoding), the model files with size, SHA-256 and origin, the run order
+(consecutive requests of one model and kind as one step), the load average flagged where it passed
+the CPUs, and the commands that repeat the run
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from cardproof.daemon.runsetup import KERNEL_FLAGS
+from cardproof.daemon.campaign.evidence import KERNEL_FLAGS
 from cardproof.daemon.store import json_value
 from cardproof.marks import N_
 

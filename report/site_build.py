@@ -18,6 +18,14 @@ lists the pages rendered in the build.
 
 Run as ``python -m cardproof.report.site_build PROJECT [--full]``; the exit status is mkdocs' and its
 warnings are on stderr as ``WARNING - ...`` lines.
+
+In short, ``site.py``, ``site_build.py``: the MkDocs scaffold and ``mkdocs build
+--strict``, run as mkdocs' incremental (``--dirty``) build made whole: a fingerprint of everything
+all pages share (``.cardproof/site-build.json``) forces a full build when it changes; the navigation
+names sections only (``scaffold/mkdocs_hooks.py``), each page's search entries are cached per
+language in ``.cardproof/search/`` and merged; evidence pages stay out of the search index;
+mkdocs-static-i18n's quadratic search de-duplication is replaced by a one-pass twin
+(``_dedupe_search``, tests/test_site_search_dedupe.py)
 """
 
 from __future__ import annotations

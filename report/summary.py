@@ -9,6 +9,14 @@ another section of the article prints, formatted and linked the same way
 (decode medians as the main table, prefill and time to first token as its
 prefill table, rule values as the Decision table), so a reader can follow each
 number to the row it comes from. Each message's German is in the catalogue.
+
+In short, ``summary.py``: the article's summary, first under its title: the
+conclusion in five to eight sentences (what was measured; decode and prefill with the time to the
+first token per prompt class, a model named only where it is measurably ahead of every other; the
+pass rules' outcomes with the values they read, apart from whether a passing candidate is worth
+adopting: where it trails the pinned model measurably; the main caveat), as message ids and values
+like a finding (German in the ``.po``), each figure formatted and linked as the section that shows
+it (``article_parts.summary_paragraph`` says it)
 """
 
 from __future__ import annotations

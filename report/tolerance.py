@@ -16,6 +16,14 @@ Timestamps that are no date (``'abc'``, an access line's impossible
 ``2025/13/45 - 99:99:99``) are named too but kept: the date formatters show
 such text as it is (``Lang.datetime``), and a row whose ``<column>_note``
 states why is not reported again.
+
+In short, ``tolerance.py``: damaged rows (text in numeric columns, invalid JSON)
+named on stderr and read as NULL from a temporary copy; ``site/.cardproof-damage-checked.json``
+remembers per table how far it was found clean (last rowid, row count, the last row's digest, the
+store file's device and inode), so a later build scans only new rows unless those rows changed (row
+counts from whole-table ``count(*)``, which SQLite answers from the smallest index; where the store
+counts changed rows, ``row_changes``, the memo keeps that count below its last bucket instead, and
+an old row edited by hand means a whole scan)
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from typing import Callable
 
 import sqlite_utils
 
-from cardproof.daemon.migrations import ROW_CHANGE_BITS, counted_tables
+from cardproof.daemon.store.migrations import ROW_CHANGE_BITS, counted_tables
 
 #: Largest magnitude a REAL column may hold and still be read: far above any
 #: real figure, far below where chart scales and ratios overflow.
@@ -176,7 +184,7 @@ def _row_digest(conn, table: str, rowid: int) -> str | None:
 
 
 def _changes_below(conn, table: str, counted: set[str], bucket: int) -> int | str | None:
-    """The store's record of writes to ``table`` below ``bucket`` (of rowids, daemon/migrations.py
+    """The store's record of writes to ``table`` below ``bucket`` (of rowids, daemon/store/migrations.py
     follow_rows: counts and salts, as a digest; a count where the store keeps no salts), or None where
     it keeps no such record."""
     if table not in counted:
@@ -185,7 +193,7 @@ def _changes_below(conn, table: str, counted: set[str], bucket: int) -> int | st
     if "salt" not in cols:
         return conn.execute("select coalesce(sum(n), 0) from main.row_changes where tbl = ? and bucket < ?",
                             [table, bucket]).fetchone()[0]
-    # with the salts each write leaves (daemon/migrations.py follow_rows): a store restored from a backup
+    # with the salts each write leaves (daemon/store/migrations.py follow_rows): a store restored from a backup
     # and edited again reaches an old count, never an old salt
     rows = conn.execute("select bucket, n, salt from main.row_changes where tbl = ? and bucket < ? order by bucket",
                         [table, bucket]).fetchall()

@@ -1,7 +1,7 @@
 """The article's Variants section: each variant against its model, per prompt class, stated only where measurable.
 
 A variant is measured as a model of its own (``base~name``, see
-``daemon/variants/run.py``); ``queries.run_view`` keeps such models out of the
+``daemon/run/variants/run.py``); ``queries.run_view`` keeps such models out of the
 headline and the main table and hands them here. Per class, each variant's
 decode and prefill medians are set against its base's by the rules every
 other comparison of the report follows (``findings.cells_measurable``: ranges
@@ -10,6 +10,16 @@ page says "no measurable difference", never a ratio. A variant whose log
 contradicts its arguments states nothing (a caveat says why), and the best
 variant of a class is named only where it is measurably ahead of every other
 candidate, its base included, and its log proved every argument.
+
+In short, ``variants.py``: the Variants section
+(``templates/sections/variants.md.j2``): per model its variants' arguments, each argument's verdict
+linked to its log line (``evidence.py`` prints every cited line), card memory with the self-report
+beside it, the server process's peak resident memory on the host (psutil) and the KV cache from the
+log; per prompt class each variant against its model in decode and prefill by
+``findings.measurable`` (a ratio range only where measurable), nothing from an unstable cell or a
+contradicted variant (caveat ``variant_contradicted``), the fastest candidate named only where
+measurably ahead of every other and proven by its log; its charts are drawn in
+``article_parts.run_charts``
 """
 
 from __future__ import annotations
@@ -17,14 +27,14 @@ from __future__ import annotations
 import math
 import shlex
 
-from cardproof.daemon.memory.host import load_summary
-from cardproof.daemon.memory.readings import is_card_device
-from cardproof.daemon.memory.reconcile import reconcile_load
-from cardproof.daemon.variants.evidence import check_variant
+from cardproof.daemon.campaign.evidence import load_summary
+from cardproof.daemon.campaign.evidence import is_card_device
+from cardproof.daemon.campaign.evidence import reconcile_load
+from cardproof.daemon.campaign.variant_evidence import check_variant
 from cardproof.daemon.store import json_value
 from cardproof.marks import N_
 
-#: a variant's status (daemon/variants/evidence.py) -> the words the page shows (catalogue message ids)
+#: a variant's status (daemon/campaign/variant_evidence.py) -> the words the page shows (catalogue message ids)
 STATUS_WORDS = {"took": N_("every argument took"), "partly": N_("partly shown in the log"),
                 "contradicted": N_("contradicted by its log"), "failed": N_("not loaded"), "refused": N_("not loaded"),
                 "no_log": N_("no log lines"), "planned": N_("not judged"), "measuring": N_("not judged")}

@@ -5,6 +5,9 @@ models, headline) as a dict, the shape every section builder (caveats,
 contradictions, lead, decision...) reads. ``ArticleView`` adds the parts
 that come from other modules, each a named field; the template receives
 ``context()``.
+
+In short, ``views.py``: the typed ``ArticleView`` of one article and the "models
+across runs" views
 """
 
 from __future__ import annotations

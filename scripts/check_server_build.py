@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 
-from cardproof.daemon import llamacpp
-from cardproof.daemon.tinymodels import make_tiny
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.server.tinymodels import make_tiny
 
 
 def check(qtype: str, base: Path, work: Path) -> str | None:

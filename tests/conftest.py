@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cardproof.daemon import llamacpp
-from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.server.tinymodels import DRAFT_FOR, make_tiny
 
 
 @pytest.fixture(autouse=True)
@@ -149,8 +149,8 @@ def canary_run_db(tiny_models, tmp_path_factory) -> Path:
     before changing it). It runs on a router of its own, so the log it captures holds this run's
     lines only, not those of every earlier test on the session's router.
     """
-    from cardproof.daemon.campaign import parse_campaign
-    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.campaign.model import parse_campaign
+    from cardproof.daemon.run.runner import run_campaign
     from cardproof.daemon.store import open_store
 
     server = start_router(tiny_models, tmp_path_factory.mktemp("canary-server"))

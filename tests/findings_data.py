@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from cardproof.daemon.campaign.frozen import normalised_text
 from cardproof.daemon.store import dumps, open_store
 
 GIB = 2**30
@@ -101,6 +102,7 @@ def make_run(path: Path, models: list[M], *, reps: int = 5, status: str = "compl
     t0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
     with db.conn:
         cid = db["campaigns"].insert({"name": "findings", "path": "f.toml", "toml_text": text,
+                                      "campaign_json": normalised_text(text),
                                       "sha256": hashlib.sha256(text.encode()).hexdigest(),
                                       "registered_at": t0.isoformat()}).last_pk
         planned = len(models) * len(CLASSES) * reps

@@ -11,7 +11,8 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.frozen import normalised_text
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.store import dumps, open_store
 
 CAMPAIGN = """[campaign]
@@ -41,6 +42,7 @@ def make_db(path: Path, runs: list[dict], *, name: str = "nightly", model: str =
     camp = parse_campaign(text, "n.toml")
     t0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
     cid = db["campaigns"].insert({"name": name, "path": "n.toml", "sha256": camp.sha256, "toml_text": text,
+                                  "campaign_json": normalised_text(text),
                                   "registered_at": t0.isoformat()}).last_pk
     ids = []
     for i, spec in enumerate(runs):

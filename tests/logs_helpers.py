@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from cardproof.daemon import llamacpp
-from cardproof.daemon.tinymodels import DRAFT_FOR, make_tiny
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.server.tinymodels import DRAFT_FOR, make_tiny
 
 
 JOURNAL_REMOTE = "/lib/systemd/systemd-journal-remote"

@@ -16,9 +16,10 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+from cardproof.daemon.campaign.frozen import normalised_text
 from cardproof.daemon.backends import OpenAICompatBackend
-from cardproof.daemon.campaign import ProbeSettings
-from cardproof.daemon.probes.run import run_model_probes
+from cardproof.daemon.campaign.model import ProbeSettings
+from cardproof.daemon.run.probes import run_model_probes
 from cardproof.daemon.store import open_store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "probe_ladder.json"
@@ -81,6 +82,7 @@ def ladder_store(path: Path, probes=("tools", "thinking", "reasoning", "coding")
     """A real SQLite store holding one run whose probes judged the recorded ladder: (store, run_id)."""
     store = open_store(path)
     cid = store.insert("campaigns", {"name": "probe-ladder", "sha256": "0" * 64, "toml_text": CAMPAIGN,
+                                     "campaign_json": normalised_text(CAMPAIGN),
                                      "registered_at": "2026-12-06T10:00:00+00:00"})
     run_id = store.insert("runs", {"campaign_id": cid, "status": "completed", "started_at": "2026-12-06T10:00:01+00:00",
                                    "ended_at": "2026-12-06T10:20:00+00:00"})

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cardproof.daemon.campaign.frozen import normalised_text
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.campaign_check import CampaignError
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.campaign.check import CampaignError
 from cardproof.daemon.store import open_store
 from cardproof.report import queries
 from cardproof.report.i18n import Lang
@@ -248,6 +249,8 @@ def test_article_html_stays_under_250_kb_for_9_models_6_cells_5_reps(tmp_path):
     bench.generate(db, 1, 9)
     store = open_store(db)  # the generator's samples are CPU samples: keep them in the medians, as the demo does
     store.db.execute("update campaigns set toml_text = toml_text || ?", ["\n[gates.not_on_card]\nexclude = false\n"])
+    for cid, text in store.db.execute("select id, toml_text from campaigns").fetchall():  # as if frozen so
+        store.db.execute("update campaigns set campaign_json = ? where id = ?", [normalised_text(text), cid])
     store.db.conn.commit()
     store.close()
     assert open_store(db, mode="ro").db.execute(
@@ -399,6 +402,8 @@ def test_an_expectation_reads_the_incumbent_as_a_rule_does(canary_run_db, tmp_pa
     and left each model undecided); an unstable incumbent cell decides nothing."""
     import hashlib
 
+    from cardproof.daemon.campaign.frozen import normalised_text
+
     def with_expectation(db_path):
         store = open_store(db_path)
         text, cid = store.db.execute("select toml_text, campaigns.id from campaigns join runs on "
@@ -406,8 +411,8 @@ def test_an_expectation_reads_the_incumbent_as_a_rule_does(canary_run_db, tmp_pa
         text = text.replace("[expectations]\n", '[expectations]\nbeats_incumbent = '
                             '"pinned or decode.short > incumbent.decode.short"\n')
         with store.db.conn:
-            store.db.execute("update campaigns set toml_text = ?, sha256 = ? where id = ?",
-                             [text, hashlib.sha256(text.encode()).hexdigest(), cid])
+            store.db.execute("update campaigns set toml_text = ?, sha256 = ?, campaign_json = ? where id = ?",
+                             [text, hashlib.sha256(text.encode()).hexdigest(), normalised_text(text), cid])
         store.close()
 
     def section(en):
@@ -436,8 +441,8 @@ def test_expectations_are_validated_like_rules():
 
 def test_rule_values_read_measured_loads_only(canary_run_db):
     """A rule's load_seconds is the Load column's figure: the canary's reload does not enter it."""
-    from cardproof.daemon.campaign import parse_gates
-    from cardproof.daemon.rules.facts import model_values
+    from cardproof.daemon.campaign.model import parse_gates
+    from cardproof.daemon.campaign.rules.facts import model_values
 
     db = open_store(canary_run_db, mode="ro").db
     run_id = db.execute("select max(id) from runs").fetchone()[0]

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import load_campaign
-from cardproof.daemon.registration import check_before_run, link_run
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import load_campaign
+from cardproof.daemon.campaign.registration import check_before_run, link_run
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 

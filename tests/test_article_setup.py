@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon import llamacpp
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.memory.capture import MemoryCapture
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 from findings_data import M, make_run

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from cardproof.cli import cli
 
-from cardproof.daemon.rules.outcome import evaluate_rules
+from cardproof.daemon.campaign.rules.outcome import evaluate_rules
 from cardproof.daemon.store import open_store
 from cardproof.report import summary
 from cardproof.report.i18n import CATALOGUE

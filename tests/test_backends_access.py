@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.judge import judge_run
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.judge import judge_run
 from cardproof.daemon.logs import import_path
 from cardproof.daemon.logs.access import parse_access
 from cardproof.daemon.logs.parsers import parse_line
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from recorded_servers import FIXTURES, RecordedOllama
 

@@ -11,8 +11,8 @@ import pytest
 
 from cardproof.daemon.backends import BackendError, make_backend
 from cardproof.daemon.backends.llamaswap import LlamaSwapBackend
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from recorded_servers import RecordedLlamaSwap
 

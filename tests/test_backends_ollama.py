@@ -15,9 +15,9 @@ import pytest
 from cardproof.daemon.backends import BackendError, backend_for, make_backend
 from cardproof.daemon.backends.evidence import gpu_share, load_duration_seconds, record_runtime_selfreports
 from cardproof.daemon.backends.ollama import OllamaBackend
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.judge import judge_run
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.run.judge import judge_run
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from recorded_servers import RecordedOllama
 
@@ -302,7 +302,7 @@ def test_a_models_shape_from_its_blob_when_ollama_runs_on_this_machine(tmp_path)
     import numpy as np
     import gguf
 
-    from cardproof.daemon import modelfile
+    from cardproof.daemon.server import modelfile
 
     blobs = tmp_path / "blobs"
     blobs.mkdir()

@@ -6,8 +6,8 @@ import pytest
 
 from cardproof.daemon.backends import BackendError, make_backend
 from cardproof.daemon.backends.openai import OpenAICompatBackend, wall_clock_rates
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.provenance import counter_provenance
 from conftest import campaign_text

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 
 GOOD = """
 [campaign]

@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.campaign_check import MAX_TOKENS
-from cardproof.daemon.prompts import build_prompt
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.campaign.check import MAX_TOKENS
+from cardproof.daemon.server.prompts import build_prompt
 from cardproof.daemon.service.config import ConfigError, parse_config
 from cardproof.daemon.store import open_store
 

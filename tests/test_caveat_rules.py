@@ -96,7 +96,7 @@ def test_requantized_models_get_the_same_weights_note_only_when_the_campaign_say
 
 
 def test_requantized_from_must_name_another_model_of_the_campaign(tmp_path):
-    from cardproof.daemon.campaign import CampaignError, parse_campaign
+    from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 
     head = '[server]\nbackend = "llama-server"\nurl = "http://127.0.0.1:9"\n[[models]]\nname = "a"\n[[models]]\nname = "b"\n'
     assert parse_campaign(head + 'requantized_from = "a"\n', "c.toml").models[1].requantized_from == "a"
@@ -109,7 +109,7 @@ def test_requantized_from_must_name_another_model_of_the_campaign(tmp_path):
 def test_a_campaign_naming_models_elsewhere_keeps_its_own_name():
     """The check of names in requantized_from / [fit] once reused the campaign's `name` variable:
     the demo's run was titled after its last-checked model, not "demo-smollm2"."""
-    from cardproof.daemon.campaign import parse_campaign
+    from cardproof.daemon.campaign.model import parse_campaign
 
     text = ('[campaign]\nname = "ladder"\n[server]\nbackend = "llama-server"\nurl = "http://127.0.0.1:9"\n'
             '[[models]]\nname = "a"\n[[models]]\nname = "b"\nrequantized_from = "a"\n')

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report import queries
 from cardproof.report.build import render_caveat

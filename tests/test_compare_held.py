@@ -15,6 +15,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from cardproof.daemon.campaign.frozen import normalised_text
 from cardproof.cli import cli
 from cardproof.daemon.store import dumps, open_store
 from cardproof.report.build import build
@@ -61,6 +62,7 @@ def _store(path: Path, runs: list[dict]) -> list[int]:
             start = (t0 + timedelta(hours=i)).isoformat()
             text = spec.get("text") or _text()
             cid = db["campaigns"].insert({"name": "held", "path": "held.toml", "toml_text": text,
+                                          "campaign_json": normalised_text(text),
                                           "sha256": hashlib.sha256(text.encode()).hexdigest(),
                                           "registered_at": start}).last_pk
             levels = spec["levels"]

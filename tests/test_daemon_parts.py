@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import register_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import register_campaign
 from cardproof.daemon.service import queue
 from cardproof.daemon.service.config import ConfigError, EXAMPLE_CONFIG, parse_config
 from cardproof.daemon.service.main import Daemon, DaemonError, DaemonLock
@@ -189,7 +189,7 @@ def test_recovery_marks_daemon_runs_interrupted_and_requeues(tmp_path):
 def test_daemon_loop_in_process_fails_an_unreachable_campaign_and_stops_cleanly(tmp_path):
     db = tmp_path / "d.db"
     camp = tmp_path / "c.toml"
-    from cardproof.daemon.llamacpp import free_port
+    from cardproof.daemon.server.llamacpp import free_port
 
     camp.write_text(campaign_text(f"http://127.0.0.1:{free_port()}"))
     cfgfile = tmp_path / "daemon.toml"

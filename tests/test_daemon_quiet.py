@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.service import queue
 from cardproof.daemon.service.config import parse_config
 from cardproof.daemon.service.progress import Progress

@@ -24,7 +24,7 @@ import httpx
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.logtimings import print_timings
+from cardproof.daemon.logs.timings import print_timings
 from conftest import campaign_text
 
 

@@ -13,9 +13,9 @@ import re
 import sqlite3
 from pathlib import Path
 
-from cardproof.daemon import llamacpp
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.load.campaign import planned_samples
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.campaign.tables.depth import planned_samples
 from cardproof.demo import DEMO_CAMPAIGN
 
 DEMO_MODELS = ("tiny-b", "tiny-a")
@@ -68,7 +68,7 @@ def test_real_demo_campaign_fits_the_model_and_says_what_it_leaves_out():
     """The SmolLM2 demo: three rungs of one base model, F16 pinned, every prompt and depth inside the
     8,192-token training context, reasoning off (the model declares no thinking mode), and rules and
     expectations that the run can confirm or refute."""
-    from cardproof.daemon.realmodel import LADDER
+    from cardproof.daemon.server.realmodel import LADDER
     from cardproof.demo import REAL_CAMPAIGN, REAL_CTX
 
     text = REAL_CAMPAIGN.format(url="http://127.0.0.1:9", log_file="/tmp/none.log", embedding="")

@@ -18,7 +18,7 @@ import sqlite3
 import pytest
 
 from cardproof import __version__
-from cardproof.daemon.tinymodels import TinySpec, write_model
+from cardproof.daemon.server.tinymodels import TinySpec, write_model
 from cardproof.demo import run_demo
 
 #: the slow model: some 55 M parameters against tiny-a's 0.4 M. On one thread a loaded two-core machine

@@ -7,11 +7,11 @@ import sqlite3
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.load.depth import refusal
-from cardproof.daemon.load.stats import run_steps
-from cardproof.daemon.load.steps import ServerShape
-from cardproof.daemon.runner import EXIT_PARTIAL, run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.load.depth import refusal
+from cardproof.daemon.store.stats import run_steps
+from cardproof.daemon.run.load.steps import ServerShape
+from cardproof.daemon.run.runner import EXIT_PARTIAL, run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 from test_load_sweep import parallel_server  # noqa: F401 -- the shared --parallel 4 server fixture

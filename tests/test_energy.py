@@ -17,11 +17,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.energy import AmdSmiEnergy, EnergyCapture, NvmlEnergy, RaplEnergy
 from cardproof.daemon.energy.perf import cell_energy, delta, idle_draw
 from cardproof.daemon.memory.recorded import RecordedNvml
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import _env
 from cardproof.report.energy import energy_view

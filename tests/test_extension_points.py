@@ -8,6 +8,8 @@ registries and modules.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
 import json
 import re
@@ -19,7 +21,7 @@ from cardproof.daemon import backends
 from cardproof.daemon.backends import BACKENDS, Backend, BackendError, make_backend
 from cardproof.daemon.backends.llamaserver import LlamaServerBackend
 from cardproof.daemon.backends.openai import OpenAICompatBackend
-from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 from malformed_server import GOOD_TIMINGS, GOOD_USAGE, Answer, FakeServer, raw_json, sse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,11 +100,12 @@ def test_only_declared_options_reach_a_backend():
 
 def test_no_caller_probes_a_backend_for_attributes():
     """Runner, sampling, canaries, probes and cell checks use only the declared interface."""
-    callers = [ROOT / "daemon" / n for n in ("runner.py", "run_record.py", "run_loads.py", "sampling.py", "canaries.py",
-                                              "cellchecks.py")]
+    callers = [ROOT / "daemon" / "run" / n for n in ("runner.py", "record.py", "loads.py", "sampling.py", "canaries.py",
+                                                     "cellchecks.py", "probes.py")]
+    assert all(p.exists() for p in callers), "a caller named here was moved: name its new place"
     callers += sorted((ROOT / "daemon" / "probes").glob("*.py"))
     probing = re.compile(r"\b(hasattr|getattr)\(\s*(self\.)?backend\b")
-    found = [f"{p.name}:{i}" for p in callers if p.exists()
+    found = [f"{p.name}:{i}" for p in callers
              for i, line in enumerate(p.read_text().splitlines(), 1) if probing.search(line)]
     assert found == []
 
@@ -196,7 +199,10 @@ def _judged_store(tmp_path, campaign_toml: str):
     from cardproof.daemon.store import open_store
 
     store = open_store(tmp_path / "j.db")
+    from cardproof.daemon.campaign.frozen import normalised_text
+
     cid = store.insert("campaigns", {"name": "j", "sha256": "0" * 64, "toml_text": campaign_toml,
+                                     "campaign_json": normalised_text(campaign_toml),
                                      "registered_at": "2026-01-01T00:00:00+00:00"})
     run_id = store.insert("runs", {"campaign_id": cid, "status": "completed", "started_at": "2026-01-01",
                                    "gpus_json": json.dumps({"available": True})})
@@ -212,7 +218,7 @@ def _judged_store(tmp_path, campaign_toml: str):
 
 def test_a_gate_module_alone_brings_its_context_and_its_recorded_canary(tmp_path, monkeypatch):
     """What a new gate file defines -- check, gather, canary -- is all the judge needs."""
-    from cardproof.daemon.judge import judge_run
+    from cardproof.daemon.run.judge import judge_run
 
     store, run_id, cell_id, sample_id = _judged_store(tmp_path, _server("llama-server"))
 
@@ -257,7 +263,7 @@ def test_a_gate_module_alone_brings_its_context_and_its_recorded_canary(tmp_path
     (["not", "an", "object"], ("not_fired", "recorded line not readable")),
 ])
 def test_a_recorded_offload_line_is_read_by_the_log_parser(detail, expected):
-    from cardproof.daemon.judge import _recorded
+    from cardproof.daemon.run.judge import _recorded
 
     canary = {"gate": "not_on_card", "detail_json": json.dumps(detail)}
     assert _recorded(canary, default_config()) == expected
@@ -277,7 +283,7 @@ def test_a_recorded_offload_line_is_read_by_the_log_parser(detail, expected):
 ])
 def test_the_embedding_gate_reads_the_parsed_campaign_not_its_text(toml, configured, tmp_path):
     from cardproof.daemon.gates.embedding_down import configured as is_configured
-    from cardproof.daemon.judge import _frozen_campaign
+    from cardproof.daemon.campaign.frozen import from_normalised, normalised_text
 
     if "api_key" in toml:
         text = toml + '[[models]]\nname = "m"\n'
@@ -285,7 +291,8 @@ def test_the_embedding_gate_reads_the_parsed_campaign_not_its_text(toml, configu
         text = _server("llama-server").replace('[[models]]\nname = "m"\n', "") + toml
     else:
         text = toml + _server("llama-server")
-    campaign = _frozen_campaign(text)
+    parsed = normalised_text(text)  # as the run froze it: None where it was unreadable then
+    campaign = None if parsed is None else from_normalised(json.loads(parsed), text)
     assert (campaign is None) == ("api_key" in toml)
     judged = JudgedRun(None, {}, {}, campaign, text)
     assert is_configured(judged) is configured
@@ -311,7 +318,7 @@ def test_a_registry_names_the_module_that_declares_nothing_or_a_name_twice(tmp_p
     import importlib
     import sys
 
-    from cardproof.daemon.registry import declared
+    from cardproof.registry import declared
 
     pkg = tmp_path / "somegates"
     pkg.mkdir()
@@ -332,3 +339,65 @@ def test_a_registry_names_the_module_that_declares_nothing_or_a_name_twice(tmp_p
         declared("somegates", module.__path__, {"base"}, "GATE", Gate)
     for name in [m for m in sys.modules if m.startswith("somegates")]:
         monkeypatch.delitem(sys.modules, name)
+
+
+# -- one list of extension points, one way to declare a plug-in ---------------------------------------
+
+def _resolve(dotted: str):
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _import_the_product() -> None:
+    """Every module of both halves imported, so every registry that exists has been built."""
+    import pkgutil
+
+    for top in ("cardproof.daemon", "cardproof.report"):
+        package = importlib.import_module(top)
+        for info in pkgutil.walk_packages(package.__path__, top + "."):
+            importlib.import_module(info.name)
+
+
+def test_every_registry_is_listed_in_extensions_and_registers_what_it_says():
+    from cardproof import extensions, registry
+
+    _import_the_product()
+    listed = {d.package: d for d in extensions.DECLARED}
+    built = {p for p in registry.BUILT if p.startswith("cardproof.")}  # not a test's own package
+    assert built == set(listed), "list every declared() registry in cardproof/extensions.py"
+    for package, point in listed.items():
+        attribute, kind = registry.BUILT[package]
+        assert (attribute, kind) == (point.attribute, _resolve(point.kind)), package
+        entries = _resolve(point.registry)
+        assert entries, f"{point.registry} registers nothing"
+        folder = Path(importlib.import_module(package).__file__).parent
+        declaring = {p.stem for p in folder.glob("*.py")
+                     if re.search(rf"^{attribute} = ", p.read_text(), re.M)}
+        assert len(declaring) == len(entries), f"{package}: modules declaring {attribute} vs entries"
+
+
+def test_every_listed_point_exists_and_has_its_recipe():
+    from cardproof import extensions
+
+    architecture = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    for point in (*extensions.DECLARED, *extensions.LISTED):
+        if isinstance(point, extensions.Listed):
+            assert _resolve(point.where) is not None
+        assert f"**{point.recipe}**" in architecture, f"docs/ARCHITECTURE.md has no recipe '{point.recipe}'"
+
+
+def test_no_module_registers_itself_by_an_import_at_its_bottom():
+    """The old styles are gone: no module-level import after a def or class, no registering call."""
+    late = []
+    for folder in ("cardproof", "daemon", "report"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            seen_def = False
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    seen_def = True
+                elif seen_def and isinstance(node, (ast.Import, ast.ImportFrom)):
+                    late.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            text = path.read_text()
+            late += [f"{path.relative_to(ROOT)}: {old}" for old in ("register_section(", "@parser(")
+                     if old in text]
+    assert not late, f"declare a module-level object instead (cardproof/extensions.py): {late}"

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.rules.outcome import evaluate_rules
+from cardproof.daemon.campaign.rules.outcome import evaluate_rules
 from cardproof.daemon.store import open_store
 from cardproof.report.figures import DIGITS, rule_digits, rule_kind
 from cardproof.report.i18n import Lang

@@ -19,13 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.load.fit import fit_model
-from cardproof.daemon.load.fit_server import Launched
-from cardproof.daemon.load.fit_evidence import judge, read_lines
-from cardproof.daemon.load.fit_settings import FitSettings
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.run.load.fit import fit_model
+from cardproof.daemon.run.load.fit_server import Launched
+from cardproof.daemon.logs.fit_evidence import judge, read_lines
+from cardproof.daemon.campaign.tables.fit import FitSettings
 from cardproof.daemon.memory import RecordedSource
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 from malformed_server import Answer, FakeServer
@@ -83,7 +83,7 @@ def test_cpu_only_run_says_not_on_a_card_with_the_real_buffers_and_kv_growing(ll
     outcomes = dict(conn.execute("select rule_name, outcome from rule_results where run_id = ?", [out.run_id]))
     assert outcomes == {"fits_8k": "fail", "none_fits": "pass"}
     # the run's own figures are not the fit loads': its load facts keep the router's context
-    from cardproof.daemon.rules.facts import model_values
+    from cardproof.daemon.campaign.rules.facts import model_values
     from cardproof.daemon.store import open_store as reopen
     values = model_values(reopen(db).db, out.run_id, rows[0]["model_id"], {})
     assert values["fit.max_context"] == 0.0 and values.get("ctx_size") != 8192
@@ -193,7 +193,7 @@ def test_recorded_two_card_load_does_not_fit_and_says_why(llama_server, tmp_path
     launch = _recorded_launch(RECORDED / log, llama_server.url, pid)
     if log == "oom.log":
         def launch(args, log_path, timeout_s):  # noqa: F811 -- the server gave up: it never became ready
-            from cardproof.daemon.load.fit_server import LaunchFailed
+            from cardproof.daemon.run.load.fit_server import LaunchFailed
             shutil.copyfile(RECORDED / log, log_path)
             raise LaunchFailed("exited with status 1")
     row, = fit_model(store, run_id=run_id, model="tiny-a", model_id=model_id, model_file=str(_recorded_model(tmp_path)),
@@ -357,7 +357,7 @@ def test_a_malformed_answer_to_the_one_request_is_a_failed_request(tmp_path, rec
 
 def test_own_flags_an_older_server_lacks_are_left_out(tmp_path, monkeypatch):
     """A real llama-server knows every flag the fit test passes; a build without --fit gets the rest."""
-    from cardproof.daemon.load import fit_server as fit
+    from cardproof.daemon.run.load import fit_server as fit
 
     assert fit.own_args() == list(fit.OWN_ARGS)  # the real binary here
     old = tmp_path / "llama-server"
@@ -371,8 +371,8 @@ def test_own_flags_an_older_server_lacks_are_left_out(tmp_path, monkeypatch):
 def test_a_load_in_host_memory_fits_only_within_what_the_host_had_available():
     """The host verdict from measured figures alone: the process's peak against MemAvailable before the load;
     no figure, no verdict; a load on a card gets none."""
-    from cardproof.daemon.load.fit import host_verdict
-    from cardproof.daemon.load.fit_evidence import LoadEvidence
+    from cardproof.daemon.run.load.fit import host_verdict
+    from cardproof.daemon.logs.fit_evidence import LoadEvidence
 
     cpu = LoadEvidence(buffers={"CPU": {"kv_buffer_mib": 180.0}, "CPU_Mapped": {"model_buffer_mib": 92.0}})
     ok = {"host_peak_mib": 310.0, "host_available_mib": 20000.0, "request_ok": 1}

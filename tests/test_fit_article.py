@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.load.fit import fit_model
-from cardproof.daemon.load.fit_settings import FitSettings
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.load.fit import fit_model
+from cardproof.daemon.campaign.tables.fit import FitSettings
 from cardproof.daemon.memory import RecordedSource
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 from memory_support import FIXTURES as NVML, StandIn

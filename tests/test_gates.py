@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.gates import GATES, Gate, GateConfig, GateOutcome, SampleContext, default_config, english, evaluate
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from conftest import campaign_text
@@ -69,10 +69,15 @@ def test_canary_samples_never_reach_medians(canary_run, tmp_path):
     copy = tmp_path / "copy.db"
     with sqlite3.connect(copy) as dst:  # the backup API also takes what is still in the WAL
         store.db.conn.backup(dst)
-    with sqlite3.connect(copy) as conn:
+    from cardproof.daemon.campaign.frozen import normalised_text
+
+    with sqlite3.connect(copy) as conn:  # the text and its parsed form, as if the campaign had been frozen so
         conn.execute("update campaigns set toml_text = toml_text || ? where id = (select campaign_id from runs "
                      "where id = ?)", ["\n[gates.not_on_card]\nexclude = false\n[gates.length_limit]\nexclude = false\n",
                                        run_id])
+        cid, text = conn.execute("select c.id, c.toml_text from campaigns c join runs r on r.campaign_id = c.id "
+                                 "where r.id = ?", [run_id]).fetchone()
+        conn.execute("update campaigns set campaign_json = ? where id = ?", [normalised_text(text), cid])
     other = open_store(copy)
     build(copy, tmp_path / "p", run_mkdocs=False)
     article = (tmp_path / "p" / "site" / "runs" / f"run-{run_id}.md").read_text()
@@ -190,7 +195,7 @@ def test_foreign_gpu_process_during_a_cell_fires_foreign_load(canary_run, tmp_pa
     load of this run held memory on the card during a cell."""
     import sqlite3
 
-    from cardproof.daemon.judge import judge_run
+    from cardproof.daemon.run.judge import judge_run
     from cardproof.report.gates import run_gate_config
 
     store, run_id, _ = canary_run

@@ -141,8 +141,8 @@ def test_history_cli_lists_series_and_steps_and_json(tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "95", '"5"', "nan"])
 def test_a_minimum_effect_out_of_range_is_refused_with_its_key(value):
-    from cardproof.daemon.campaign import parse_campaign
-    from cardproof.daemon.campaign_check import CampaignError
+    from cardproof.daemon.campaign.model import parse_campaign
+    from cardproof.daemon.campaign.check import CampaignError
     from history_data import CAMPAIGN
 
     text = CAMPAIGN.format(name="n", reps=3, model="m", extra=f"[report]\nmin_effect_pct = {value}\n")

@@ -1,6 +1,6 @@
 """Load (concurrent streams) and context-depth steps as cells of the history series and trend pages.
 
-Generated data on real SQLite (bench/history_steps_data.py stores rows as daemon/load/ does): a step's
+Generated data on real SQLite (bench/history_steps_data.py stores rows as daemon/run/load/ does): a step's
 true size and place must be known to check that the detection finds it.
 """
 
@@ -93,7 +93,7 @@ def test_refused_depth_and_damaged_step_rows_never_start_a_step_and_do_not_stop_
     store = open_store(path)
     db = store.db
     with db.conn:
-        # the depth of run 7 refused (as daemon/load/depth.py stores it: error samples, a reason)
+        # the depth of run 7 refused (as daemon/run/load/depth.py stores it: error samples, a reason)
         step = db.execute("select id, cell_id from load_steps where axis = 'depth' and run_id = ?", [ids[6]]).fetchone()
         db.execute("update load_steps set refused_reason = 'exceeds context' where id = ?", [step[0]])
         db.execute("update samples set error_kind = 'refused', decode_tps = null where cell_id = ?", [step[1]])

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon import llamacpp
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.llamabench import import_file
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.logs.llamabench import import_file
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from conftest import campaign_text

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.logs.importer import capture_file
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from cardproof.report.i18n import CATALOGUE

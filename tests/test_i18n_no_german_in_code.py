@@ -17,7 +17,7 @@ GERMAN = re.compile(r"[äöüÄÖÜß„]|\b\w+_(?:de|DE)\b|\bgerman\s*=|[\"']de
 #: (file, text on the line): why it may hold German
 ALLOWED = {
     # glibc's German strsignal texts: a crash line in a German-locale log must be recognised
-    ("daemon/crashes.py", "ungültiger maschinenbefehl"): "log recognition",
+    ("daemon/store/crashes.py", "ungültiger maschinenbefehl"): "log recognition",
     ("daemon/logs/parsers/crash.py", "Ungültiger Maschinenbefehl"): "log recognition",
     # a language code, not text
     ("report/charts.py", '"de": "de-DE"'): "Vega's locale per page language",

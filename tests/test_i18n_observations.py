@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cardproof.daemon.gates import GATES, SampleContext
-from cardproof.daemon.said import Said, english, said_json
+from cardproof.daemon.store.said import Said, english, said_json
 from cardproof.report.i18n import CATALOGUE, Lang, read_catalogue
 from cardproof.report.observations import say
 
@@ -132,7 +132,7 @@ def test_values_from_the_store_cannot_inject_markup_or_publish_an_address():
 def test_a_judged_run_stores_both_forms_and_a_canary_reason_combines_plan_and_observation(tmp_path):
     """The judge's canary settling on the real store: the plan's reason and the recorded line's observation."""
     from cardproof.daemon.gates import default_config
-    from cardproof.daemon.judge import judge_run
+    from cardproof.daemon.run.judge import judge_run
     from cardproof.daemon.store import open_store
 
     store = open_store(tmp_path / "s.db")

@@ -49,8 +49,8 @@ def test_no_catalogue_english_on_german_log_pages(log_pages):
 @pytest.fixture(scope="module")
 def failed_run_pages(tiny_models, tmp_path_factory) -> dict[str, str]:
     """A real router killed after the first answer: three requests lost to the same client error."""
-    from cardproof.daemon.campaign import parse_campaign
-    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.campaign.model import parse_campaign
+    from cardproof.daemon.run.runner import run_campaign
     from conftest import campaign_text, start_router
 
     root = tmp_path_factory.mktemp("failed")
@@ -102,7 +102,7 @@ def test_how_a_load_ended_is_said_in_german():
         assert text not in said and "<q>" not in said, (text, said)
         assert str(end_reason(en, text)) == text
     assert str(end_reason(de, "exited with status 137")) == "beendet mit Status 137"
-    # a known signal comes with what it usually means (daemon/crashes.py), anything else as its value
+    # a known signal comes with what it usually means (daemon/store/crashes.py), anything else as its value
     assert str(end_reason(de, "crashed: SIGSEGV")) == ("abgestürzt: `SIGSEGV` (Speicherzugriffsfehler: der Server "
                                                        "griff auf Speicher zu, der ihm nicht gehört, ein Fehler im "
                                                        "Server, einem Backend oder einem Treiber)")

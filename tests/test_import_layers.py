@@ -188,11 +188,11 @@ def test_the_layer_check_sees_late_and_type_checking_imports(tmp_path):
 #: the runner, whose phases call the participants; the service that starts runs. Every other daemon
 #: module is a library below all of them (store, backends, logs, gates ...) and imports none of them.
 RUNNER_LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("run record and context", ("run_context", "run_record", "run_loads")),
-    ("participants' steps", ("load.run", "load.fit", "probes.run", "canaries", "variants.run",
-                              "quality.run")),
-    ("participants", ("participants",)),
-    ("runner", ("runner",)),
+    ("run record and context", ("run.context", "run.record", "run.loads")),
+    ("participants' steps", ("run.load.run", "run.load.fit", "run.probes", "run.canaries", "run.variants.run",
+                              "run.quality")),
+    ("participants", ("run.participants",)),
+    ("runner", ("run.runner",)),
     ("service", ("service", "service.*")),
 ]
 
@@ -216,5 +216,89 @@ def test_daemon_module_imports_nothing_above_its_place_in_the_run(name):
 def test_the_runner_reaches_its_steps_only_through_the_participants():
     """The runner imports no step (axes, probes, canaries, fit, variants): the phases call them."""
     steps = set(RUNNER_LAYERS[1][1])
-    assert not _imports("runner", DAEMON["runner"], DAEMON, "cardproof.daemon") & steps
-    assert steps <= _imports("participants", DAEMON["participants"], DAEMON, "cardproof.daemon")
+    assert not _imports("run.runner", DAEMON["run.runner"], DAEMON, "cardproof.daemon") & steps
+    assert steps <= _imports("run.participants", DAEMON["run.participants"], DAEMON, "cardproof.daemon")
+
+
+#: daemon/ as folders, bottom first: a folder imports only from its own layer or the layers below it.
+#: The store owns the schema and every read of it; the machine is what runs beside the store (the
+#: inference server's files and binary, the host, its memory and energy); then the servers as cardproof
+#: talks to them and reads their logs; the checks made of a sample (gates, probes); the campaign, which
+#: names those checks and is read once; the run, which measures a campaign; the service, which starts runs.
+DAEMON_LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("store", ("store",)),
+    ("the machine", ("server", "host", "memory", "energy")),
+    ("servers and their logs", ("backends", "logs", "quality")),
+    ("checks", ("gates", "probes")),
+    ("campaign", ("campaign",)),
+    ("run", ("run",)),
+    ("service", ("service",)),
+]
+
+
+def _folder(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _folder_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for name, path in DAEMON.items():
+        if not name:
+            continue
+        for dep in _imports(name, path, DAEMON, "cardproof.daemon"):
+            if dep and _folder(dep) != _folder(name):
+                graph.setdefault(_folder(name), set()).add(_folder(dep))
+    return graph
+
+
+def test_every_daemon_module_sits_in_a_layer_folder():
+    """No module lies loose at the top of daemon/: its folder is its layer."""
+    loose = sorted(m for m, p in DAEMON.items() if m and "." not in m and p.name != "__init__.py")
+    assert not loose, f"move these into a layer folder of daemon/: {loose}"
+    unplaced = sorted({_folder(m) for m in DAEMON if m} - {f for _, fs in DAEMON_LAYERS for f in fs})
+    assert not unplaced, f"place these folders in DAEMON_LAYERS (tests/test_import_layers.py): {unplaced}"
+
+
+@pytest.mark.parametrize("folder", sorted({_folder(m) for m in DAEMON if m}))
+def test_daemon_folder_imports_nothing_above_its_layer(folder):
+    mine = _placed(folder, DAEMON_LAYERS)
+    assert mine is not None
+    upward = []
+    for name, path in sorted(DAEMON.items()):
+        if name and _folder(name) == folder:
+            for dep in sorted(_imports(name, path, DAEMON, "cardproof.daemon")):
+                theirs = _placed(_folder(dep), DAEMON_LAYERS) if dep else None
+                if theirs is not None and theirs > mine:
+                    upward.append(f"{name} -> {dep} ({DAEMON_LAYERS[theirs][0]})")
+    assert not upward, f"daemon/{folder}/ ({DAEMON_LAYERS[mine][0]}) imports from above its layer: {upward}"
+
+
+def test_no_folder_level_import_loop_in_daemon():
+    """Two folders that import each other are one layer in two places: the loop is the bug."""
+    graph = _folder_graph()
+    loops = []
+    for a, deps in graph.items():
+        for b in deps:
+            seen, todo = set(), [b]
+            while todo:
+                x = todo.pop()
+                for y in graph.get(x, ()):
+                    if y not in seen:
+                        seen.add(y)
+                        todo.append(y)
+            if a in seen:
+                loops.append(f"{a} <-> {b}")
+    assert not loops, f"folder-level import loops in daemon/: {sorted(loops)}"
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """A layer folder left out of pyproject.toml's packages is missing from the wheel, though an
+    editable install still finds it."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for folder, package in (("cardproof", "cardproof"), ("daemon", "cardproof.daemon"), ("report", "cardproof.report")):
+        for init in (ROOT / folder).rglob("__init__.py"):
+            found.add(".".join((package, *init.parent.relative_to(ROOT / folder).parts)))
+    assert not found - listed, f"list these packages in pyproject.toml: {sorted(found - listed)}"

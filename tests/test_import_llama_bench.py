@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon import llamacpp
-from cardproof.daemon.llamabench import LlamaBenchError, import_file, parse
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.logs.llamabench import LlamaBenchError, import_file, parse
 from cardproof.daemon.store import open_store
 from cardproof.report.build import _env
 from cardproof.report.i18n import Lang

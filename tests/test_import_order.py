@@ -66,7 +66,7 @@ def all_modules() -> list[str]:
 
 def test_the_module_list_is_the_package():
     names = all_modules()
-    assert len(names) > 150 and "cardproof.daemon.campaign_schema" in names and "cardproof.report.caveats" in names
+    assert len(names) > 150 and "cardproof.daemon.campaign.tables" in names and "cardproof.report.caveats" in names
 
 
 @pytest.mark.parametrize("seed", [18])

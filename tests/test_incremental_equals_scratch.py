@@ -179,9 +179,10 @@ def note_edited_in_place(w: World) -> None:
 
 
 def campaign_edited(w: World) -> None:
-    """The frozen campaign text edited in the store: a stricter stability limit for every run of it."""
+    """The frozen campaign edited in the store: a stricter stability limit for every run of it."""
     w.write("update campaigns set toml_text = toml_text || '[report]' || char(10) || 'unstable_ratio = 1.08' "
-            "|| char(10) where id = ?", [w.one("select id from campaigns")])
+            "|| char(10), campaign_json = json_set(campaign_json, '$.report.unstable_ratio', 1.08, "
+            "'$.unstable_ratio', 1.08) where id = ?", [w.one("select id from campaigns")])
 
 
 def sample_deleted(w: World) -> None:

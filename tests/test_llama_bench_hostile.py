@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.llamabench import LlamaBenchError, parse
+from cardproof.daemon.logs.llamabench import LlamaBenchError, parse
 
 ROW = {"n_prompt": 16, "n_gen": 0, "avg_ts": 100.0, "stddev_ts": 1.0, "samples_ts": [99.0, 101.0],
        "samples_ns": [1000, 1010], "build_commit": "abc", "model_filename": "m.gguf", "n_threads": 2}

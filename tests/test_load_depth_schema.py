@@ -10,10 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.campaign_check import MAX_NUM_CTX
-from cardproof.daemon.load.campaign import DepthSettings, LoadSettings, Slo
-from cardproof.daemon.load.slo import frozen_slo
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.campaign.check import MAX_NUM_CTX
+from cardproof.daemon.campaign.tables.depth import DepthSettings
+from cardproof.daemon.campaign.tables.load import LoadSettings, Slo
+from cardproof.daemon.campaign.slo import frozen_slo
 from conftest import campaign_text
 
 URL = "http://127.0.0.1:9"

@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.load.arrivals import poisson_schedule
-from cardproof.daemon.load.slo import frozen_slo, meets, rule_values
-from cardproof.daemon.load.stats import run_steps
-from cardproof.daemon.runner import EXIT_PARTIAL, run_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.campaign.arrivals import poisson_schedule
+from cardproof.daemon.campaign.slo import frozen_slo, meets, rule_values
+from cardproof.daemon.store.stats import run_steps
+from cardproof.daemon.run.runner import EXIT_PARTIAL, run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.i18n import Lang
 from conftest import campaign_text
@@ -148,14 +148,14 @@ def test_service_level_and_rules_read_rate_steps(rates_db):
     db, run_id, text = rates_db
     conn = sqlite3.connect(db)
     model_id = conn.execute("select model_id from load_steps where run_id = ?", [run_id]).fetchone()[0]
-    values = rule_values(conn, run_id, model_id, text)
-    # ten minutes' p90 and no exception: on a quiet machine both steps meet it (a timed-out request fails a step)
     slo = frozen_slo(text, "t")
+    values = rule_values(conn, run_id, model_id, slo)
+    # ten minutes' p90 and no exception: on a quiet machine both steps meet it (a timed-out request fails a step)
     met = [f.rate_rps for f in run_steps(conn, run_id, "rate") if meets(f, slo)[0]]
     assert values["load.max_rate_at_slo"] == max(met, default=0)
     assert "load.max_streams_at_slo" not in values  # no stream steps, no stream figure
     tight = text.replace("ttft_p90_ms = 600000", "ttft_p90_ms = 0.001")
-    assert rule_values(conn, run_id, model_id, tight)["load.max_rate_at_slo"] == 0
+    assert rule_values(conn, run_id, model_id, frozen_slo(tight, "t"))["load.max_rate_at_slo"] == 0
     rows = dict(conn.execute("select rule_name, outcome from rule_results where run_id = ?", [run_id]))
     best = max(met, default=0)
     assert rows == {"steady": "pass" if best >= 10 else "fail", "flood": "pass" if best >= 1000 else "fail"}
@@ -336,7 +336,7 @@ def test_sigterm_mid_rate_step_ends_the_run_promptly_as_interrupted_with_what_it
 
 
 def test_offered_rates_are_shown_as_written():
-    from cardproof.daemon.load.stats import rate_digits
+    from cardproof.daemon.store.stats import rate_digits
 
     assert [rate_digits(r) for r in (2.0, 0.5, 0.25, 1000.0, 0.125, 1 / 3)] == [0, 1, 2, 0, 3, 3]
     assert [rate_digits(r) for r in (None, "fast", float("nan"), True)] == [0, 0, 0, 0]

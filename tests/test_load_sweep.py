@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from cardproof.daemon import llamacpp
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.load.stats import percentile, run_steps
-from cardproof.daemon.runner import EXIT_PARTIAL, run_campaign
+from cardproof.daemon.server import llamacpp
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.store.stats import percentile, run_steps
+from cardproof.daemon.run.runner import EXIT_PARTIAL, run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 

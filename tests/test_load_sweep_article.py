@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
-from cardproof.daemon.load.slo import knee
+from cardproof.daemon.campaign.slo import knee
 from cardproof.report.axes import axes_view
 from cardproof.report.i18n import Lang
 from conftest import campaign_text
@@ -74,7 +74,7 @@ def test_service_level_names_the_largest_step_that_meets_it(axes_db):
 
 class F:
     def __init__(self, streams, tps, answer=16, queueing=0, ttft=100.0):
-        from cardproof.daemon.load.stats import Spread
+        from cardproof.daemon.store.stats import Spread
 
         self.step, self.output_tps = {"streams": streams, "queueing": queueing, "total_slots": 1, "id": streams,
                                       "cell_id": streams}, tps
@@ -128,7 +128,7 @@ def test_article_shows_load_and_context_sections_in_both_languages(axes_db, tmp_
     steps = sorted(i for (i,) in conn.execute("select id from load_steps where run_id = ?", [run_id]))
     prompt_n = statistics.median(r[0] for r in conn.execute(
         "select s.prompt_tokens from load_steps st join samples s on s.cell_id = st.cell_id where st.depth_tokens = 400"))
-    # the refusal is said in the page's language with its numbers (a Said of daemon/load/depth.py)
+    # the refusal is said in the page's language with its numbers (a Said of daemon/run/load/depth.py)
     for lang, suffix, heading, context, queueing, refused in (
             ("en", "", "## Load: concurrent streams", "## Context depth", "queueing", "refused: depth 5,000 tokens"),
             ("de", ".de", "## Last: gleichzeitige Streams", "## Kontexttiefe", "Warteschlange",
@@ -177,7 +177,7 @@ def test_pass_rules_read_the_largest_step_at_the_service_level(parallel_server, 
 
 
 def test_a_misspelt_load_rule_name_is_refused_before_the_run():
-    from cardproof.daemon.campaign import CampaignError
+    from cardproof.daemon.campaign.model import CampaignError
 
     text = campaign_text("http://127.0.0.1:9") + "\n[rules]\nr = 'load.max_stream_at_slo >= 2'\n"
     with pytest.raises(CampaignError) as err:

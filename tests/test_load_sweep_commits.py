@@ -14,8 +14,8 @@ import sqlite3
 import subprocess
 import sys
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 

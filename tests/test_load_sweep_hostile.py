@@ -12,8 +12,8 @@ import sqlite3
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 from test_load_sweep import parallel_server  # noqa: F401 -- the shared --parallel 4 server fixture

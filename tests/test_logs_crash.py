@@ -23,14 +23,15 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon import crashes, llamacpp
+from cardproof.daemon.store import crashes
+from cardproof.daemon.server import llamacpp
 from cardproof.daemon.backends.llamaserver import LlamaServerBackend
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.logs import import_path, load_summaries
 from cardproof.daemon.logs.lines import clean
 from cardproof.daemon.logs.parsers import parse_line
 from cardproof.daemon.memory.procinfo import children
-from cardproof.daemon.runner import router_child_pid, run_campaign
+from cardproof.daemon.run.runner import router_child_pid, run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.i18n import CATALOGUE, Lang
 from cardproof.report.observations import end_reason

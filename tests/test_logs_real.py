@@ -13,7 +13,7 @@ import re
 import httpx
 import pytest
 
-from cardproof.daemon import llamacpp
+from cardproof.daemon.server import llamacpp
 from cardproof.daemon.logs import capture_file, load_summaries
 from cardproof.daemon.store import open_store
 from logs_helpers import interleave_requests, start_router2

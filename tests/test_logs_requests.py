@@ -8,9 +8,9 @@ responses and log lines in the llama-server format its runner writes.
 
 from __future__ import annotations
 
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.logs.requests import Task, load_tasks, match_task, tasks_in
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 from recorded_servers import RecordedOllama

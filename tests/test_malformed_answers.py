@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from malformed_server import (GOOD_TIMINGS, GOOD_USAGE, Answer, FakeServer, campaign, llama_stream, openai_stream,
                               sse, whole)

@@ -1,6 +1,6 @@
 """The server process's measured memory follows the quantisation ladder: a real model, a real router.
 
-SmolLM2-135M-Instruct's shipped Q4_1 and the F16 made from it (daemon/realmodel.py), served by one
+SmolLM2-135M-Instruct's shipped Q4_1 and the F16 made from it (daemon/server/realmodel.py), served by one
 router-mode llama-server, one short cell each. There is no card here: what the memory section states
 for each load is its router child as psutil reads it during the cell. The order and the size of the
 difference are asserted from those stored readings, never from the file sizes, which only bound it.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from cardproof.daemon import llamacpp, realmodel
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.server import llamacpp, realmodel
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.memory import memory_view
 

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.llamabench import import_file
-from cardproof.daemon.merge import MergeError, merge_database
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.logs.llamabench import import_file
+from cardproof.daemon.store.merge import MergeError, merge_database
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text, unload_all
 from recorded_servers import RecordedOllama
@@ -173,7 +173,7 @@ def test_merge_errors_name_the_file(tmp_path, two_dbs):
 def test_merge_source_path_with_uri_characters(tmp_path, dirname):
     """A database under a folder whose name holds URI characters (``#``, ``?``, ``%``) is opened as that
     file, read-only: a plain ``file:{path}`` URI cut the path at ``#``/``?`` or decoded ``%41``."""
-    from cardproof.daemon.merge import open_source
+    from cardproof.daemon.store.merge import open_source
 
     folder = tmp_path / dirname
     folder.mkdir()

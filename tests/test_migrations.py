@@ -1,7 +1,7 @@
 """The store's migrations: the order a new database applies them and the schema they end in, pinned.
 
 The expected schema is checked in (tests/fixtures/store_schema.sql). After a
-deliberate schema change -- a new migration at the end of daemon/migrations.py --
+deliberate schema change -- a new migration at the end of daemon/store/migrations.py --
 write it again with ``python tests/test_migrations.py > tests/fixtures/store_schema.sql``.
 """
 
@@ -45,6 +45,7 @@ APPLIED_ORDER = [
     "m028_run_host",
     "m029_host_memory_energy",
     "m030_quality_checks",
+    "m031_frozen_campaign",
 ]
 
 
@@ -83,9 +84,11 @@ def test_a_new_database_has_the_pinned_schema(tmp_path):
 
 
 def test_the_migrations_are_defined_in_the_order_they_run():
-    """daemon/migrations.py reads top to bottom as a new file's history."""
-    from cardproof.daemon import migrations as module
+    """daemon/store/migrations.py reads top to bottom as a new file's history."""
+    import importlib
 
+    # importlib, not ``from ... import migrations``: the store package's ``migrations`` is the Migrations object
+    module = importlib.import_module("cardproof.daemon.store.migrations")
     text = Path(module.__file__).read_text()
     defined = [line.split('"')[1] for line in text.splitlines() if line.startswith("@migrations(name=")]
     assert defined == APPLIED_ORDER
@@ -100,7 +103,7 @@ def test_an_older_database_catches_up_to_the_same_schema(tmp_path, stop_before):
     """A file last opened by an older cardproof gets the rest, in order, and ends where a new one starts."""
     import sqlite_utils
 
-    from cardproof.daemon.migrations import migrations
+    from cardproof.daemon.store.migrations import migrations
     from cardproof.daemon.store import open_store
 
     old = tmp_path / "old.db"
@@ -129,7 +132,7 @@ if __name__ == "__main__":  # write the expected schema from a new database
 def test_every_table_is_followed_by_the_change_record(tmp_path):
     """A table a later migration adds without ``follow_rows`` would have writes no build sees: every
     table but the record itself carries the three triggers, and each kind of write moves its bucket."""
-    from cardproof.daemon.migrations import UNFOLLOWED, salted_tables
+    from cardproof.daemon.store.migrations import UNFOLLOWED, salted_tables
     from cardproof.daemon.store import open_store
 
     store = open_store(tmp_path / "new.db")

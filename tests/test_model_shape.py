@@ -1,4 +1,4 @@
-"""A model's shape from its GGUF header (daemon/modelfile.py gguf_header), stored with it (m023).
+"""A model's shape from its GGUF header (daemon/server/modelfile.py gguf_header), stored with it (m023).
 
 Real parts: GGUF files written by the gguf package's own writer (the format llama.cpp's converters write),
 a dense one and a mixture of experts with routed and shared expert tensors, read back by cardproof's
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cardproof.daemon import modelfile
+from cardproof.daemon.server import modelfile
 from cardproof.daemon.store import open_store
 
 
@@ -98,7 +98,7 @@ def _gguf_split(src, stem, tmp_path):
     """Cut ``src`` with llama.cpp's own ``llama-gguf-split`` (one tensor a part), as big models ship."""
     import subprocess
 
-    from cardproof.daemon import llamacpp
+    from cardproof.daemon.server import llamacpp
 
     tool = llamacpp.find_binary("llama-gguf-split")
     out = subprocess.run([str(tool), "--split", "--split-max-tensors", "1", str(src), str(tmp_path / stem)],
@@ -135,7 +135,7 @@ def test_a_single_servers_model_is_described_from_the_file_its_props_name(tiny_m
     """A real single-model llama-server names its file in ``/props`` (``model_path``): the models row gets the
     file's size, digest and GGUF shape from it, as a router's listed ``--model`` gives them (the findings
     group models by that shape). A router describes no model this way: it lists each model's file itself."""
-    from cardproof.daemon import llamacpp
+    from cardproof.daemon.server import llamacpp
     from cardproof.daemon.backends.llamaserver import LlamaServerBackend
 
     path = tiny_models["tiny-a"]

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cardproof.daemon import validate
-from cardproof.daemon.run_loads import free_router
+from cardproof.daemon.campaign import validate
+from cardproof.daemon.run.loads import free_router
 from cardproof.daemon.store import json_value
 from cardproof.report.cell_kinds import KINDS, ORDER, SQL_KINDS, STEP_KINDS, kind_of
 
@@ -122,4 +122,4 @@ def test_one_copy_of_each_shared_piece():
                 defined.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
     assert not {n: defined[n] for n in ("_free_router", "_free", "_step_axis_value") if n in defined}
     assert [p for p in defined.get("_json", []) if p.startswith("report/")] == []
-    assert defined["free_router"] == ["daemon/run_loads.py"] and defined["json_value"] == ["daemon/store.py"]
+    assert defined["free_router"] == ["daemon/run/loads.py"] and defined["json_value"] == ["daemon/store/__init__.py"]

@@ -64,9 +64,9 @@ def test_scenario_pins_what_cardproof_sends(tmp_path, profile, streams):
 
 def test_guidellm_reads_cardproofs_own_prompts_from_a_file(tmp_path):
     """Both tools time the same work: GuideLLM's data is a JSON-lines file of cardproof's prompts
-    (daemon/prompts.py, a fresh nonce each) with the answer length as each row's output count, the
+    (daemon/server/prompts.py, a fresh nonce each) with the answer length as each row's output count, the
     column names GuideLLM's column mapper reads (``prompt``, ``output_tokens_count``)."""
-    from cardproof.daemon.prompts import build_prompt
+    from cardproof.daemon.server.prompts import build_prompt
 
     path = peer_guidellm.prompts_file(tmp_path / "p.jsonl", 6, 128, 512)
     rows = [json.loads(line) for line in path.read_text().splitlines()]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import httpx
 
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.memory import RecordedSource
 from cardproof.daemon.memory.budget import required_for_model
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text, unload_all
 

@@ -13,9 +13,9 @@ import pytest
 
 from cardproof.daemon.backends.base import BackendError
 from cardproof.daemon.backends.http import make_client, request_json
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.redact import public_url, redact_campaign_text, redact_secrets, strip_userinfo
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.store.redact import public_url, redact_campaign_text, redact_secrets, strip_userinfo
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import write_articles
 from cardproof.report.evidence import run_evidence

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cardproof.daemon.probes import VERDICTS
-from cardproof.daemon.rules import MISSING, RuleError, arms, evaluate, lang, names, parse, validate_rule
-from cardproof.daemon.rules.outcome import judge_rule
+from cardproof.daemon.campaign.rules import MISSING, RuleError, arms, evaluate, lang, names, parse, validate_rule
+from cardproof.daemon.campaign.rules.outcome import judge_rule
 
 PROBES = ("tools", "thinking", "reasoning", "coding", "vision")
 CLASSES = ("short", "medium", "long")

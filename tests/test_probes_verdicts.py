@@ -248,8 +248,8 @@ def test_a_probe_that_grades_the_same_model_two_ways_is_unstable(tmp_path):
     """The seeds' thinking probe: PASS once, FAIL once on identical input -> no verdict on the model."""
     from types import SimpleNamespace
 
-    from cardproof.daemon.campaign import ProbeSettings
-    from cardproof.daemon.probes.run import run_model_probes
+    from cardproof.daemon.campaign.model import ProbeSettings
+    from cardproof.daemon.run.probes import run_model_probes
 
     store, run_id, model_id = _run_rows(tmp_path)
 
@@ -269,10 +269,10 @@ def test_a_probe_that_grades_the_same_model_two_ways_is_unstable(tmp_path):
 def test_a_probe_bug_is_an_error_with_its_traceback_not_a_lost_run(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from cardproof.daemon.campaign import ProbeSettings
+    from cardproof.daemon.campaign.model import ProbeSettings
     from cardproof.daemon.probes import PROBES
     from cardproof.daemon.probes.base import Probe
-    from cardproof.daemon.probes.run import run_model_probes
+    from cardproof.daemon.run.probes import run_model_probes
 
     store, run_id, model_id = _run_rows(tmp_path)
 

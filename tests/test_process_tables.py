@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cardproof.daemon import liveness
+from cardproof.daemon.store import liveness
 from cardproof.daemon.memory.procinfo import children, listening_pids, pids_with_arg, server_pids
 
 

@@ -1,4 +1,4 @@
-from cardproof.daemon.prompts import PROMPT_CLASSES, build_prompt, new_nonce
+from cardproof.daemon.server.prompts import PROMPT_CLASSES, build_prompt, new_nonce
 
 
 def test_prompts_open_with_nonce_and_scale():

@@ -257,14 +257,14 @@ def test_an_update_that_fails_while_writing_leaves_the_last_copy_whole(store, tm
 
 
 def test_with_the_stores_change_counts_only_new_rows_and_moved_buckets_are_compared(store, tmp_path, monkeypatch):
-    """The store's triggers (daemon/migrations.py follow_rows) record changed, deleted and replaced rows
+    """The store's triggers (daemon/store/migrations.py follow_rows) record changed, deleted and replaced rows
     per bucket of rowids: an update compares the rows above each table's last highest id and the buckets
     whose record moved, and still gives the copy a whole build gives. A store without them compares
     every row. A row replaced with ``insert or replace`` by a writer without recursive triggers is
     recorded too, and so is an edit made after restoring a backup that reaches the same count."""
     import sqlite_utils
 
-    from cardproof.daemon.migrations import ROW_CHANGE_BITS, m022_row_changes, m025_row_salts
+    from cardproof.daemon.store.migrations import ROW_CHANGE_BITS, m022_row_changes, m025_row_salts
 
     path, conn = store
     asked: list = []

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from cardproof.daemon import llamacpp, realmodel
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.modelfile import describe
+from cardproof.daemon.server import llamacpp, realmodel
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.server.modelfile import describe
 from cardproof.daemon.quality.parse import parse_output
-from cardproof.daemon.quality.run import measure
-from cardproof.daemon.quality.settings import QualitySettings, perplexity_args
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.quality import measure
+from cardproof.daemon.campaign.tables.quality import QualitySettings, perplexity_args
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
-from cardproof.daemon.tinymodels import TINY_MODELS, write_model
+from cardproof.daemon.server.tinymodels import TINY_MODELS, write_model
 from memory_support import make_run
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cardproof.daemon.quality.run import measure
-from cardproof.daemon.quality.settings import QualitySettings
+from cardproof.daemon.run.quality import measure
+from cardproof.daemon.campaign.tables.quality import QualitySettings
 from cardproof.daemon.store import open_store
 from cardproof.report import build as build_mod
 from cardproof.report.build import build

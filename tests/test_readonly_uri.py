@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cardproof.daemon.storefile import connect_readonly
+from cardproof.daemon.store.file import connect_readonly
 
 ROOT = Path(__file__).resolve().parent.parent
 

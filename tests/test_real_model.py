@@ -23,10 +23,10 @@ import zipfile
 import httpx
 import pytest
 
-from cardproof.daemon import llamacpp, realmodel
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.prompts import build_prompt
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.server import llamacpp, realmodel
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.server.prompts import build_prompt
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 
 LADDER = tuple(realmodel.LADDER)  # q4_1 (shipped), q8_0, f16
@@ -135,8 +135,8 @@ def test_fetch_checks_the_digest_and_refetches_a_damaged_file(tmp_path, monkeypa
     monkeypatch.setattr(realmodel, "_pip_download", fake_pip)
     got = realmodel.fetch(spec, dest=tmp_path)
     assert got.read_bytes() == payload and len(calls) == 1
-    # where the file came from, for a run's setup (daemon/runsetup.py reads the sidecar)
-    from cardproof.daemon.runsetup import model_origin
+    # where the file came from, for a run's setup (daemon/host/setup.py reads the sidecar)
+    from cardproof.daemon.host.setup import model_origin
 
     assert model_origin(str(got)) == {"source": "PyPI wheel stand-in==1.0, member pkg/model.Q4_1.gguf",
                                       "package": "stand-in", "version": "1.0", "member": "pkg/model.Q4_1.gguf",

@@ -279,7 +279,7 @@ def test_new_rows_for_an_old_run_are_noticed_with_the_table_shortcut(gen, tmp_pa
     write_articles(gen.path, project)
     assert sorted(set(counted_views)) == [1, 3]
     store = open_store(gen.path)
-    with store.db.conn:  # as daemon/judge.py judges a run again: its gate rows deleted and written anew
+    with store.db.conn:  # as daemon/run/judge.py judges a run again: its gate rows deleted and written anew
         rows = store.db.execute("select sample_id, gate, 1, observed, observed_text, threshold from gate_results "
                                 "where sample_id in (select id from samples where run_id = 2)").fetchall()
         store.db.execute("delete from gate_results where sample_id in (select id from samples where run_id = 2)")
@@ -288,7 +288,7 @@ def test_new_rows_for_an_old_run_are_noticed_with_the_table_shortcut(gen, tmp_pa
     store.close()
     counted_views.clear()
     write_articles(gen.path, project)
-    # the deletions are counted by the store's triggers in buckets of 4,096 ids (daemon/migrations.py
+    # the deletions are counted by the store's triggers in buckets of 4,096 ids (daemon/store/migrations.py
     # m022); in this small store every run's gate rows share one, so every run is read again with run 2
     assert sorted(counted_views) == [1, 2, 3]
 

@@ -177,7 +177,7 @@ def test_a_correction_that_keeps_the_files_size_and_time_is_built(gen, tmp_path,
 
 def test_a_run_stored_as_running_is_looked_at_by_every_build(gen, tmp_path, opened):
     """Whether a run stored as running still runs is its process's and the clock's to say
-    (daemon/liveness.py), which no record of the store follows: the gate never holds while there is one."""
+    (daemon/store/liveness.py), which no record of the store follows: the gate never holds while there is one."""
     from cardproof.daemon.store import open_store
 
     gen.add(2)

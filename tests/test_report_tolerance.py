@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
+from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.logs.access import parse_access
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.i18n import Lang
 from conftest import campaign_text
@@ -224,7 +224,7 @@ def test_the_damage_memo_scans_new_rows_and_a_changed_table_whole():
 
 
 def test_with_the_stores_change_counts_an_old_row_edited_by_hand_is_found():
-    """Where the store counts changed rows per bucket of rowids (daemon/migrations.py m022), the memo
+    """Where the store counts changed rows per bucket of rowids (daemon/store/migrations.py m022), the memo
     keeps that count below its last bucket: new rows (and a new run's rows updated during its capture)
     are scanned from the last bucket on, and an old row edited in place is found by a whole scan (the
     row-count memo does not see such an edit)."""
@@ -232,7 +232,7 @@ def test_with_the_stores_change_counts_an_old_row_edited_by_hand_is_found():
 
     import sqlite_utils
 
-    from cardproof.daemon.migrations import ROW_CHANGE_BITS, m022_row_changes
+    from cardproof.daemon.store.migrations import ROW_CHANGE_BITS, m022_row_changes
     from cardproof.report import tolerance
     from cardproof.report.tolerance import find_damage
 

@@ -12,7 +12,7 @@ import socket
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon import llamacpp
+from cardproof.daemon.server import llamacpp
 from cardproof.daemon.store import open_store
 from conftest import campaign_text
 

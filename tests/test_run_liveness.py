@@ -21,9 +21,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon import liveness
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import register_campaign
+from cardproof.daemon.store import liveness
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import register_campaign
 from cardproof.daemon.service.config import parse_config
 from cardproof.daemon.service.main import Daemon
 from cardproof.daemon.store import open_store, utcnow
@@ -36,7 +36,7 @@ DEFAULTS = {"default_db": Path("/tmp/x.db"), "default_data_dir": Path("/tmp/x")}
 # two samples, then sleeps until it is killed.
 CHILD = """
 import sys, time
-from cardproof.daemon import liveness
+from cardproof.daemon.store import liveness
 from cardproof.daemon.store import open_store, utcnow
 store = open_store(sys.argv[1])
 with liveness.RunLock(store.path) as lock:
@@ -243,8 +243,8 @@ def test_a_database_reached_through_a_symlink_finds_the_same_lock(tmp_path):
 
 def test_a_failing_reconcile_never_stops_the_next_run(tmp_path, monkeypatch):
     """Fault injected into the check itself: the new run still runs and writes its own status."""
-    from cardproof.daemon.llamacpp import free_port
-    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.server.llamacpp import free_port
+    from cardproof.daemon.run.runner import run_campaign
 
     def broken(*a, **k):
         raise RuntimeError("injected")

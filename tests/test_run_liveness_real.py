@@ -140,8 +140,8 @@ def test_sigkilled_runs_never_look_finished(llama_server, tmp_path):
 
 def test_a_live_run_reads_running_with_the_coverage_stored_so_far(llama_server, tmp_path):
     """Another connection, mid-run, sees the runner's lock held and the samples stored so far."""
-    from cardproof.daemon.campaign import parse_campaign
-    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.campaign.model import parse_campaign
+    from cardproof.daemon.run.runner import run_campaign
     from cardproof.daemon.store import open_store
     from cardproof.report.queries import runs as q_runs
 

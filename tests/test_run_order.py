@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.order import interleave
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.campaign.order import interleave
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from conftest import campaign_text, start_router

@@ -22,7 +22,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon import run_record  # the final log capture, after the measurements
+from cardproof.daemon.run import record as run_record  # the final log capture, after the measurements
 from conftest import campaign_text
 
 RULE = 'fits = "decode.short >= 0"'

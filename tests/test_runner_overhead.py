@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 
 from conftest import campaign_text
@@ -108,7 +108,7 @@ def _sample_row(run_id: int) -> dict:
 
 def test_sample_insert_stores_the_row_store_insert_stores(tmp_path):
     """The prepared INSERT of a sample writes exactly what ``Store.insert`` (sqlite-utils) writes."""
-    from cardproof.daemon.sampling import insert_sample
+    from cardproof.daemon.run.sampling import insert_sample
 
     store = open_store(tmp_path / "s.db")
     run = store.insert("runs", {"status": "running"})
@@ -124,7 +124,7 @@ def test_sample_insert_stores_the_row_store_insert_stores(tmp_path):
 
 
 def test_sample_insert_failure_names_the_file_and_keeps_earlier_rows(tmp_path):
-    from cardproof.daemon.sampling import insert_sample
+    from cardproof.daemon.run.sampling import insert_sample
     from cardproof.daemon.store import StoreError
 
     store = open_store(tmp_path / "s.db")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from conftest import campaign_text, unload_all
 

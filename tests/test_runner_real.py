@@ -9,9 +9,9 @@ import httpx
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import EXIT_FAILED, EXIT_PARTIAL, run_campaign
-from cardproof.daemon.logtimings import print_timings
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import EXIT_FAILED, EXIT_PARTIAL, run_campaign
+from cardproof.daemon.logs.timings import print_timings
 from cardproof.daemon.store import open_store
 from conftest import campaign_text, unload_all, wait_states
 
@@ -117,7 +117,7 @@ def test_server_killed_mid_cell_gives_exceptions_and_run_goes_on(fresh_server, t
 
 
 def test_unreachable_server_fails_the_run_with_reason(tmp_path):
-    from cardproof.daemon.llamacpp import free_port
+    from cardproof.daemon.server.llamacpp import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     camp = tmp_path / "u.toml"

@@ -23,8 +23,8 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from conftest import campaign_text

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from cardproof.report.build import build
 from cardproof.report.site import ReportError, mkdocs_build

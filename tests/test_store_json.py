@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from cardproof.daemon.backends import make_backend
-from cardproof.daemon.campaign import ProbeSettings
-from cardproof.daemon.probes.run import run_model_probes
+from cardproof.daemon.campaign.model import ProbeSettings
+from cardproof.daemon.run.probes import run_model_probes
 from cardproof.daemon.store import dumps, json_text, open_store
 from cardproof.report.probes import probe_summaries
 from cardproof.report.tolerance import find_damage
@@ -104,8 +104,8 @@ def test_a_fit_checks_buffers_from_a_log_number_past_float_range_are_stored_as_s
     give no fact for such a number; and an infinite figure that reaches the fit check all the same is
     stored as standard JSON: every JSON column the fit check, the variants and the log import write
     goes through ``store.json_text``."""
-    from cardproof.daemon.load import fit
-    from cardproof.daemon.load.fit_evidence import judge, read_lines
+    from cardproof.daemon.run.load import fit
+    from cardproof.daemon.logs.fit_evidence import judge, read_lines
 
     ev = read_lines([(1, "load_tensors: offloaded 33/33 layers to GPU"),
                      (2, "load_tensors:        CUDA0 model buffer size =  1000.00 MiB"),

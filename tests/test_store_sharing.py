@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from cardproof.cli import cli
 from cardproof.daemon.store import StoreError, migrations, open_store
-from cardproof.daemon.storefile import version_number
+from cardproof.daemon.store.file import version_number
 
 # each child opens the store at the same moment, then writes one row of its own
 CHILD = """

@@ -14,8 +14,9 @@ import random
 
 import pytest
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.campaign_check import CampaignError
+from cardproof.daemon.campaign.frozen import normalised_text
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.campaign.check import CampaignError
 from cardproof.daemon.store import open_store
 from cardproof.report import findings, queries
 from cardproof.report.stats import spread
@@ -73,11 +74,12 @@ def test_unstable_interval_pct_is_validated(value):
 
 def test_report_limits_read_the_frozen_campaign():
     text = _text("http://127.0.0.1:1", "\n[report]\nunstable_interval_pct = 12.5\n")
-    assert findings.report_limits(text) == {"unstable_ratio": 1.5, "unstable_interval_pct": 12.5,
-                                              "min_effect_pct": 5.0}
-    assert findings.report_limits(_text("http://127.0.0.1:1"))["unstable_interval_pct"] is None
-    # a damaged frozen text builds with the defaults
-    assert findings.report_limits("[report\n") == {"unstable_ratio": 1.5, "unstable_interval_pct": None}
+    assert findings.report_limits(normalised_text(text)) == {"unstable_ratio": 1.5, "unstable_interval_pct": 12.5,
+                                                             "min_effect_pct": 5.0}
+    assert findings.report_limits(normalised_text(_text("http://127.0.0.1:1")))["unstable_interval_pct"] is None
+    # a campaign unreadable when frozen (NULL), or a damaged row, builds with the defaults
+    for damaged in (None, "[report\n", '{"report": {"unstable_ratio": "x"}}'):
+        assert findings.report_limits(damaged) == {"unstable_ratio": 1.5, "unstable_interval_pct": None}
 
 
 def _with_interval(canary_run_db, tmp_path, rates, pct="10"):  # noqa: F811
@@ -87,8 +89,8 @@ def _with_interval(canary_run_db, tmp_path, rates, pct="10"):  # noqa: F811
     # the frozen text ends with [report] unstable_ratio = 2.0's table further up; a key of its own goes there
     text = store.db.execute("select toml_text from campaigns").fetchone()[0]
     assert "[report]\nunstable_ratio = 2.0\n" in text
-    store.db.execute("update campaigns set toml_text = ?", [text.replace(
-        "[report]\nunstable_ratio = 2.0\n", f"[report]\nunstable_ratio = 2.0\nunstable_interval_pct = {pct}\n")])
+    text = text.replace("[report]\nunstable_ratio = 2.0\n", f"[report]\nunstable_ratio = 2.0\nunstable_interval_pct = {pct}\n")
+    store.db.execute("update campaigns set toml_text = ?, campaign_json = ?", [text, normalised_text(text)])
     store.db.conn.commit()
     store.close()
     return db_path

@@ -1,4 +1,4 @@
-"""One validation layer (pydantic models declared with the checks of daemon/validate.py).
+"""One validation layer (pydantic models declared with the checks of daemon/campaign/validate.py).
 
 The campaign and the daemon config are read by models with ``extra="forbid"``;
 these tests check the layer itself: nothing is coerced (a string is not a
@@ -46,10 +46,10 @@ def test_config_sections_are_typed_and_read_only():
 
 
 # -- the campaign: tables registered in one place -----------------------------------------------------
-from cardproof.daemon import campaign_schema  # noqa: E402
-from cardproof.daemon.campaign import CampaignError, parse_campaign  # noqa: E402
-from cardproof.daemon.schema import Section  # noqa: E402
-from cardproof.daemon.validate import Int  # noqa: E402
+from cardproof.daemon.campaign import tables as campaign_schema  # noqa: E402
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign  # noqa: E402
+from cardproof.daemon.campaign.schema import Section, Table  # noqa: E402
+from cardproof.daemon.campaign.validate import Int  # noqa: E402
 
 BASE = '[server]\nurl = "http://127.0.0.1:9"\n[[models]]\nname = "a"\n'
 
@@ -71,7 +71,7 @@ def test_a_table_is_refused_until_registered_then_read_as_its_model(sections):
     with pytest.raises(CampaignError) as err:
         parse_campaign(BASE + "[soak]\nminutes = 9\n", "c.toml")
     assert err.value.key == "soak" and "unknown key" in str(err.value)
-    sections.register_section("soak", _Soak, _Soak())
+    sections.add_table(Table("soak", _Soak, _Soak()))  # as a module of campaign/tables/ declaring it
     assert parse_campaign(BASE + "[soak]\nminutes = 9\n", "c.toml").sections["soak"] == _Soak(minutes=9)
     assert parse_campaign(BASE, "c.toml").sections["soak"] == _Soak()
     for text, key in (("[soak]\nminutes = 61\n", "soak.minutes"), ("[soak]\nhours = 1\n", "soak.hours"),
@@ -83,10 +83,10 @@ def test_a_table_is_refused_until_registered_then_read_as_its_model(sections):
 
 def test_a_built_in_table_cannot_be_registered_again(sections):
     with pytest.raises(ValueError, match="built-in"):
-        sections.register_section("server", _Soak)
+        sections.add_table(Table("server", _Soak))
     for name in ("model_config", "copy", "soak-test"):  # pydantic's own names; not a field name
         with pytest.raises(ValueError, match="cannot be a campaign table name"):
-            sections.register_section(name, _Soak)
+            sections.add_table(Table(name, _Soak))
 
 
 @pytest.mark.parametrize("text,key,fragment", [

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
-from cardproof.daemon.campaign import CampaignError, parse_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 from cardproof.daemon.service import queue
 from cardproof.daemon.service.config import parse_config
 from cardproof.daemon.service.progress import Progress
@@ -182,8 +182,8 @@ def test_the_daemon_worker_refuses_a_queued_campaign_off_the_allow_list(tmp_path
 def test_a_variant_server_that_refuses_cardproofs_requests_ends_in_recorded_failures(tiny_models, tmp_path):
     """The allow-list keeps --api-key out; were a variant's server to refuse anyway (or die under the first
     request), its samples are stored as failed and the run completes, never left 'running' by a traceback."""
-    from cardproof.daemon import llamacpp
-    from cardproof.daemon.runner import EXIT_PARTIAL, run_campaign
+    from cardproof.daemon.server import llamacpp
+    from cardproof.daemon.run.runner import EXIT_PARTIAL, run_campaign
     from conftest import campaign_text
 
     server = llamacpp.LlamaServerProcess(["-m", str(tiny_models["tiny-b"]), "-c", "2048", "--parallel", "1"],

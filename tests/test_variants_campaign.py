@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.variants.run import planned_samples
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.run.variants.run import planned_samples
 
 
 def campaign(variants: str, *, backend: str = "llama-server", rules: str = "", classes='["short", "long"]') -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from cardproof.daemon.logs.lines import clean
 from cardproof.daemon.logs.parsers import parse_line
-from cardproof.daemon.variants.args import help_groups, merged, ollama_options, pairs, preset_lines
-from cardproof.daemon.variants.evidence import check_variant
+from cardproof.daemon.campaign.variant_args import help_groups, merged, ollama_options, pairs, preset_lines
+from cardproof.daemon.campaign.variant_evidence import check_variant
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 RECORDED = (LOGS / "variant-settings.log").read_text().splitlines()
@@ -190,7 +190,7 @@ def test_a_draft_models_own_context_is_not_the_variants():
 
 
 def test_every_note_of_a_check_has_german():
-    from cardproof.daemon.variants.evidence import NOTES
+    from cardproof.daemon.campaign.variant_evidence import NOTES
     from cardproof.report.i18n import CATALOGUE
 
     assert NOTES and all(n in CATALOGUE for n in NOTES)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 from recorded_servers import RecordedOllama
 

@@ -10,9 +10,9 @@ import sqlite3
 
 import pytest
 
-from cardproof.daemon import llamacpp, realmodel
-from cardproof.daemon.campaign import parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.server import llamacpp, realmodel
+from cardproof.daemon.campaign.model import parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
 
 CAMPAIGN = """

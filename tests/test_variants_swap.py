@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cardproof.daemon.campaign import CampaignError, parse_campaign
-from cardproof.daemon.runner import run_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
-from cardproof.daemon.variants.swap import generated_config, variant_entry
+from cardproof.daemon.run.variants.swap import generated_config, variant_entry
 from recorded_servers import RecordedLlamaSwap
 
 USER_CONFIG = {

@@ -107,7 +107,7 @@ def queue_group() -> None:
               help="Wait for quiet cards first (default: the daemon config's [quiet] enabled).")
 def queue_add(campaign: Path, config_path: Path | None, db: Path | None, quiet: bool | None) -> None:
     """Validate CAMPAIGN and queue it; the running daemon picks it up."""
-    from cardproof.daemon.campaign import CampaignError, load_campaign
+    from cardproof.daemon.campaign.model import CampaignError, load_campaign
     from cardproof.daemon.service.queue import enqueue
 
     try:

@@ -25,7 +25,7 @@ def import_llama_bench(file: Path, db: Path | None) -> None:
     of their own, not mixed with server counters. Importing the same
     file again changes nothing.
     """
-    from cardproof.daemon.llamabench import LlamaBenchError, read_file, store_file
+    from cardproof.daemon.logs.llamabench import LlamaBenchError, read_file, store_file
     from cardproof.daemon.store import StoreError
 
     try:

@@ -22,7 +22,7 @@ def merge_cmd(other: Path, db: Path | None, as_json: bool) -> None:
     is reported as a conflict and left as it is here. OTHER is only read.
     Exit code 3 when conflicts were found.
     """
-    from cardproof.daemon.merge import MergeError, merge_database
+    from cardproof.daemon.store.merge import MergeError, merge_database
     from cardproof.daemon.store import StoreError
 
     store = open_db(db)

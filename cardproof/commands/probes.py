@@ -50,10 +50,10 @@ def rules_check(expression: str, campaign_path: Path | None) -> None:
     Checking never evaluates against a run: a pass counts only by a rule
     frozen in a campaign before its run.
     """
-    from cardproof.daemon.campaign import CampaignError, load_campaign
+    from cardproof.daemon.campaign.model import CampaignError, load_campaign
     from cardproof.daemon.probes import PROBES, VERDICTS
-    from cardproof.daemon.prompts import PROMPT_CLASSES
-    from cardproof.daemon.rules import RuleError, arms, names, validate_rule
+    from cardproof.daemon.server.prompts import PROMPT_CLASSES
+    from cardproof.daemon.campaign.rules import RuleError, arms, names, validate_rule
 
     probes, classes = tuple(PROBES), tuple(PROMPT_CLASSES)
     if campaign_path:

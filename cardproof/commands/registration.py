@@ -18,8 +18,8 @@ def register_cmd(campaign: Path, db: Path | None) -> None:
     Exit codes: 0 registered (or already registered: the first time is kept),
     2 invalid campaign, 1 database error.
     """
-    from cardproof.daemon.campaign import CampaignError, load_campaign
-    from cardproof.daemon.registration import register as freeze
+    from cardproof.daemon.campaign.model import CampaignError, load_campaign
+    from cardproof.daemon.campaign.registration import register as freeze
     from cardproof.daemon.store import StoreError, open_store
     from cardproof.paths import resolve_db
 

@@ -23,10 +23,10 @@ def rerun_cmd(run_id: int, db: Path | None, print_only: bool) -> None:
     error says so (start it as the run article's Setup section shows). Exit codes: those of
     ``cardproof run``; 1 also for no such run, a frozen text that fails its hash, or no server.
     """
-    from cardproof.daemon.campaign import CampaignError
-    from cardproof.daemon.registration import check_before_run, link_run
-    from cardproof.daemon.rerun import RerunError, campaign_of, check_server, frozen_campaign
-    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.campaign.model import CampaignError
+    from cardproof.daemon.campaign.registration import check_before_run, link_run
+    from cardproof.daemon.campaign.rerun import RerunError, campaign_of, check_server, frozen_campaign
+    from cardproof.daemon.run.runner import run_campaign
     from cardproof.daemon.store import StoreError
     from cardproof.paths import resolve_db
 

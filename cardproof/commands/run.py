@@ -26,8 +26,8 @@ def run(campaign: Path, db: Path | None, via_daemon: bool, config_path: Path | N
     1 failed (server unreachable), 2 invalid campaign, 130 interrupted.
     With --via-daemon: 0 once queued.
     """
-    from cardproof.daemon.campaign import CampaignError, load_campaign
-    from cardproof.daemon.runner import run_campaign
+    from cardproof.daemon.campaign.model import CampaignError, load_campaign
+    from cardproof.daemon.run.runner import run_campaign
     from cardproof.daemon.store import StoreError, open_store
 
     try:
@@ -45,7 +45,7 @@ def run(campaign: Path, db: Path | None, via_daemon: bool, config_path: Path | N
             fail(str(exc))
         click.echo(f"queued as {queue_id} in {path}; see: cardproof status")
         return
-    from cardproof.daemon.registration import check_before_run, link_run
+    from cardproof.daemon.campaign.registration import check_before_run, link_run
 
     store = open_db(db)
     try:

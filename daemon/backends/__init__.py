@@ -3,13 +3,26 @@
 ``BACKENDS`` is built from those modules (in ``Backend.order``); campaign
 validation reads the names and each backend's ``options`` from it. Adding a
 server kind is adding its module.
+
+In short, ``backends/``: one module per server kind (``llamaserver``, ``ollama``,
+``llamaswap``, ``openai``) implementing ``backends/interface.py``, over shared HTTP plumbing
+(``http.py``: one ``chat_raw`` for every backend; no connection kept alive between requests, since
+llama-server's router drops idle ones as the next request goes out (status polls apart: the router's
+``GET /models`` before each measured request goes through ``StatusPoller``, one kept-alive stdlib
+``http.client`` connection that asks once more on a fresh one when the server closed it, a third of
+httpx's cost per poll; the other backends' polls read a failed poll as unknown); plain-HTTP clients
+skip the certificate store and HTTPS ones share one context (``tls_verify``); streams read by
+httpx-sse's ``EventSource`` inside a 16M-character budget; ``/metrics`` read by
+``prometheus_client``'s text parser; Ollama's newline-delimited JSON split by hand, reason in the
+code); every answer is checked field by field (``campaign/validate.py``, ``shapes.py``) and a malformed one
+becomes an exception sample
 """
 
 from __future__ import annotations
 
 import os
 
-from ..registry import declared
+from cardproof.registry import declared
 from .base import BackendError, LoadResult, SampleResult
 from .interface import Backend, LoadWatch
 from .openai import OpenAICompatBackend

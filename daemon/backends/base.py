@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..redact import strip_userinfo
+from cardproof.daemon.store.redact import strip_userinfo
 
 
 class BackendError(Exception):

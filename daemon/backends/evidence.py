@@ -12,7 +12,7 @@ import math
 from datetime import datetime, timedelta
 
 from ..memory.selfreport import ollama_selfreport, record_plan_selfreport, store_selfreport
-from ..said import Said
+from cardproof.daemon.store.said import Said
 from ..store import json_value
 
 #: request paths that make a model work (a GET of the model list does not)

@@ -68,7 +68,7 @@ class LlamaServerBackend(OpenAICompatBackend):
         file itself (runner: ``model_path_from_args``); a file not here describes nothing."""
         from pathlib import Path
 
-        from ..modelfile import describe
+        from cardproof.daemon.server.modelfile import describe
 
         if self.is_router():
             return None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from ..modelfile import blob_digest, gguf_header
+from cardproof.daemon.server.modelfile import blob_digest, gguf_header
 from ..store import json_text, utcnow
 from .base import BackendError, LoadResult, SampleResult
 from .http import answer_errors, chat_raw, check_stream_status, client_address, json_lines, not_supported, request_json

@@ -4,12 +4,24 @@ Every module here other than ``base`` defines ``GATE``, a :class:`Gate`
 carrying its check, what it gathers from the store, its defaults, its
 canary and its description (an English msgid of the report's catalogue). Adding a gate is adding one
 module (and its test); ``GATES`` lists them by ``Gate.order``.
+
+In short, ``gates/``: one module per gate (``daemon/gates/load_time.py`` …), each
+declaring ``GATE = Gate(...)`` with its check, defaults, canary and description (an English msgid
+marked ``N_()``, German in the ``.po``); the registry is built from the modules
+(``cardproof/registry.py``); ``run/judge.py`` runs every sample through every gate; ``run/canaries.py`` runs
+each gate's canary. ``busy_host`` judges the machine's CPU time around each cell (``host/load.py``:
+``/proc/stat``'s busy time, steal included, less the server's process tree, found as the process
+listening on the campaign's port with its children and their reaped children's time, less
+cardproof's own process), as a share of a core over the cell's wall time; the readings are
+``cell_checks`` rows (``host_cpu``), read innermost by ``cellchecks.snapshot`` so the window holds
+the cell's requests; its canary runs a CPU hog (a process of its own) through a canary cell. It
+counts only by default: a shared machine is rarely quiet
 """
 
 from __future__ import annotations
 
 
-from ..registry import declared
+from cardproof.registry import declared
 from ..store import json_text
 from .base import Canary, Gate, GateConfig, GateOutcome, JudgedRun, Said, SampleContext, english, said_json
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..said import Said, Saying, english, said_json  # noqa: F401  (gates build their observations with it)
+from cardproof.daemon.store.said import Said, Saying, english, said_json  # noqa: F401  (gates build their observations with it)
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -65,7 +65,7 @@ Gather = Callable[[JudgedRun], Callable[[dict], dict]]
 
 @dataclass(frozen=True)
 class Canary:
-    """How a gate is provoked once against the real server (see ``daemon/canaries.py``).
+    """How a gate is provoked once against the real server (see ``daemon/run/canaries.py``).
 
     ``provoke(run)`` sends its request(s) through a ``CanaryRun`` and plans
     its verdict; ``order`` places it among the others (a canary that evicts

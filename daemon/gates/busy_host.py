@@ -3,7 +3,7 @@
 On a CPU-only or unified-memory machine a compile, a browser or another
 benchmark takes cores and memory bandwidth from the server as a foreign
 process on a card takes the card from a GPU server. The cell checks read the
-machine's CPU time before and after each cell (``daemon/hostload.py``); what
+machine's CPU time before and after each cell (``daemon/host/load.py``); what
 neither the server's process tree nor cardproof's own process used, per
 second of the cell, is the share of a core the others took. A cell is the
 window, so every sample of a cell gets its cell's figure.
@@ -18,7 +18,7 @@ import time
 import psutil
 
 from cardproof.marks import N_
-from ..hostload import foreign_cores
+from cardproof.daemon.host.load import foreign_cores
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 from ..store import json_value
 

@@ -4,7 +4,7 @@ import json
 import tomllib
 
 from cardproof.marks import N_
-from ..llamacpp import free_port
+from cardproof.daemon.server.llamacpp import free_port
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
 

@@ -7,7 +7,7 @@ import httpx
 from cardproof.marks import N_
 from ..backends import BackendError, evidence
 from ..backends.http import tls_verify
-from ..prompts import build_prompt
+from cardproof.daemon.server.prompts import build_prompt
 from .base import Canary, Gate, GateOutcome, JudgedRun, Said, SampleContext
 
 FOREIGN_ADDRESS = "127.0.0.2"

@@ -19,7 +19,6 @@ import re
 from datetime import datetime
 from typing import NamedTuple
 
-from .parsers import marker
 
 _GIN = re.compile(
     r"\[GIN\] (\d{4})/(\d{2})/(\d{2}) - (\d{2}):(\d{2}):(\d{2}) \|\s*(\d{3}) \|\s*(\S+) \|\s*(\S+) \|\s*"
@@ -33,8 +32,7 @@ _SWAP_OLD = re.compile(r"\[llama-swap\] (\S+) \[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\
 # llama-server 2024 and ik_llama.cpp: INFO [ log_server_request] request | ... remote_addr="127.0.0.1" ...
 # status=200 method="POST" path="/v1/chat/completions", and the JSON log's "remote_addr":"..." fields
 _FIELD = {k: re.compile(rf'"?{k}"?[=:]"?([^",\s}}]+)') for k in ("remote_addr", "status", "method", "path")}
-# the importer's one trigger scan per line passes these lines to parse_access
-marker("[GIN]", "Request ", "log_server_r", "[llama-swap]")
+# the importer's one trigger scan passes these lines to parse_access (parsers/markers.py names them)
 
 
 class Access(NamedTuple):

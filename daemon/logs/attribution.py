@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..crashes import router_died
+from cardproof.daemon.store.crashes import router_died
 from .parsers import Fact
 from .parsers.cmdline import flag_facts
 from .processes import Streams, file_name, has_phase_word

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..crashes import SIGNALS, describe_end
+from cardproof.daemon.store.crashes import SIGNALS, describe_end
 from .lines import MAX_LINE_BYTES
 
 #: the line limit as the summaries say it

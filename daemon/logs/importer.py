@@ -21,9 +21,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Callable
 
-from ..said import english, said_json
+from cardproof.daemon.store.said import english, said_json
 from ..store import Store, StoreError, json_text, utcnow
-from ..storefile import BUSY_TIMEOUT_S, shown
+from cardproof.daemon.store.file import BUSY_TIMEOUT_S, shown
 from .access import parse_access, record_requests
 from .attribution import Attributor, scope_facts
 from .context import state_context

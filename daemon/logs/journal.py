@@ -24,8 +24,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ..said import Said
-from ..validate import PATH_CHARS, shown
+from cardproof.daemon.store.said import Said
+from cardproof.daemon.store.file import shown
 from .export import export_entries
 from .lines import MAX_LINE_BYTES, RealtimeFormatter, Refusing, decode
 from .pipe import ChildAhead, ChildAheadError, PipeAhead
@@ -44,7 +44,7 @@ def journal_file_header(path: Path) -> dict:
 
     LogSourceError (one line, naming the file) when it is not a journal file.
     """
-    name = shown(str(path), PATH_CHARS)  # a file name may hold a newline: the message stays one line
+    name = shown(str(path))  # a file name may hold a newline: the message stays one line
     try:
         with open(path, "rb") as f:
             head = f.read(_TAIL_SEQNUM_AT + 8)
@@ -186,7 +186,7 @@ class JournalReader(Reader):
             if sid == h["seqnum_id"] and seq is not None and seq < h["tail_seqnum"]:
                 short = f"journalctl stopped at entry {seq:,} of {h['tail_seqnum']:,}"
         if short:
-            raise LogSourceError(f"{shown(str(self.journal_file), PATH_CHARS)}: journal file damaged: {short} "
+            raise LogSourceError(f"{shown(str(self.journal_file))}: journal file damaged: {short} "
                                  f"({self._verify()}); nothing imported")
 
     def _verify(self) -> str:

@@ -9,7 +9,7 @@ model in both. Time is never used to pair them.
 
 from __future__ import annotations
 
-from ..modelfile import blob_digest
+from cardproof.daemon.server.modelfile import blob_digest
 from ..store import Store
 
 # runner rows that stand for a real load; "already_loaded" happened before the run

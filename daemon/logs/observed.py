@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 
-from .parsers import marker
 from ..store import json_value
 
 _HEADER = re.compile(r"print_timing: id +(\d+) \| task (\d+) \| *$")
@@ -40,8 +39,7 @@ _GEN = re.compile(r"(?<!prompt )(?:generation )?eval time *= *([\d.]+) ms / *(\d
 _ACCEPT = re.compile(r"draft acceptance(?: rate)? = ([\d.]+) \( *(\d+) accepted / *(\d+) generated\)")
 # the lines of one block follow its header directly (prompt, eval, total, acceptance)
 _BLOCK_LINES = 6
-# the importer's trigger scan passes these lines to feed()
-marker("eval time", "print_timing")
+# the importer's trigger scan passes these lines to feed() (parsers/markers.py names them)
 
 COLUMNS = ("source_id", "run_id", "line_id", "first_line_id", "task", "slot", "prompt_tokens", "prompt_ms",
            "generated_tokens", "decode_ms", "draft_accepted", "draft_generated", "ts")

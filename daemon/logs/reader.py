@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from ..said import Said, Saying
+from cardproof.daemon.store.said import Said, Saying
 from .lines import MAX_LINE_BYTES
 
 
@@ -20,7 +20,7 @@ class Reader:
 
     def __init__(self, name: str):
         self.name = name
-        self.gaps: list[tuple[Saying, int | None]] = []  # why, lines skipped (daemon/said.py)
+        self.gaps: list[tuple[Saying, int | None]] = []  # why, lines skipped (daemon/store/said.py)
         self.warnings: Counter = Counter()
         self.read_seconds = 0.0  # wall time spent waiting for and decoding input
         self.read_cpu_seconds = 0.0  # this process's CPU time for the same

@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from ..said import Said
+from cardproof.daemon.store.said import Said
 from .journal import JournalReader, json_line_record
 from .lines import MAX_LINE_BYTES, RealtimeFormatter
 from .reader import LogSourceError, Reader

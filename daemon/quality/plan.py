@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..said import Said
+from cardproof.daemon.store.said import Said
 
 
 

@@ -11,4 +11,7 @@ points and the heartbeat), ``quiet`` (the exclusive-access window),
 ``worker`` (one queue entry), ``main`` (the loop, signals, lock),
 ``notify`` (sd_notify), ``retention``, ``metrics`` (Prometheus text),
 ``unit`` (the systemd unit), ``statusview`` (what ``cardproof status`` shows).
+
+In short, ``service/``: the daemon: systemd unit, sd_notify, heartbeat, queue,
+collectors, quiet window, retention; its own ``/metrics`` is a ``prometheus_client`` collector
 """

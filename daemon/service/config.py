@@ -1,7 +1,7 @@
 """The daemon's TOML configuration: one file, every error names file and key.
 
-Declared as pydantic models with the value checks of ``daemon/validate.py``,
-the same layer as the campaign reader (``daemon/campaign_schema.py``).
+Declared as pydantic models with the value checks of ``daemon/campaign/validate.py``,
+the same layer as the campaign reader (``daemon/campaign/tables/__init__.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError, model_validator
 
-from .. import validate
-from ..schema import Section, first_problem
+from cardproof.daemon.campaign import validate
+from cardproof.daemon.campaign.schema import Section, first_problem
 
 DEFAULT_CONFIG_PATH = Path("/etc/cardproof/daemon.toml")
 

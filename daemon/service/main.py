@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..liveness import reconcile_runs
-from ..runner import EXIT_INTERRUPTED
+from cardproof.daemon.store.liveness import reconcile_runs
+from cardproof.daemon.run.runner import EXIT_INTERRUPTED
 from ..store import Store, StoreError, dumps, open_store, utcnow
 from . import queue
 from .collectors import CollectorContext, CollectorSet, build_collectors, host_and_pid

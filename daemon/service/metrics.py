@@ -18,7 +18,7 @@ from prometheus_client.core import Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from .config import MetricsConfig
-from ..storefile import connect_readonly
+from cardproof.daemon.store.file import connect_readonly
 
 MIB = 1024 * 1024
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ..campaign import Campaign
-from ..runner import EXIT_INTERRUPTED
+from cardproof.daemon.campaign.model import Campaign
+from cardproof.daemon.run.runner import EXIT_INTERRUPTED
 from ..store import Store, utcnow
 
 FINAL = ("done", "failed", "gave_up", "cancelled")

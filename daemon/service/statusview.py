@@ -13,7 +13,7 @@ import os
 import socket
 from datetime import datetime, timezone
 
-from ..liveness import effective_runs
+from cardproof.daemon.store.liveness import effective_runs
 from ..store import Store
 
 
@@ -79,7 +79,7 @@ def daemon_status(store: Store, *, now: datetime | None = None) -> dict:
         "from daemon_queue where status in ('queued', 'running') or id in "
         "(select id from daemon_queue where status not in ('queued', 'running') order by id desc limit 5) "
         "order by id")]
-    # stored as running; 'status' says whether its process still is (daemon/liveness.py)
+    # stored as running; 'status' says whether its process still is (daemon/store/liveness.py)
     out["runs_running"] = [
         {k: r.get(k) for k in ("id", "started_at", "samples_planned", "samples_measured", "queue_id", "status",
                                "liveness")}

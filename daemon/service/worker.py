@@ -14,8 +14,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..campaign import CampaignError, parse_campaign
-from ..runner import EXIT_FAILED, run_campaign
+from cardproof.daemon.campaign.model import CampaignError, parse_campaign
+from cardproof.daemon.run.runner import EXIT_FAILED, run_campaign
 from ..store import Store, StoreError, dumps, open_store, utcnow
 from . import queue
 from .config import DaemonConfig

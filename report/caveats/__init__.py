@@ -7,7 +7,7 @@ module and its test.
 
 from __future__ import annotations
 
-from cardproof.daemon.registry import declared
+from cardproof.registry import declared
 
 from .base import Caveat, CaveatRule
 

@@ -1,35 +1,36 @@
 """Contradictions: where two measurements disagree, both sides stay visible.
 
-Detectors (one module each, with ``detect(db, view)`` and its text in both
-languages; every module here but ``base`` and ``authored`` is one) find
+Detectors (one module each, declaring ``DETECTOR = Detector(name, detect)`` with
+``detect(db, view)`` and its text in both languages; every module here but ``base`` and
+``authored`` is one) find
 disagreements in the data; authors add their own in ``notes/run-<id>.contradictions.toml``.
 Nothing here resolves a contradiction: only an author's resolution does.
+
+In short, ``caveats/``, ``contradictions/``: one module per caveat rule and per
+contradiction detector. ``contradictions/repeated_figures.py`` compares the one-stream decode rate a
+run measured in separate blocks under the same conditions (model, prompt class, reasoning): the main
+cells' valid samples, the ``[load]`` step at one stream, the ``[depth]`` step at depth 0 and the
+probes' requests whose answers carry the server's ``timings`` (a step's or probe's prompt joins the
+class whose measured prompt size is nearest, within a factor of four); two blocks disagree where
+their ranges are apart and ranges of one source come apart so at most one time in twenty
+(``findings.stable.measurable`` on the spreads: 2 / C(na + nb, na); a test of the ranges themselves,
+which a widely scattered block does not defeat as it defeats Welch's t-test), and each side names
+its block, range, median, n, when it ran, and links the block and its lowest and highest figure. Its
+text is message ids of the catalogue said through ``Lang``
 """
 
 from __future__ import annotations
 
-from cardproof.daemon.registry import modules
+from cardproof.registry import declared
 
 from . import authored
-from .base import Contradiction, Side
+from .base import Contradiction, Detector, Side
 
 #: modules of this package that detect nothing
 _NOT_DETECTORS = {"authored", "base"}
 
-
-def _discover() -> dict:
-    """Every other module here is a detector: ``detect(db, view) -> [Contradiction]``, named by its module."""
-    found = {}
-    for name, module in modules(__name__, __path__, _NOT_DETECTORS):
-        detect = getattr(module, "detect", None)
-        if not callable(detect):
-            raise ImportError(f"report/contradictions/{name}.py defines no detect(db, view)")
-        found[name] = detect
-    return found
-
-
-#: module name -> detect, in name order (the order they appear in the article)
-DETECTORS = _discover()
+#: name -> detect, in ``Detector.order`` then name (the order they appear in the article)
+DETECTORS = {name: d.detect for name, d in declared(__name__, __path__, _NOT_DETECTORS, "DETECTOR", Detector).items()}
 
 
 def contradictions_for(db, view: dict, project=None) -> list[Contradiction]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,18 @@ class Contradiction:
     status: str = "open"  # open | resolved
     resolution: dict = field(default_factory=dict)
     source: str = "detected"  # detected | authored
+
+
+@dataclass(frozen=True)
+class Detector:
+    """What a detector module declares as ``DETECTOR``: its name and ``detect(db, view) -> [Contradiction]``.
+
+    Detectors run (and their contradictions appear) in ``order``, then by name.
+    """
+
+    name: str
+    detect: Callable[..., list]
+    order: int = 0
 
 
 def said(msgid: str | tuple[str, str], values: dict | None = None, count: int | None = None) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from cardproof.marks import N_
 
-from .base import Contradiction, Side, said
+from .base import Contradiction, Detector, Side, said
 
 # NVML rounds to MiB and samples once a second; below this, no disagreement.
 _TOLERANCE_MIB = 64.0
@@ -32,3 +32,6 @@ def detect(db, view: dict) -> list[Contradiction]:
                  (f"memory-load-{r['load_id']}",)),
         ))
     return out
+
+
+DETECTOR = Detector("card_vs_selfreport", detect)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cardproof.marks import N_, NP_
 
-from .base import Contradiction, Side, said
+from .base import Contradiction, Detector, Side, said
 
 # Clock granularity and stream buffering: a few ms either way are not a contradiction.
 _SLACK_MS = 5.0
@@ -32,3 +32,6 @@ def detect(db, view: dict) -> list[Contradiction]:
             Side(said(N_("Our clock saw the whole request take {ms} ms."), {"ms": float(worst[0]["wall_ms"])}), ev),
         )
     ]
+
+
+DETECTOR = Detector("counters_vs_clock", detect)

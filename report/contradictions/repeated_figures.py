@@ -32,7 +32,7 @@ from ..findings.stable import measurable
 from ..gates import excluded_samples
 from ..i18n import Lang
 from ..stats import spread
-from .base import Contradiction, Side
+from .base import Contradiction, Detector, Side
 
 #: a step's or probe's prompt joins a class only within this factor of the class's measured prompt size
 _CLASS_FACTOR = 4.0
@@ -250,3 +250,6 @@ def _contradiction(model: str, cls: str, reasoning: bool, pairs, began: str | No
     b_ev = tuple(dict.fromkeys(e for p in b_parts for e in p[1]))
     key = f"repeated:{model}:{cls}:{int(reasoning)}"
     return Contradiction(key, title, Side(a_text, a_ev), Side(b_text, b_ev))
+
+
+DETECTOR = Detector("repeated_figures", detect)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cardproof.marks import N_, NP_
 
-from .base import Contradiction, Side, said
+from .base import Contradiction, Detector, Side, said
 
 
 def _spec_facts(db, load_ids: list[int]) -> dict:
@@ -52,3 +52,6 @@ def detect(db, view: dict) -> list[Contradiction]:
                      tuple(f"sample-{s['id']}" for s in samples[:10])),
             ))
     return out
+
+
+DETECTOR = Detector("spec_facts_vs_samples", detect)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from cardproof.marks import N_, NP_
 
-from .base import Contradiction, Side, said
+from .base import Contradiction, Detector, Side, said
 
 NO_CHANNEL = {"no_trace", "trace_in_content", "empty", "no_answer_after_trace"}
 
@@ -67,3 +67,6 @@ def detect(db, view: dict) -> list[Contradiction]:
                      tuple(f"sample-{s['id']}" for s in answered[:10])),
             ))
     return out
+
+
+DETECTOR = Detector("thinking_probe_vs_samples", detect)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import tomllib
 
-#: the models columns a finding groups by (m023, daemon/modelfile.py gguf_header) beside the older ones
+#: the models columns a finding groups by (m023, daemon/server/modelfile.py gguf_header) beside the older ones
 SHAPE = ("architecture", "quantisation", "file_bytes", "params", "active_params", "expert_count",
          "expert_used_count", "basename", "tokenizer_sha256")
 
@@ -39,7 +39,7 @@ def gather(db, view: dict) -> dict:
     if "evidence" in view:
         crashes = view["evidence"].get("crashes", [])
     else:
-        from cardproof.daemon.logs.summary import crashed_loads
+        from cardproof.daemon.campaign.evidence import crashed_loads
 
         crashes = crashed_loads(db, rid)
     out["crashes"] = _timed(conn, crashes)

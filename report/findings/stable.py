@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 import random
 import statistics
-import tomllib
 
-from cardproof.daemon.campaign_check import DEFAULT_UNSTABLE_RATIO, report_settings
+from cardproof.daemon.campaign.check import DEFAULT_UNSTABLE_RATIO, report_settings
+from cardproof.daemon.store import json_value
 
 from ..stats import Spread
 
@@ -32,22 +32,22 @@ BOOTSTRAP_SEED = 20240613  # fixed: the same samples give the same interval in e
 BOOTSTRAP_LEVEL = 0.95
 
 
-def report_limits(campaign_text: str | None) -> dict:
-    """The frozen campaign's ``[report]`` limits: ``unstable_ratio`` and ``unstable_interval_pct`` (None: off).
+def report_limits(campaign_json: str | None) -> dict:
+    """The ``[report]`` limits of a run's campaign as parsed when it was frozen (``campaigns.campaign_json``):
+    ``unstable_ratio``, ``unstable_interval_pct`` (None: off) and ``min_effect_pct``.
 
-    An old or damaged frozen text must not stop a build, so every failure
-    falls back to the defaults (the campaign was validated when it ran).
+    A campaign unreadable when frozen (NULL) or a damaged row must not stop a build: the defaults.
     """
+    report = json_value(campaign_json, dict, {}).get("report")
     try:
-        data = tomllib.loads(campaign_text or "")
-        return report_settings(data, "<frozen campaign>")
-    except Exception:  # noqa: BLE001 -- a frozen text from an older cardproof, or damaged: the defaults
+        return report_settings({"report": report}, "<frozen campaign>")  # a damaged row's values checked again
+    except Exception:  # noqa: BLE001 -- NULL, or a row damaged since: the defaults
         return {"unstable_ratio": DEFAULT_UNSTABLE_RATIO, "unstable_interval_pct": None}
 
 
-def unstable_ratio(campaign_text: str | None) -> float:
-    """The frozen campaign's ``[report] unstable_ratio``; the default where absent or unreadable."""
-    return report_limits(campaign_text)["unstable_ratio"]
+def unstable_ratio(campaign_json: str | None) -> float:
+    """The ``[report] unstable_ratio`` of a run's campaign as parsed when frozen; the default where absent."""
+    return report_limits(campaign_json)["unstable_ratio"]
 
 
 def median_interval(values, *, resamples: int = BOOTSTRAP_RESAMPLES,

@@ -3,7 +3,7 @@
 Run-level conditions come from the run row (server build, backend, the
 cardproof that measured, CPU, GPUs and driver where NVML saw them, the
 machine's load at the run's start and end) and from the frozen campaign,
-read as the settings ``parse_campaign`` makes of it (never as text: a
+read as the settings it was parsed into when frozen (``campaigns.campaign_json``; never as text: a
 comment, a reordered table or a server's new port is no other campaign).
 Model-level ones come from the model row (quantisation, file digest) and
 from the facts parsed from the load's log lines (context, KV cache types,
@@ -26,7 +26,8 @@ import math
 from typing import NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
-from cardproof.daemon.redact import public_url, redact_secrets
+from cardproof.daemon.campaign.frozen import from_normalised
+from cardproof.daemon.store.redact import public_url, redact_secrets
 
 from cardproof.marks import N_
 from ..mdsafe import MD, code_span, esc
@@ -54,8 +55,6 @@ MODEL_CONDITIONS = ("quantisation", N_("file digest"), *FACT_CONDITIONS.values()
 #: ``setting`` can move a figure, the others cannot
 MOVES, PORT, PATH, ASIDE = "setting", "port", "path", "aside"
 _KINDS = (MOVES, PORT, PATH, ASIDE)
-#: where the frozen text is unreadable: what the tables say, without the checks (an older cardproof's file)
-_UNREAD = "<frozen campaign>"
 
 
 class Difference(NamedTuple):
@@ -179,25 +178,27 @@ def run_conditions(run: dict) -> dict[str, str]:
         out["host"] = str(run["host"])
     text = run.get("campaign_text", run.get("_campaign_text"))
     if text:
-        out |= campaign_conditions(text)
+        out |= campaign_conditions(text, run.get("campaign_json", run.get("_campaign_json")))
     elif run.get("campaign_sha256"):
         out["campaign file"] = str(run["campaign_sha256"])[:12]
     return out
 
 
-def campaign_conditions(text: str) -> dict[str, str]:
-    """The frozen campaign's settings as conditions, ``<kind>:<key>`` -> value (``Difference.kind``)."""
-    return dict(_campaign_conditions(text))
+def campaign_conditions(text: str, parsed_json: str | None = None) -> dict[str, str]:
+    """The frozen campaign's settings as conditions, ``<kind>:<key>`` -> value (``Difference.kind``).
+
+    ``parsed_json`` is the campaign as parsed when the run froze it (``campaigns.campaign_json``);
+    without it (unreadable then) the text's tables are read as they are.
+    """
+    return dict(_campaign_conditions(text, parsed_json))
 
 
 @functools.lru_cache(maxsize=64)
-def _campaign_conditions(text: str) -> tuple[tuple[str, str], ...]:
-    # a nightly campaign freezes the same text every night: parsed once per text
-    from cardproof.daemon.campaign import parse_campaign
-
+def _campaign_conditions(text: str, parsed_json: str | None) -> tuple[tuple[str, str], ...]:
+    # a nightly campaign freezes the same text every night: read once per text
     try:
-        settings = _parsed(parse_campaign(text, _UNREAD))
-    except Exception:  # noqa: BLE001 -- an older cardproof's file, or damaged: its tables as they are
+        settings = _parsed(from_normalised(json.loads(parsed_json), text))
+    except Exception:  # noqa: BLE001 -- unreadable when frozen, or damaged: its tables as they are
         settings = _unchecked(text)
     return tuple(settings.items())
 
@@ -245,7 +246,7 @@ def _file(settings: dict, key: str, path: str | None) -> None:
 
 
 def _parsed(c) -> dict[str, str]:
-    """The conditions of a parsed ``Campaign`` (daemon/campaign.py), keyed as its file spells them."""
+    """The conditions of a parsed ``Campaign`` (daemon/campaign/model.py), keyed as its file spells them."""
     s: dict[str, str] = {}
     for key, value in (("campaign.prompt_classes", c.prompt_classes), ("campaign.reasoning", c.reasoning),
                        ("campaign.repetitions", c.repetitions),
@@ -288,7 +289,7 @@ def _section(s: dict, name: str, section) -> None:
 
 
 def _unchecked(text: str) -> dict[str, str]:
-    """A frozen text ``parse_campaign`` no longer takes: its TOML tables' values, ports and paths apart."""
+    """A frozen text that was unreadable when frozen: its TOML tables' values, ports and paths apart."""
     import tomllib
 
     try:

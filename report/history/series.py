@@ -13,8 +13,8 @@ import re
 import statistics
 from collections import defaultdict
 
-from cardproof.daemon.campaign_check import DEFAULT_MIN_EFFECT_PCT
-from cardproof.daemon.load.stats import percentile
+from cardproof.daemon.campaign.check import DEFAULT_MIN_EFFECT_PCT
+from cardproof.daemon.store.stats import percentile
 
 from cardproof.marks import N_
 from .. import findings, queries
@@ -39,19 +39,19 @@ METRICS = {
     "ttft_p90_ms": (None, False),
 }
 #: the metrics a series of each kind of cell has: a prompt-class cell, a load step (concurrent
-#: streams, daemon/load/), a context-depth step
+#: streams, daemon/run/load/), a context-depth step
 KIND_METRICS = {name: list(kind.metrics) for name, kind in KINDS.items()}
 #: a point in one of these states is shown but never starts or ends a step
 OK = "ok"
 
 
-def campaign_settings(toml_text: str | None) -> dict:
+def campaign_settings(campaign_json: str | None) -> dict:
     """The frozen campaign's ``[report]`` limits (report/findings/stable.py) and ``min_effect`` as a fraction.
 
     ``[report] min_effect_pct`` (default 5) is the smallest change a trend
     page calls a step. An unreadable frozen text gives the defaults.
     """
-    limits = findings.report_limits(toml_text)
+    limits = findings.report_limits(campaign_json)
     return limits | {"min_effect": limits.get("min_effect_pct", DEFAULT_MIN_EFFECT_PCT) / 100}
 
 
@@ -150,16 +150,18 @@ def build_series(db, campaign: str | None = None, model: str | None = None) -> l
 def run_settings(db, runs: list[dict]) -> dict[int, dict]:
     """Campaign id -> its frozen text's settings (``campaign_settings``); each run gets its ``_limits``."""
     texts = {r["id"]: r["toml_text"] for r in db.query("select id, toml_text from campaigns")}
+    parsed = {r["id"]: r["campaign_json"] for r in db.query("select id, campaign_json from campaigns")}
     settings_by_campaign: dict[int, dict] = {}
     by_sha: dict = {}  # a nightly campaign freezes the same text every night: read it once
     for r in runs:
         if r["campaign_id"] not in settings_by_campaign:
             key = r["campaign_sha256"] or r["campaign_id"]
             if key not in by_sha:
-                by_sha[key] = campaign_settings(texts.get(r["campaign_id"]))
+                by_sha[key] = campaign_settings(parsed.get(r["campaign_id"]))
             settings_by_campaign[r["campaign_id"]] = by_sha[key]
         r["_limits"] = settings_by_campaign[r["campaign_id"]]
         r["_campaign_text"] = texts.get(r["campaign_id"])  # its settings are conditions (conditions.py)
+        r["_campaign_json"] = parsed.get(r["campaign_id"])  # ... as parsed when the run froze it
     return settings_by_campaign
 
 

@@ -17,43 +17,19 @@ import re
 from typing import Callable, NamedTuple
 
 
-class Fact(NamedTuple):
-    """A typed value from one line. ``device`` is set for per-device sizes."""
+from cardproof.registry import declared
 
-    name: str
-    value_num: float | None = None
-    value_text: str | None = None
-    unit: str | None = None
-    device: str | None = None
+from .base import Fact, LineParsers, Parser, mib
 
-
-Parser = Callable[[str], list]
-
-#: (trigger substring, parser) in registration order.
-REGISTRY: list[tuple[str, Parser]] = []
+#: module name -> its parsers, in ``LineParsers.order`` then name: the order of modules is the order of facts
+PARSERS: dict[str, LineParsers] = declared(__name__, __path__, {"base"}, "PARSER", LineParsers)
+#: (trigger substring, parser) in that order
+REGISTRY: list[tuple[str, Parser]] = [(t, fn) for module in PARSERS.values()
+                                      for triggers, fn in module.parsers for t in triggers]
 
 
-def parser(*triggers: str):
-    """Register a parser for lines containing any of ``triggers``."""
-
-    def wrap(fn: Parser) -> Parser:
-        for t in triggers:
-            REGISTRY.append((t, fn))
-        _compiled.clear()
-        return fn
-
-    return wrap
-
-
-#: Substrings of lines that are not facts but are read by other code (access lines):
-#: they join the trigger scan so that one search per line finds every line of interest.
-MARKERS: set[str] = set()
-
-
-def marker(*triggers: str) -> None:
-    """Make lines containing any of ``triggers`` pass :func:`trigger_search` (no parser runs)."""
-    MARKERS.update(triggers)
-    _compiled.clear()
+#: substrings of lines that no parser reads but other code does (``LineParsers.markers``)
+MARKERS: frozenset[str] = frozenset(m for module in PARSERS.values() for m in module.markers)
 
 
 _compiled: dict = {}
@@ -127,11 +103,4 @@ def parse_line(text: str) -> list[Fact]:
     return [f for f in facts if f.value_num is None or math.isfinite(f.value_num)]
 
 
-def mib(value: str, unit: str = "MiB") -> float:
-    """A size in MiB from a number and its unit (B, KiB, MiB, GiB; kB/MB/GB read as binary)."""
-    factor = {"b": 1 / 2**20, "kib": 1 / 1024, "kb": 1 / 1024, "mib": 1.0, "mb": 1.0, "gib": 1024.0, "gb": 1024.0}
-    return float(value) * factor.get(unit.lower(), 1.0)
-
-
-# registration happens on import; the order of modules is the order of facts
-from . import cmdline, crash, llamacpp, llamaswap, ollama  # noqa: E402,F401
+__all__ = ["Fact", "LineParsers", "MARKERS", "PARSERS", "Parser", "REGISTRY", "mib", "parse_line", "trigger_search"]

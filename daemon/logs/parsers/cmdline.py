@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-from . import Fact, parser
+from .base import Fact, LineParsers
+
+PARSER = LineParsers("cmdline")
 
 # flag -> (fact, kind); long and short spellings of llama-server's options
 _FLAGS: dict[str, tuple[str, str]] = {
@@ -47,7 +49,7 @@ def flag_facts(flag: str, value: str) -> list[Fact]:
     return [Fact(name, value_text=value)]
 
 
-@parser("--spec-", "--ctx-size", "--model-draft", "--cache-type-", "--draft", "-md ", "-ctk ", "-ctv ", "-c ",
+@PARSER.on("--spec-", "--ctx-size", "--model-draft", "--cache-type-", "--draft", "-md ", "-ctk ", "-ctv ", "-c ",
         "--parallel", "-np ")
 def parse_command_line(text: str) -> list[Fact]:
     """Flags and values from a one-line command line."""

@@ -23,11 +23,11 @@ tests/test_logs_crash.py):
   in a backtrace, ``terminate called after throwing an instance of ...``: it aborts right after
 
 Windows' exception codes stand for the signal they are on Linux (``0xc0000409``, what ``abort()``
-ends a process with, for SIGABRT): :data:`cardproof.daemon.crashes._NTSTATUS`. A line only
+ends a process with, for SIGABRT): :data:`cardproof.daemon.store.crashes._NTSTATUS`. A line only
 mentioning the words (prose starting "Illegal instruction errors ...", ``HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION``,
 a model named so) is none.
 
-The value is the signal's key in :data:`cardproof.daemon.crashes.SIGNALS`
+The value is the signal's key in :data:`cardproof.daemon.store.crashes.SIGNALS`
 (``SIGILL`` ..., ``OOM``) with its number; what it means is the table's.
 """
 
@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import re
 
-from ...crashes import CrashSignal, SIGNALS, by_name, from_exit_code
-from . import Fact, parser
+from cardproof.daemon.store.crashes import CrashSignal, SIGNALS, by_name, from_exit_code
+from .base import Fact, LineParsers
+
+PARSER = LineParsers("crash")
 
 # strsignal(3) words (glibc's English, German or Chinese) at the start of a line: alone, padded before the
 # command (bash: "Illegal instruction        (core dumped) .lmstudio/bin/lms"), after a script's
@@ -153,7 +155,7 @@ def crash_pid(text: str) -> int | None:
     return int(m[1] or m[2]) if m else None
 
 
-@parser("Illegal instruction", "Segmentation fault", "Bus error", "Aborted", "Floating point exception", "Killed",
+@PARSER.on("Illegal instruction", "Segmentation fault", "Bus error", "Aborted", "Floating point exception", "Killed",
         "hardware instruction", "segmentation fault", "bus error", "abort", "killed", "floating point exception",
         "Maschinenbefehl", "Speicherzugriffsfehler", "Abgebrochen", "Bus-Zugriffsfehler", "Gleitkomma-Ausnahme",
         "非法指令", "段错误", "已放弃", "总线错误", "浮点数例外",

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 
-from . import Fact, mib, parser
+from .base import Fact, LineParsers, mib
 from ..lines import relative_seconds
+
+PARSER = LineParsers("llamacpp")
 
 # "load_tensors:        CUDA0 model buffer size = 14634.73 MiB"   (2025+)
 # "llm_load_tensors:      CUDA0 buffer size =  8796.98 MiB"       (2024, no "model")
@@ -35,12 +37,12 @@ def _sized(rx: re.Pattern, name: str):
     return parse
 
 
-parse_model_buffer = parser("model buffer size", "load_tensors:")(_sized(_MODEL_BUF, "model_buffer_mib"))
-parse_kv_buffer = parser("KV buffer size")(_sized(_KV_BUF, "kv_buffer_mib"))
+parse_model_buffer = PARSER.on("model buffer size", "load_tensors:")(_sized(_MODEL_BUF, "model_buffer_mib"))
+parse_kv_buffer = PARSER.on("KV buffer size")(_sized(_KV_BUF, "kv_buffer_mib"))
 _parse_compute = _sized(_COMPUTE_BUF, "compute_buffer_mib")
 
 
-@parser("compute buffer size")
+@PARSER.on("compute buffer size")
 def parse_compute_buffer(text: str) -> list[Fact]:
     """The model's compute buffers; the vision projector's own (``alloc_compute_meta``) apart from them."""
     facts = _parse_compute(text)
@@ -51,16 +53,16 @@ def parse_compute_buffer(text: str) -> list[Fact]:
 
 # "llama_adapter_lora_init_impl:      CUDA0 LoRA buffer size =    19.00 MiB" (Ollama prints it for adapters)
 _LORA_BUF = re.compile(r"(?P<dev>\S{1,64}) LoRA buffer size =\s*(?P<n>[\d.]{1,40}) (?P<u>[KMG]i?B)")
-parse_lora_buffer = parser("LoRA buffer size")(_sized(_LORA_BUF, "lora_buffer_mib"))
-parse_output_buffer = parser("output buffer size")(_sized(_OUTPUT_BUF, "output_buffer_mib"))
+parse_lora_buffer = PARSER.on("LoRA buffer size")(_sized(_LORA_BUF, "lora_buffer_mib"))
+parse_output_buffer = PARSER.on("output buffer size")(_sized(_OUTPUT_BUF, "output_buffer_mib"))
 # recurrent state of hybrid models: no KV cache, but card memory all the same
-parse_rs_buffer = parser("RS buffer size")(_sized(_RS_BUF, "rs_buffer_mib"))
+parse_rs_buffer = PARSER.on("RS buffer size")(_sized(_RS_BUF, "rs_buffer_mib"))
 
 # "load_tensors: offloaded 65/65 layers to GPU", older "llm_load_tensors: offloaded 61/61 layers to GPU"
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 
 
-@parser("offloaded ")
+@PARSER.on("offloaded ")
 def parse_offloaded(text: str) -> list[Fact]:
     m = _OFFLOADED.search(text)
     if not m:
@@ -78,7 +80,7 @@ _KV_TYPES = re.compile(r"K \((\w+)\):.*?V \((\w+)\):")
 _MLA_KV_TYPE = re.compile(r"\bc\^KV \((\w+)\):")
 
 
-@parser("K (", "c^KV (")
+@PARSER.on("K (", "c^KV (")
 def parse_kv_types(text: str) -> list[Fact]:
     m = _KV_TYPES.search(text)
     if not m:
@@ -87,7 +89,7 @@ def parse_kv_types(text: str) -> list[Fact]:
     return [Fact("kv_cache_type_k", value_text=m[1]), Fact("kv_cache_type_v", value_text=m[2])]
 
 
-# Server settings a variant changes (daemon/variants), each as the load itself states it: what was
+# Server settings a variant changes (daemon/run/variants/), each as the load itself states it: what was
 # asked on the command line is not proof that it took.
 # "common_param: system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 | ..."    (2026)
 # "system_info: n_threads = 8 / 16 | AVX = 1 | ..." (2024); the server's own line
@@ -102,7 +104,7 @@ _THREADS = re.compile(r"system[_ ]info: n_threads = (\d{1,6})(?: \(n_threads_bat
                       r"|\"msg\":\s*\"system info\".*?\"n_threads\":\s*(\d{1,6})(?:,\s*\"n_threads_batch\":\s*(\d{1,6}))?")
 
 
-@parser("n_threads = ", "n_threads=", '"n_threads":')
+@PARSER.on("n_threads = ", "n_threads=", '"n_threads":')
 def parse_threads(text: str) -> list[Fact]:
     m = _THREADS.search(text)
     if not m:
@@ -125,7 +127,7 @@ _FA_WORDS = {"1": "on", "enabled": "on", "true": "on", "on": "on",
              "0": "off", "disabled": "off", "false": "off", "off": "off", "auto": "auto"}
 
 
-@parser("flash_attn", "Flash Attention ")
+@PARSER.on("flash_attn", "Flash Attention ")
 def parse_flash_attn(text: str) -> list[Fact]:
     m = _FA_SETTING.search(text) or _FA_RESOLVED.search(text)
     word = _FA_WORDS.get(m[1].lower()) if m else None
@@ -137,7 +139,7 @@ def parse_flash_attn(text: str) -> list[Fact]:
 _BATCH = re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): n_(u?)batch\s+= (\d{1,9})")
 
 
-@parser("n_batch ", "n_ubatch ")
+@PARSER.on("n_batch ", "n_ubatch ")
 def parse_batch(text: str) -> list[Fact]:
     m = _BATCH.search(text)
     return [Fact("n_ubatch" if m[1] else "n_batch", float(m[2]), unit="tokens")] if m else []
@@ -151,7 +153,7 @@ def parse_batch(text: str) -> list[Fact]:
 _OVERRIDE = re.compile(r"\b[Tt]ensor (\S+) (?:\([^)]*\) )?buffer type overrid{1,2}en to (\S+)")
 
 
-@parser("buffer type overridden", "buffer type overriden")
+@PARSER.on("buffer type overridden", "buffer type overriden")
 def parse_tensor_override(text: str) -> list[Fact]:
     """``tensor_override``: the tensor's name, its buffer type as the device."""
     m = _OVERRIDE.search(text)
@@ -162,7 +164,7 @@ def parse_tensor_override(text: str) -> list[Fact]:
 _N_CTX = re.compile(r"(?:llama_context|llama_new_context_with_model|llama_init_from_model): n_ctx\s+= (\d+)")
 
 
-@parser("n_ctx ")
+@PARSER.on("n_ctx ")
 def parse_ctx(text: str) -> list[Fact]:
     m = _N_CTX.search(text)
     return [Fact("ctx_size", float(m[1]), unit="tokens")] if m else []
@@ -178,7 +180,7 @@ _SLOT_CTX = re.compile(r"new slot, n_ctx = (\d{1,12})\b|n_ctx_slot\"?[ =:]+(\d{1
 _N_SLOTS = re.compile(r"n_slots\"?[ =:]+(\d{1,12})\b")
 
 
-@parser("new slot", "n_ctx_slot", "n_slots")
+@PARSER.on("new slot", "n_ctx_slot", "n_slots")
 def parse_slots(text: str) -> list[Fact]:
     """Context per slot (``slot_ctx_size``) and the number of slots (``slots``)."""
     facts = []
@@ -198,7 +200,7 @@ def parse_slots(text: str) -> list[Fact]:
 _KV_UNIFIED = re.compile(r"\bkv_unified\s*=\s*'?(true|false)\b")
 
 
-@parser("kv_unified")
+@PARSER.on("kv_unified")
 def parse_kv_unified(text: str) -> list[Fact]:
     m = _KV_UNIFIED.search(text)
     return [Fact("kv_unified", value_text=m[1])] if m else []
@@ -211,7 +213,7 @@ _SEQ_CTX = re.compile(r"\bn_ctx_seq\s+= (\d{1,12})\b|\bn_ctx_seq \((\d{1,12})\) 
                       r"|the slot context \((\d{1,12})\) exceeds")
 
 
-@parser("n_ctx_seq", "the slot context (")
+@PARSER.on("n_ctx_seq", "the slot context (")
 def parse_seq_ctx(text: str) -> list[Fact]:
     m = _SEQ_CTX.search(text)
     return [Fact("seq_ctx_size", float(m[1] or m[2] or m[3]), unit="tokens")] if m else []
@@ -224,7 +226,7 @@ _SPEC_ADD = re.compile(r"adding speculative implementation '([^']+)'")
 _SPEC_NMAX = re.compile(r"\bn_max=(\d+), n_min=")
 
 
-@parser("speculative implementation", "n_max=")
+@PARSER.on("speculative implementation", "n_max=")
 def parse_spec(text: str) -> list[Fact]:
     m = _SPEC_ADD.search(text)
     if m:
@@ -233,7 +235,7 @@ def parse_spec(text: str) -> list[Fact]:
     return [Fact("spec_draft_n_max", float(m[1]), unit="tokens")] if m else []
 
 
-@parser("no implementations specified for speculative decoding")
+@PARSER.on("no implementations specified for speculative decoding")
 def parse_spec_none(text: str) -> list[Fact]:
     """The server says it runs without speculative decoding: spec_type = none."""
     return [Fact("spec_type", value_text="none")]
@@ -246,7 +248,7 @@ def parse_spec_none(text: str) -> list[Fact]:
 _DRAFT_MODEL = re.compile(r"""loading draft model(?: '([^']+)'|.{0,400}?\bmodel"?\s*[=:]\s*"((?:[^"\\]|\\.)+)")""")
 
 
-@parser("loading draft model")
+@PARSER.on("loading draft model")
 def parse_draft_model(text: str) -> list[Fact]:
     m = _DRAFT_MODEL.search(text)
     return [Fact("draft_model", value_text=m[1] or m[2])] if m else []
@@ -256,7 +258,7 @@ def parse_draft_model(text: str) -> list[Fact]:
 _MTP_CTX = re.compile(r"memory usage of (?:MTP|draft) context is\s+([\d.]+) (MiB|GiB)")
 
 
-@parser("context is")
+@PARSER.on("context is")
 def parse_draft_context(text: str) -> list[Fact]:
     m = _MTP_CTX.search(text)
     return [Fact("draft_context_mib", mib(m[1], m[2]), unit="MiB")] if m else []
@@ -267,7 +269,7 @@ def parse_draft_context(text: str) -> list[Fact]:
 _MMPROJ = re.compile(r"memory usage of mmproj is\s+([\d.]+) (MiB|GiB)")
 
 
-@parser("mmproj is")
+@PARSER.on("mmproj is")
 def parse_projector(text: str) -> list[Fact]:
     m = _MMPROJ.search(text)
     return [Fact("projector_mib", mib(m[1], m[2]), unit="MiB")] if m else []
@@ -278,7 +280,7 @@ def parse_projector(text: str) -> list[Fact]:
 _ACCEPT = re.compile(r"draft acceptance(?: rate)? = ([\d.]+) \(\s*(\d+) accepted /\s*(\d+) generated\)")
 
 
-@parser("draft acceptance")
+@PARSER.on("draft acceptance")
 def parse_draft_acceptance(text: str) -> list[Fact]:
     """value_num: the rate as printed; value_text: ``accepted/generated``."""
     m = _ACCEPT.search(text)
@@ -294,7 +296,7 @@ _CUDA_ERROR = re.compile(r"\b(CUDA|ROCm|HIP|MUSA) error: (.+)")
 _CUDA_MALLOC = re.compile(r"(cudaMalloc failed: .+)")
 
 
-@parser("CUDA error: ", "ROCm error: ", "HIP error: ", "MUSA error: ", "cudaMalloc failed")
+@PARSER.on("CUDA error: ", "ROCm error: ", "HIP error: ", "MUSA error: ", "cudaMalloc failed")
 def parse_cuda_error(text: str) -> list[Fact]:
     """A device error (CUDA's text as printed; another platform's with its name first)."""
     m = _CUDA_ERROR.search(text)
@@ -310,13 +312,13 @@ def parse_cuda_error(text: str) -> list[Fact]:
 _WORKING_SET = re.compile(r"recommendedMaxWorkingSetSize\s*=\s*([\d.]+) MB")
 
 
-@parser("recommendedMaxWorkingSetSize")
+@PARSER.on("recommendedMaxWorkingSetSize")
 def parse_metal_working_set(text: str) -> list[Fact]:
     m = _WORKING_SET.search(text)
     return [Fact("metal_working_set_mib", round(float(m[1]) * 1e6 / 2**20, 2), unit="MiB")] if m else []
 
 
-@parser("model loaded")
+@PARSER.on("model loaded")
 def parse_load_seconds(text: str) -> list[Fact]:
     """The server's own load time: its log clock (since process start) at ``model loaded``.
 

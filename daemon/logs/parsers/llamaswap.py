@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 
-from . import Fact, parser
+from .base import Fact, LineParsers
+
+PARSER = LineParsers("llamaswap")
 
 _SWAP = re.compile(r"starting swap for model (\S+?),? evicting \[([^\]]*)\]")
 _SWAP_BARE = re.compile(r"starting swap for model (\S+)")
@@ -23,7 +25,7 @@ _TTL = re.compile(r"<([^>]+)> Unloading model, TTL of (\d+)s reached")
 _READY = re.compile(r"<([^>]+)> Health check passed on (\S+)")
 
 
-@parser("starting swap for model")
+@PARSER.on("starting swap for model")
 def parse_swap(text: str) -> list[Fact]:
     m = _SWAP.search(text)
     if m:
@@ -35,13 +37,13 @@ def parse_swap(text: str) -> list[Fact]:
     return [Fact("swap_to_model", value_text=m[1].rstrip(","))] if m else []
 
 
-@parser("Unloading model, TTL")
+@PARSER.on("Unloading model, TTL")
 def parse_ttl_unload(text: str) -> list[Fact]:
     m = _TTL.search(text)
     return [Fact("ttl_unload_seconds", float(m[2]), value_text=m[1], unit="s")] if m else []
 
 
-@parser("Health check passed on")
+@PARSER.on("Health check passed on")
 def parse_upstream_ready(text: str) -> list[Fact]:
     m = _READY.search(text)
     return [Fact("upstream_ready", value_text=m[1])] if m else []

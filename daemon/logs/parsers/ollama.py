@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-from . import Fact, mib, parser
+from .base import Fact, LineParsers, mib
+
+PARSER = LineParsers("ollama")
 
 # msg="offload to cuda" layers.requested=-1 layers.model=29 layers.offload=29 ...   (2024)
 # msg=offload library=cuda layers.requested=49 layers.model=49 layers.offload=48 ... (2025)
@@ -17,7 +19,7 @@ _LAYERS = re.compile(r"layers\.model=(\d+) layers\.offload=(\d+)")
 _PROJECTOR = re.compile(r'projector\.weights="([\d.]+) ([KMG]i?B)" projector\.graph="([\d.]+) ([KMG]i?B)"')
 
 
-@parser("layers.offload=")
+@PARSER.on("layers.offload=")
 def parse_offload_plan(text: str) -> list[Fact]:
     facts = []
     m = _LAYERS.search(text)
@@ -35,7 +37,7 @@ def parse_offload_plan(text: str) -> list[Fact]:
 _RUNNER_STARTED = re.compile(r"(?:llama runner|llama-server) started in ([\d.]+) seconds")
 
 
-@parser("runner started in", "llama-server started in")
+@PARSER.on("runner started in", "llama-server started in")
 def parse_runner_started(text: str) -> list[Fact]:
     m = _RUNNER_STARTED.search(text)
     return [Fact("load_seconds", float(m[1]), unit="s")] if m else []
@@ -55,7 +57,7 @@ _PLAN_NAMES = {"model weights": "plan_weights_mib", "kv cache": "plan_kv_mib",
 _REQUIRED_FULL = re.compile(r'memory\.required\.full="([\d.]+) ([KMG]?i?B)"')
 
 
-@parser('msg="model weights"', 'msg="kv cache"', 'msg="compute graph"', 'msg="total memory"')
+@PARSER.on('msg="model weights"', 'msg="kv cache"', 'msg="compute graph"', 'msg="total memory"')
 def parse_memory_plan(text: str) -> list[Fact]:
     m = _PLAN_ITEM.search(text)
     if not m:
@@ -63,7 +65,7 @@ def parse_memory_plan(text: str) -> list[Fact]:
     return [Fact(_PLAN_NAMES[m[1]], round(mib(m[3], m[4]), 2), unit="MiB", device=m[2])]
 
 
-@parser("memory.required.full=")
+@PARSER.on("memory.required.full=")
 def parse_required_full(text: str) -> list[Fact]:
     m = _REQUIRED_FULL.search(text)
     return [Fact("plan_total_mib", round(mib(m[1], m[2]), 2), unit="MiB")] if m else []
@@ -74,7 +76,7 @@ def parse_required_full(text: str) -> list[Fact]:
 _LOAD_REQUEST = re.compile(r"\bParallel:(\d{1,12})\b.*?\bKvSize:(\d{1,12})\b")
 
 
-@parser("KvSize:")
+@PARSER.on("KvSize:")
 def parse_load_request(text: str) -> list[Fact]:
     m = _LOAD_REQUEST.search(text)
     if not m:

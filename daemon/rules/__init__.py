@@ -1,9 +1,0 @@
-"""Pre-registered pass rules: a small safe expression language, checked at campaign time,
-evaluated over a run's facts, medians and probe verdicts (never with ``eval``)."""
-
-from __future__ import annotations
-
-from .lang import MISSING, RuleError, arms, evaluate, names, parse, tokenize
-from .schema import validate as validate_rule
-
-__all__ = ["MISSING", "RuleError", "arms", "evaluate", "names", "parse", "tokenize", "validate_rule"]
