@@ -90,10 +90,9 @@ def _set_rates(src: Path, dst: Path, rates: dict) -> None:
         values = want if isinstance(want, list) else [want * (1 + 0.05 * i) for i in range(len(ids))]
         for sid, v in zip(ids, values):
             db.execute("update samples set decode_tps = ? where id = ?", [v, sid])
-        if isinstance(want, list):
-            # rates given sample by sample are the cell's valid samples: a gate the real run happened to fire
-            # on one of them (a busy machine's cache hit or length stop) would leave the rest, another cell
-            db.execute(f"delete from gate_results where sample_id in ({','.join('?' * len(ids))})", ids)
+        # the fixed rates are the cell's valid samples: a gate the real run happened to fire on one of them
+        # (a busy machine's cache hit or length stop) would leave the rest, another cell and another median
+        db.execute(f"delete from gate_results where sample_id in ({','.join('?' * len(ids))})", ids)
     db.conn.commit()
     store.close()
 
