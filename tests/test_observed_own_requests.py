@@ -7,6 +7,9 @@ load and depth steps, the log captured and attributed, a real SQLite store.
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 from cardproof.daemon.campaign.model import parse_campaign
@@ -51,6 +54,11 @@ def test_no_request_cardproof_sent_is_called_foreign(probed_run):
     assert foreign == {}
 
 
+def _timing_lines(path) -> int:
+    """How many tasks the server's log has finished so far (its generation counters)."""
+    return len(re.findall(r"(?<!prompt )eval time *=", path.read_text(errors="replace")))
+
+
 def test_a_request_from_elsewhere_is_still_foreign(probed_run, own_router, tmp_path):
     """One request nobody stored, sent to the same server while its log is captured, stays foreign."""
     import shutil
@@ -62,8 +70,13 @@ def test_a_request_from_elsewhere_is_still_foreign(probed_run, own_router, tmp_p
     db, run_id = probed_run
     copy = tmp_path / "r.db"
     shutil.copy(db, copy)
+    before = _timing_lines(own_router.log_path)
     httpx.post(own_router.url + "/v1/chat/completions", timeout=60,
                json={"model": "tiny-a", "messages": [{"role": "user", "content": "someone else"}], "max_tokens": 5})
+    # the router forwards its child's lines through a pipe: on a busy machine they reach the file after the answer
+    deadline = time.monotonic() + 30
+    while _timing_lines(own_router.log_path) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
     store = open_store(copy)
     try:
         capture_file(store, own_router.log_path, run_id=run_id)
