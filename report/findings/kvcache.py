@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cardproof.marks import N_
 from .base import Fig, Finding, FindingRule, Line, Term
-from .pick import number
+from .pick import number, process_cells
 
 TITLE = N_("{small} saves less memory than its file suggests")
 TEXT = N_("{small} holds {saved} less memory than {big} ({small_mib} against {big_mib}, {where}), not the {file_saved} "
@@ -44,8 +44,7 @@ def _rows(view: dict) -> dict[str, dict]:
     order = {c: i for i, c in enumerate(view.get("classes") or [])}
     for r in (view.get("memory") or {}).get("loads", []):
         b = r.get("log_buffers") or {}
-        cells = sorted((c for c in r.get("process_cells") or [] if number(c.get("peak_rss_mib"))
-                        and c.get("prompt_class") in order and not c.get("reasoning")),
+        cells = sorted((c for c in process_cells(r) if c.get("prompt_class") in order and not c.get("reasoning")),
                        key=lambda c: order[c["prompt_class"]])
         if number(r.get("card_mib")):
             held, where, link, cls = r["card_mib"], Term(ON_CARDS), f"fig-load-{r['load_id']}", None

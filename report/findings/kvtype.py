@@ -14,7 +14,7 @@ from __future__ import annotations
 from cardproof.marks import N_
 
 from .base import Fig, Finding, FindingRule, Line, Term
-from .pick import number
+from .pick import cell_peaks, number
 
 KV_FLAGS = {"--cache-type-k": "k", "-ctk": "k", "--cache-type-v": "v", "-ctv": "v"}
 
@@ -55,12 +55,6 @@ def _ratio(r: dict, link: str):
     if state == "measurable":
         return Fig(r["ratio"], "ratio", link=link)
     return Term(_STATE_WORDS.get(state, N_("not measured")))
-
-
-def _cell_peaks(view: dict) -> dict:
-    """cell id -> the peak resident memory of its server process during that cell (MiB)."""
-    return {c["cell_id"]: c["peak_rss_mib"] for r in (view.get("memory") or {}).get("loads", [])
-            for c in r.get("process_cells") or [] if number(c.get("peak_rss_mib"))}
 
 
 def _held(mb: dict, mv: dict, pairs: list[tuple[str, int, int]], peaks: dict, load_id) -> tuple:
@@ -108,7 +102,7 @@ def _finding(group: dict, v: dict, peaks: dict) -> Finding | None:
 
 
 def check(view: dict) -> list[Finding]:
-    out, peaks = [], _cell_peaks(view)
+    out, peaks = [], cell_peaks(view)
     for group in view.get("variants") or []:
         for v in group.get("variants") or []:
             f = _finding(group, v, peaks)

@@ -62,3 +62,14 @@ def card_rows(view: dict) -> dict[str, dict]:
         if number(r.get("card_mib")) and r.get("model") not in out:
             out[r["model"]] = r
     return out
+
+
+def process_cells(load: dict) -> list[dict]:
+    """A memory row's cells with the peak resident memory of its server process measured (MiB)."""
+    return [c for c in load.get("process_cells") or [] if number(c.get("peak_rss_mib"))]
+
+
+def cell_peaks(view: dict) -> dict:
+    """cell id -> the peak resident memory of its server process during that cell (MiB), every load."""
+    return {c["cell_id"]: c["peak_rss_mib"] for r in (view.get("memory") or {}).get("loads", [])
+            for c in process_cells(r)}
