@@ -155,7 +155,7 @@ def test_a_judged_run_stores_both_forms_and_a_canary_reason_combines_plan_and_ob
 
 @pytest.mark.parametrize("lang, expected", [("en", "prompt tokens served from cache: 512 (server log, task 79: "
                                                     "prompt tokens in all: 523)"),
-                                           ("de", "Prompt-Token aus dem Cache: 512 (Serverlog, Task 79: Prompt-Token "
+                                           ("de", "Prompt-Token aus dem Cache: 512 (Server-Protokoll, Task 79: Prompt-Token "
                                                   "insgesamt: 523)")])
 def test_the_cache_count_from_the_server_log(lang, expected):
     ctx = SampleContext(sample={"cached_tokens": 512}, max_tokens=8,
