@@ -3,7 +3,7 @@
 Figures come from ``load_steps`` and their samples through
 ``cardproof.daemon.store.stats`` -- the same code the console line uses --
 so a percentile in the article is always a computation over stored rows.
-The service level is the one frozen with the campaign (``[load.slo]``).
+The service level is the one frozen with the campaign (``[load.slo]``, read from\n``campaigns.campaign_json`` as the pass rules read it).
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import sqlite3
 import sys
 
-from cardproof.daemon.campaign.check import CampaignError
+from cardproof.daemon.campaign.frozen import frozen_campaign
 from cardproof.daemon.campaign.tables.load import Slo
-from cardproof.daemon.campaign.slo import frozen_slo as slo_of
 from cardproof.daemon.campaign.slo import answers_unequal, knee, meets, step_x
 from cardproof.daemon.store.stats import StepFigures, rate_digits, run_steps
 from cardproof.marks import N_, NP_
@@ -22,14 +21,14 @@ from .mdsafe import MD
 
 
 
-def frozen_slo(campaign_text: str | None, run_id: int) -> Slo | None:
-    """``[load.slo]`` of the campaign frozen with the run; unreadable: None, named on stderr."""
-    try:
-        return slo_of(campaign_text, f"run {run_id} campaign")
-    except CampaignError as exc:
-        print(f"run {run_id}: [load] of the frozen campaign not read, no service level shown: {exc}",
-              file=sys.stderr)
+def frozen_slo(conn, run_id: int) -> Slo | None:
+    """``[load.slo]`` of the campaign as the run froze it (parsed once, as the pass rules read it); a run whose
+    frozen campaign is unreadable shows no service level, named on stderr."""
+    campaign = frozen_campaign(conn, run_id=run_id)
+    if campaign is None:
+        print(f"run {run_id}: the frozen campaign is not readable, no service level shown", file=sys.stderr)
         return None
+    return campaign.load.slo if campaign.load else None
 
 
 def _row(f: StepFigures, slo: Slo | None) -> dict:
@@ -68,14 +67,14 @@ def _queueing(rows: list[dict]) -> dict | None:
             "step": queued["step"], "step_first": first["step"]}
 
 
-def axes_view(db, run_id: int, campaign_text: str | None) -> dict:
+def axes_view(db, run_id: int) -> dict:
     """Per model: its stream steps and rate steps (with service level and knee) and its depth steps."""
     conn = db.conn if hasattr(db, "conn") else db
     try:
         steps = run_steps(conn, run_id)
     except sqlite3.OperationalError:  # a database from before m015: no steps to show
         steps = []
-    slo = frozen_slo(campaign_text, run_id) if any(f.step["axis"] in ("load", "rate") for f in steps) else None
+    slo = frozen_slo(conn, run_id) if any(f.step["axis"] in ("load", "rate") for f in steps) else None
     out: dict = {"load": [], "rate": [], "depth": [], "slo": slo}
     for axis in ("load", "rate", "depth"):
         by_model: dict[str, list[StepFigures]] = {}

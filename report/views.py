@@ -106,7 +106,7 @@ def article_view(db, base: dict, *, previous_id: int | None, ratio: dict | None,
     so_far["decision"] = decision_view(db, rid, view=so_far, memory=so_far["memory"])
     so_far["clients"] = requests_by_client(db, rid, show_addresses=show_addresses)
     so_far["provenance"] = [p for p in counter_provenance(db, rid) if p["source"] != "none"]
-    so_far["axes"] = axes_view(db, rid, base["run"].get("campaign_text"))
+    so_far["axes"] = axes_view(db, rid)
     so_far["fit"] = fit_view(db, rid)
     so_far["quality"] = quality_view(db, rid, so_far)
     so_far["findings"] = findings_for(so_far | finding_inputs(db, so_far))

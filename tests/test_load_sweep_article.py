@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from cardproof.cli import cli
+from cardproof.daemon.campaign.frozen import normalised_text
 from cardproof.daemon.campaign.model import parse_campaign
 from cardproof.daemon.run.runner import run_campaign
 from cardproof.daemon.store import open_store
@@ -50,6 +51,13 @@ def _direct(conn, run_id):
     return out
 
 
+def _refreeze(conn, run_id, text):
+    """Write ``text`` as the run's frozen campaign, parsed the way the run freezes one (the article reads that)."""
+    conn.execute("update campaigns set toml_text = ?, campaign_json = ? where id = (select campaign_id from runs "
+                 "where id = ?)", [text, normalised_text(text), run_id])
+    return conn
+
+
 def test_service_level_names_the_largest_step_that_meets_it(axes_db):
     db, run_id, text = axes_db
     conn = sqlite3.connect(db)
@@ -58,7 +66,7 @@ def test_service_level_names_the_largest_step_that_meets_it(axes_db):
     p90s = sorted(p90 for _, p90 in direct.values())
     bound = (p90s[1] + p90s[2]) / 2
     frozen = text.replace("ttft_p90_ms = 60000", f"ttft_p90_ms = {bound}")
-    view = axes_view(conn, run_id, frozen)
+    view = axes_view(_refreeze(conn, run_id, frozen), run_id)
     (entry,) = view["load"]
     expected = max(s for s, (_, p90) in direct.items() if p90 <= bound)
     assert entry["max_streams_at_slo"] == expected
@@ -68,7 +76,10 @@ def test_service_level_names_the_largest_step_that_meets_it(axes_db):
         assert beyond["streams"] > expected and ("ttft_p90", pytest.approx(direct[beyond["streams"]][1])) in \
             [(k, v) for k, v in beyond["failed"]]
     # a bound no step meets
-    none = axes_view(conn, run_id, text.replace("per_user_decode_tps = 1", "per_user_decode_tps = 1e6"))
+    none = axes_view(_refreeze(conn, run_id, text.replace("per_user_decode_tps = 1", "per_user_decode_tps = 1e6")),
+                     run_id)
+    conn.rollback()  # the store keeps the campaign the run froze, for the module's other tests
+    conn.close()
     assert none["load"][0]["best"] is None and none["load"][0]["max_streams_at_slo"] == 0
 
 
