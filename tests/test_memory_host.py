@@ -124,6 +124,8 @@ def test_cells_store_the_peak_and_the_section_shows_it_beside_the_self_report(ho
     assert f"**{process['peak_rss_mib']:,.0f}**" in row and "| 294 |" in row, row
     assert f"psutil, PID {holder.pid}" in row and "self-report: llama-server memory breakdown" in row, row
     assert f"(#cell-{cells[1]})" in part and "file-backed" in part
+    # the load's headline peak is whole-life; the section says so where per-cell figures stand beside it
+    assert "peak spans all it served" in part and "prompt cache" in part
     de = _render(view, "de")
     assert CATALOGUE["Server process memory"] in de and CATALOGUE["file-backed"] in de
 
