@@ -10,7 +10,7 @@ two home pages on: every internal link must name a file that exists (no
 folder, which a browser shows as a listing from disk), no page may log a
 console error or ask for anything off localhost, the language switch on
 every page (the home page's too) must lead to the same page in the other
-language, the charts must load, and search must find a page.
+language (clicked on the home pages, read as the browser resolved the link elsewhere), the charts must load, and search must find a page.
 """
 
 from __future__ import annotations
@@ -141,10 +141,12 @@ def _visit(page, info: dict, url: str, base: str, pages: dict, queue: list) -> N
     other = "en" if url.startswith(base + "de/") else "de"
     switch = page.query_selector(f"a.md-select__link[hreflang={other}]")
     info["switch_to"] = None
-    if switch is not None:
+    if switch is not None and url in (base + "index.html", base + "de/index.html"):
         with page.expect_navigation(wait_until="load"):
             switch.evaluate("a => a.click()")  # the menu opens on hover; the click is the reader's
         info["switch_to"] = page.url
+    elif switch is not None:  # a plain link (no instant navigation): where the browser resolved it is where it goes
+        info["switch_to"] = switch.evaluate("a => a.href")
     page.close()
     pages[url] = info
     for href in info["links"]:
