@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,18 +38,24 @@ def test_gpu_check_passes_on_a_driver_and_skips_with_exit_2_without_one():
         assert "SKIP" in res.stdout and "no NVIDIA driver" in res.stdout, res.stdout
 
 
-def test_recorded_reading_gpu_check_selftest_passes_and_can_fail():
-    ok = run("scripts/gpu_check.py", "--recorded-selftest", "--mib", "256")
+@pytest.fixture(scope="module")
+def selftest_ok():
+    """One passing run of the recorded self-test: the memory and the energy checks read its lines."""
+    return run("scripts/gpu_check.py", "--recorded-selftest", "--mib", "256")
+
+
+def test_recorded_reading_gpu_check_selftest_passes_and_can_fail(selftest_ok):
+    ok = selftest_ok
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.rstrip().endswith("PASS") and "+256.0 MiB" in ok.stdout
     bad = run("scripts/gpu_check.py", "--recorded-selftest", "--mib", "256", "--selftest-skew-mib", "40")
     assert bad.returncode == 1 and "FAIL allocation of 256 MiB" in bad.stdout
 
 
-def test_recorded_reading_gpu_check_selftest_covers_energy_and_can_fail():
+def test_recorded_reading_gpu_check_selftest_covers_energy_and_can_fail(selftest_ok):
     """The energy checks: the counter opens, the idle draw lies within the card's power limit, a cell's
     joules are stored from its two readings; a draw beyond the limit fails."""
-    ok = run("scripts/gpu_check.py", "--recorded-selftest", "--mib", "64")
+    ok = selftest_ok
     assert ok.returncode == 0, ok.stdout + ok.stderr
     idle = next(ln for ln in ok.stdout.splitlines() if "idle draw from the energy counter" in ln)
     assert idle.startswith("PASS") and "(power limit 700.0 W)" in idle, idle
