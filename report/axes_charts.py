@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import altair as alt
-
 from cardproof.daemon.campaign.tables.load import Slo
 
 from . import charts
@@ -38,44 +36,53 @@ def _load_rows(entry: dict, L: Lang, axis: str = "load") -> list[dict]:
     return rows
 
 
-def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str, axis: str = "load"):
+def load_spec(entry: dict, slo: Slo | None, L: Lang, title: str, axis: str = "load") -> dict:
     """Throughput (aggregate and per request) and TTFT against streams or offered rate; SLO and knee as rules.
 
-    Rate steps get a middle panel: answered requests/s beside the offered rate.
+    Rate steps get a middle panel: answered requests/s beside the offered rate. A plain Vega-Lite dict, as
+    charts.decode_spec is (Altair's objects cost most of an article's build); tests/test_report.py validates it.
     """
     rows = _load_rows(entry, L, axis)
     xs = sorted({r["x"] for r in rows})
     if axis == "rate":
-        x = alt.X("x:Q", title=L.gettext("offered requests/s (Poisson arrivals)"), scale=alt.Scale(type="log"),
-                  axis=alt.Axis(values=xs, format="~g"))
+        x = {"axis": {"format": "~g", "values": xs}, "field": "x", "scale": {"type": "log"},
+             "title": L.gettext("offered requests/s (Poisson arrivals)"), "type": "quantitative"}
     else:
-        x = alt.X("x:Q", title=L.gettext("concurrent streams"), scale=alt.Scale(type="log", base=2),
-                  axis=alt.Axis(values=xs, format="d"))
-    base = alt.Chart(alt.Data(values=rows))
+        x = {"axis": {"format": "d", "values": xs}, "field": "x", "scale": {"base": 2, "type": "log"},
+             "title": L.gettext("concurrent streams"), "type": "quantitative"}
 
-    def panel(name: str, unit: str, scale: alt.Scale | None = None):
-        return base.transform_filter(f"datum.panel == '{name}'").mark_line(point=True).encode(
-            x=x, y=alt.Y("value:Q", title=L.gettext(unit), scale=scale or alt.Undefined),
-            color=alt.Color("what:N", title=None, sort=None))
+    def panel(name: str, unit: str, scale: dict | None = None) -> dict:
+        y = {"field": "value", **({"scale": scale} if scale else {}), "title": L.gettext(unit), "type": "quantitative"}
+        return {"data": {"values": rows}, "mark": {"type": "line", "point": True},
+                "encoding": {"color": {"field": "what", "sort": None, "title": None, "type": "nominal"}, "x": x,
+                             "y": y},
+                "transform": [{"filter": f"datum.panel == '{name}'"}]}
+
+    def rule(field: str, value: float, **mark) -> dict:
+        return {"data": {"values": [{field: value}]}, "mark": {"type": "rule", **mark},
+                "encoding": {field if field == "x" else "y": {"field": field, "type": "quantitative"}}}
 
     marks_tps, marks_ttft = [panel("tps", "tok/s")], [panel("ttft", "ms")]
     if entry["knee"] is not None:
-        marks_tps.append(alt.Chart(alt.Data(values=[{"x": entry["knee"]}])).mark_rule(
-            strokeDash=[4, 3], color="grey").encode(x="x:Q"))
+        marks_tps.append(rule("x", entry["knee"], color="grey", strokeDash=[4, 3]))
     if slo and slo.per_user_decode_tps is not None:
-        marks_tps.append(alt.Chart(alt.Data(values=[{"v": slo.per_user_decode_tps}])).mark_rule(color="firebrick")
-                         .encode(y="v:Q"))
+        marks_tps.append(rule("v", slo.per_user_decode_tps, color="firebrick"))
     if slo and slo.ttft_p90_ms is not None:
-        marks_ttft.append(alt.Chart(alt.Data(values=[{"v": slo.ttft_p90_ms}])).mark_rule(color="firebrick")
-                          .encode(y="v:Q"))
-    parts = [alt.layer(*marks_tps).properties(width=charts._WIDTH, height=160)]
+        marks_ttft.append(rule("v", slo.ttft_p90_ms, color="firebrick"))
+    parts = [{"layer": marks_tps, "height": 160, "width": charts._WIDTH}]
     if axis == "rate":
         # log: an answered rate far below the offered one stays readable beside it
-        parts.append(panel("rps", "requests/s", alt.Scale(type="log")).properties(width=charts._WIDTH, height=120))
-    parts.append(alt.layer(*marks_ttft).properties(width=charts._WIDTH, height=140))
+        parts.append({**panel("rps", "requests/s", {"type": "log"}), "height": 120, "width": charts._WIDTH})
+    parts.append({"layer": marks_ttft, "height": 140, "width": charts._WIDTH})
     x_title = L.gettext("offered requests/s (Poisson arrivals)") if axis == "rate" else L.gettext("concurrent streams")
-    return charts._svg(alt.vconcat(*parts).resolve_scale(color="independent")
-                       .properties(title=charts._label(title), description=_description(L, title, x_title, rows)), L)
+    return {"config": {"view": {"continuousWidth": 300, "continuousHeight": 300}}, "vconcat": parts,
+            "description": _description(L, title, x_title, rows), "resolve": {"scale": {"color": "independent"}},
+            "title": charts._label(title), "$schema": charts.SCHEMA}
+
+
+def load_chart(entry: dict, slo: Slo | None, L: Lang, title: str, axis: str = "load"):
+    """The drawn load_spec (an SVG, or a deferred one while a build draws its charts together)."""
+    return charts._svg(load_spec(entry, slo, L, title, axis), L)
 
 
 def _description(L: Lang, title: str, x_title: str, rows: list[dict]) -> str:
@@ -101,15 +108,22 @@ def depth_rows(entry: dict, L: Lang) -> list[dict]:
     return rows
 
 
+def depth_spec(rows: list[dict], L: Lang, title: str) -> dict:
+    """Decode and prefill tok/s (medians) against the prompt's real length in tokens (a Vega-Lite dict)."""
+    x_title = L.gettext("prompt tokens (the server's count)")
+    return {"config": {"view": {"continuousWidth": 300, "continuousHeight": 300}},
+            "data": {"values": rows}, "mark": {"type": "line", "point": True},
+            "description": _description(L, title, x_title, rows),
+            "encoding": {"color": {"field": "what", "sort": None, "title": None, "type": "nominal"},
+                         "x": {"field": "tokens", "title": x_title, "type": "quantitative"},
+                         "y": {"field": "value", "title": L.gettext("tok/s (median)"), "type": "quantitative"}},
+            "height": 180, "title": charts._label(title),
+            "width": charts._WIDTH, "$schema": charts.SCHEMA}
+
+
 def depth_chart(rows: list[dict], L: Lang, title: str):
-    """Decode and prefill tok/s (medians) against the prompt's real length in tokens."""
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=alt.X("tokens:Q", title=L.gettext("prompt tokens (the server's count)")),
-        y=alt.Y("value:Q", title=L.gettext("tok/s (median)")),
-        color=alt.Color("what:N", title=None, sort=None),
-    ).properties(width=charts._WIDTH, height=180, title=charts._label(title),
-                 description=_description(L, title, L.gettext("prompt tokens (the server's count)"), rows))
-    return charts._svg(chart, L)
+    """The drawn depth_spec."""
+    return charts._svg(depth_spec(rows, L, title), L)
 
 
 def axes_charts(axes: dict | None, run_id: int, L: Lang, img_dir: Path | None) -> dict:

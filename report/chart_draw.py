@@ -10,10 +10,9 @@ In short, ``charts.py``, ``chart_draw.py``: Altair charts rendered offline to SV
 with its data table. Inside ``charts.deferred()`` (the report build) the specs go to worker
 processes (``python -m cardproof.report.chart_draw``, vl-convert only) as they are made, so the
 charts are drawn on other cores while the rest of the report is written; a chart a worker could not
-draw is drawn in the build's own process at the block's end. A decode chart's spec is kept by what
-it is made of (its rows as given, labels, domain, language: ``_cached_spec``), since Altair spends
-about 60 ms copying objects for each and a build writes the same chart again for every run it
-renders again
+draw is drawn in the build's own process at the block's end. The charts drawn for every run (decode,
+load, context) are built as plain Vega-Lite dicts, not Altair objects: Altair spent about 60 ms
+copying its objects for each, most of an article's build.
 """
 
 from __future__ import annotations

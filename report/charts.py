@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections import OrderedDict
 import math
 import os
 import queue
@@ -75,10 +74,10 @@ def describe(L: Lang, lead: str, items: list[str]) -> str:
     return L.gettext(DESCRIPTION).format(lead=lead, items="; ".join(shown)).replace(". .", ".")
 
 
-def _spec_text(chart: alt.Chart) -> str:
+def _spec_text(chart: "alt.Chart | dict") -> str:
     # not validated against the Vega-Lite schema here (0.3 s per new run at a year of runs, for specs
     # only this module builds): tests/test_report.py validates every chart a real run's articles draw
-    spec = chart.to_dict(validate=False)
+    spec = json.loads(json.dumps(chart)) if isinstance(chart, dict) else chart.to_dict(validate=False)
     spec.setdefault("padding", _PADDING)
     # Vega writes the marks', axes' and legends' accessible labels itself, in English and from field
     # names ("X-axis titled …", "high: 125.033491114"): they are left out, and the chart is named by its
@@ -95,32 +94,8 @@ def _draw(spec: str, L: Lang):
     return _render(spec, _LOCALES[L.code])
 
 
-def _svg(chart: alt.Chart, L: Lang):
+def _svg(chart: "alt.Chart | dict", L: Lang):
     return _draw(_spec_text(chart), L)
-
-
-#: decode chart specs by what they are made of (rows, labels, domain, language): building one with
-#: Altair costs about 60 ms (its objects are copied at every step), and a build writes the same chart
-#: again for each language and run it renders again; the spec is text, so a hit is the same spec
-_SPECS: "OrderedDict[tuple, str]" = OrderedDict()
-_SPECS_MAX = 2048
-_SPECS_LOCK = threading.Lock()
-
-
-def _cached_spec(key: tuple | None, make) -> str:
-    if key is None:
-        return _spec_text(make())
-    with _SPECS_LOCK:
-        spec = _SPECS.get(key)
-        if spec is not None:
-            _SPECS.move_to_end(key)
-            return spec
-    spec = _spec_text(make())
-    with _SPECS_LOCK:
-        _SPECS[key] = spec
-        if len(_SPECS) > _SPECS_MAX:
-            _SPECS.popitem(last=False)
-    return spec
 
 
 def _spec_mark(spec: str, locale: str) -> str:
@@ -313,48 +288,67 @@ def log_ticks(domain: list[float]) -> tuple[list[float], list[float]]:
     return [start, end], [v for v in steps if start <= v <= end]
 
 
+#: the Vega-Lite schema the specs below name (the one Altair's objects wrote before they were built as dicts)
+SCHEMA = alt.SCHEMA_URL
+
+
+def _nominal(field: str, **extra) -> dict:
+    return {"field": field, **extra, "type": "nominal"}
+
+
 def decode_spec(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None,
-                axis_title: str | None = None):
-    """The decode chart as an Altair chart (see decode_chart); ``axis_title``: another figure drawn alike."""
-    base = alt.Chart(alt.Data(values=rows))
-    y = alt.Y("model:N", title=None, sort=None)
+                axis_title: str | None = None) -> dict:
+    """The decode chart's Vega-Lite spec (see decode_chart); ``axis_title``: another figure drawn alike.
+
+    Built as a plain dict: Altair's objects copy themselves at every chained call, which made this
+    chart 60 % of an article's build time; tests/test_report.py validates every spec a real run draws.
+    """
+    y = _nominal("model", sort=None, title=None)
+    y_offset = _nominal("class", sort=None)
     # the class legend shows the whisker's coloured stroke; stable vs unstable has a legend of its own
-    color = alt.Color("class:N", title=L.gettext("prompt class"), sort=None,
-                      legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2))
+    color = _nominal("class", legend={"symbolStrokeWidth": 2, "symbolType": "stroke"}, sort=None,
+                     title=L.gettext("prompt class"))
     domain = domain or decode_domain(rows)
     log = log_scale(domain)
-    axis = alt.Axis()
+    axis: dict = {}
     if log:  # ticks at 1-2-5 values over a domain widened to them: Vega's own thin out past a decade
         domain, ticks = log_ticks(domain)
-        axis = alt.Axis(values=ticks)
+        axis = {"values": ticks}
     # the same domain for reasoning off and on: the two charts can be read side by side
-    scale = alt.Scale(type="log" if log else "linear", domain=domain, nice=not log, zero=False) if domain \
-        else alt.Scale()
+    scale = {"domain": domain, "nice": not log, "type": "log" if log else "linear", "zero": False} if domain \
+        else None
     axis_title = (axis_title or L.gettext("decode tok/s (median, min–max)")) + (
         " · " + L.gettext("log scale") if log else "")
-    whisker = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("low:Q", title=axis_title, scale=scale, axis=axis), x2="high:Q", y=y,
-        yOffset=alt.YOffset("class:N", sort=None), color=color)
+
+    def x(field: str, **extra) -> dict:
+        return {**({"axis": axis} if extra else {}), "field": field, **({"scale": scale} if scale else {}), **extra,
+                "type": "quantitative"}
+
+    whisker = {"mark": {"type": "rule", "strokeWidth": 2},
+               "encoding": {"color": color, "x": x("low", title=axis_title), "x2": {"field": "high"}, "y": y,
+                            "yOffset": y_offset}}
     # an unstable cell's median is drawn as a hollow mark: it is shown, not stated as a finding
-    dots = base.mark_point(size=60).encode(
-        x=alt.X("median:Q", scale=scale), y=y, yOffset=alt.YOffset("class:N", sort=None), color=color,
-        # hollow by fill opacity, not by a white fill: a fill value reaches the shape legend's
-        # symbols too, which were drawn white on white with no outline
-        fill=alt.Color("class:N", sort=None, legend=None),
-        fillOpacity=alt.condition("datum.unstable", alt.value(0), alt.value(1)),
-        shape=alt.Shape("stability:N", title=None, sort=None,
-                        legend=alt.Legend(symbolStrokeColor="#555", symbolFillColor="#555")))
+    dots = {"mark": {"type": "point", "size": 60},
+            "encoding": {"color": color,
+                         # hollow by fill opacity, not by a white fill: a fill value reaches the shape legend's
+                         # symbols too, which were drawn white on white with no outline
+                         "fill": _nominal("class", legend=None, sort=None),
+                         "fillOpacity": {"condition": {"test": "datum.unstable", "value": 0}, "value": 1},
+                         "shape": _nominal("stability", legend={"symbolFillColor": "#555",
+                                                                "symbolStrokeColor": "#555"}, sort=None, title=None),
+                         "x": x("median"), "y": y, "yOffset": y_offset}}
     height = max(80, 26 * len({r["model"] for r in rows}) * max(1, len({r["class"] for r in rows})))
     items = [f"{r['model']} · {r['class']}: {L.num(r['median'])} ({L.num(r['low'])}–{L.num(r['high'])})"
              + (f", {r['stability']}" if r.get("unstable") else "") for r in rows]
     lead = L.gettext(PER_MODEL_AND_CLASS).format(what=axis_title)
-    chart = (whisker + dots).properties(width=_WIDTH, height=height,
-                                        description=describe(L, f"{_label(title)}: {lead}" if title else lead, items))
-    if title:
-        chart = chart.properties(title=_label(title))
     # a legend title cut to "Prompt-Klass" reads as a typo; the symbols' outline shows hollow vs filled
-    return chart.configure_axis(labelLimit=240).configure_legend(titleLimit=240, labelLimit=240,
-                                                                 symbolStrokeColor="#555")
+    spec = {"config": {"view": {"continuousWidth": 300, "continuousHeight": 300}, "axis": {"labelLimit": 240},
+                       "legend": {"labelLimit": 240, "symbolStrokeColor": "#555", "titleLimit": 240}},
+            "layer": [whisker, dots], "data": {"values": rows},
+            "description": describe(L, f"{_label(title)}: {lead}" if title else lead, items), "height": height}
+    if title:
+        spec["title"] = _label(title)
+    return {**spec, "width": _WIDTH, "$schema": SCHEMA}
 
 
 def decode_chart(rows: list[dict], L: Lang, title: str | None = None, domain: list[float] | None = None,
@@ -364,11 +358,7 @@ def decode_chart(rows: list[dict], L: Lang, title: str | None = None, domain: li
     ``domain`` is the x range shared with the run's other decode chart; past one
     order of magnitude the axis is logarithmic (and says so).
     """
-    try:  # the rows as given, in their order: the same text makes the same spec
-        key = ("decode", json.dumps([rows, title, domain, axis_title]), L.code, id(L.translations))
-    except (TypeError, ValueError):
-        key = None  # a value JSON cannot hold: built every time
-    return _draw(_cached_spec(key, lambda: decode_spec(rows, L, title, domain, axis_title)), L)
+    return _svg(decode_spec(rows, L, title, domain, axis_title), L)
 
 
 def reasoning_rows(view: dict, L: Lang) -> list[dict]:

@@ -36,13 +36,15 @@ scripts/catalogue.py`` regenerates ``locale/cardproof.pot`` and updates the Germ
 
 from __future__ import annotations
 
+import functools
 import io
 from importlib import resources
 
 from babel.dates import format_datetime
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
-from babel.numbers import format_decimal, format_percent
+from babel import Locale
+from babel.numbers import format_percent, parse_pattern
 from babel.support import NullTranslations, Translations
 
 from cardproof.marks import N_
@@ -121,6 +123,16 @@ def _finite(value) -> bool:
 QUOTE = N_("“{text}”")
 
 
+@functools.lru_cache(maxsize=16)
+def _decimal_pattern(digits: int):
+    return parse_pattern("#,##0" + ("." + "0" * digits if digits else ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _locale(code: str) -> Locale:
+    return Locale.parse(code)
+
+
 class Lang:
     """Translation and locale formatting for one language."""
 
@@ -162,10 +174,11 @@ class Lang:
         return self.gettext(QUOTE).format(text=text)
 
     def num(self, value, digits: int = 1) -> str:
+        """``value`` with ``digits`` decimals and this language's separators (Babel's ``format_decimal``, its
+        pattern and locale parsed once: a build formats tens of thousands of figures)."""
         if not _finite(value):  # None, text from a damaged row, inf: no figure to print
             return "—"
-        fmt = "#,##0" + ("." + "0" * digits if digits else "")
-        return format_decimal(value, format=fmt, locale=self.code)
+        return _decimal_pattern(digits).apply(value, _locale(self.code))
 
     def fig(self, kind: str, value) -> str:
         """A measured quantity rounded as everywhere else on the site (report/figures.py)."""

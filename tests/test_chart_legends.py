@@ -6,6 +6,8 @@ as the site build does: no server is needed to draw two rows.
 
 from __future__ import annotations
 
+import pytest
+
 from cardproof.report import charts
 from cardproof.report.i18n import Lang
 
@@ -18,7 +20,7 @@ def _rows():
 
 
 def test_fill_repeats_the_class_colour_without_a_legend_of_its_own():
-    spec = charts.decode_spec(_rows(), Lang("de"), title="Decode").to_dict()
+    spec = charts.decode_spec(_rows(), Lang("de"), title="Decode")
     legends = []
     for layer in spec["layer"]:
         for channel, enc in layer["encoding"].items():
@@ -76,21 +78,22 @@ def test_a_chart_drawn_from_the_same_spec_is_not_drawn_again(tmp_path, monkeypat
     assert len(drawn) == 4
 
 
-def test_a_decode_charts_spec_is_built_once_per_content_and_language(monkeypatch):
-    """The same rows, labels and language give the spec built the first time (Altair is not asked again);
-    another language, other rows or a changed value build a new one, equal to what Altair makes."""
-    charts._SPECS.clear()
-    built = []
-    real = charts.decode_spec
-    monkeypatch.setattr(charts, "decode_spec", lambda *a, **k: built.append(a[1].code) or real(*a, **k))
-    monkeypatch.setattr(charts, "_pending", None)
-    monkeypatch.setattr(charts, "_render", lambda spec, locale: spec)  # the spec text, not its drawing
-    en, de = Lang("en"), Lang("de")
-    first = charts.decode_chart(_rows(), en, title="t")
-    assert charts.decode_chart(_rows(), en, title="t") == first and built == ["en"]
-    other = charts.decode_chart(_rows(), de, title="t")
-    assert built == ["en", "de"] and other != first
-    changed = _rows()
-    changed[0] = dict(changed[0], median=changed[0]["median"] + 1)
-    assert charts.decode_chart(changed, en, title="t") != first and built == ["en", "de", "en"]
-    assert first == charts._spec_text(real(_rows(), en, "t"))
+def test_the_run_charts_are_valid_vega_lite_and_the_schema_can_refuse():
+    """The decode, load and context specs are built as plain dicts (no Altair objects): each is checked
+    against the Vega-Lite schema Altair ships, which refuses a damaged one."""
+    from altair.utils.schemapi import validate_jsonschema
+    from altair.vegalite.v6.schema.core import load_schema
+
+    from cardproof.report.axes_charts import depth_spec
+
+    schema = load_schema()
+    for lang in ("en", "de"):
+        for spec in (charts.decode_spec(_rows(), Lang(lang), title="t"),  # log scale: 280 to 1,300 tok/s
+                     charts.decode_spec(_rows()[2:], Lang(lang), axis_title="prefill tok/s"),
+                     depth_spec([{"tokens": 10.0, "what": "decode", "value": 5.0}], Lang(lang), "d")):
+            validate_jsonschema(spec, schema)
+    damaged = charts.decode_spec(_rows(), Lang("en"))
+    damaged["layer"][1]["encoding"]["x"]["type"] = "quantity"
+    with pytest.raises(Exception, match="quantity"):
+        validate_jsonschema(damaged, schema)
+
