@@ -101,6 +101,10 @@ def test_the_article_shows_quality_beside_speed_with_finding_chart_and_caveat(tm
         assert "smollm2-q4\\_1 (Q4\\_1): " in findings and "×2" in findings, findings
     en = (site / f"run-{rid}.md").read_text()
     assert "What these figures do not show" in en and "was itself requantized from smollm2-q4\\_1" in en
+    # the ladder beside a quality finding does not say quality goes unmeasured: it says what the KLD here is
+    ladder = _section(en, "Findings").split("### Quantisation ladder", 1)[1].split("\n### ", 1)[0]
+    assert "not what it costs in quality" not in ladder, ladder
+    assert "measures only the rounding between these formats" in ladder, ladder
 
 
 def test_a_ladder_of_original_files_gets_the_general_caveat_and_the_ladder_points_to_it(tmp_path):

@@ -36,6 +36,11 @@ CAVEAT_QUALITY = N_("Speed and memory here: what each step costs in the answers 
 CAVEAT_REQUANTIZED = N_("Requantized from {base}, with its weights: {models}. The ladder shows what each format "
                         "costs in speed and memory, not what it costs in quality. A format's speed depends on this "
                         "build's kernels for this machine.")
+CAVEAT_REQUANTIZED_QUALITY = N_("Requantized from {base}, with its weights: {models}. The ladder shows what each format "
+                                "costs in speed and memory; what quantising the original model cost in the answers "
+                                "cannot be read from files that share one set of weights (the finding Quality beside "
+                                "speed measures only the rounding between these formats). A format's speed depends on "
+                                "this build's kernels for this machine.")
 
 TITLE_MIXED = N_("Quantisation ladder not controlled")
 TEXT_MIXED = N_("{models} look like one ladder of {family} at {quants}, but their base models differ ({differs}): the "
@@ -139,7 +144,8 @@ def _ladder(view: dict, cls: str, members: list[dict]) -> Finding | None:
     made = view.get("requantized") or {}
     sources = {made[n] for n in names if n in made}  # the source may itself be left out as unstable
     if sources:
-        caveat = Line(CAVEAT_REQUANTIZED, {"models": [n for n in names if n in made], "base": sorted(sources)})
+        caveat = Line(CAVEAT_REQUANTIZED_QUALITY if _quality_measured(view, names) else CAVEAT_REQUANTIZED,
+                      {"models": [n for n in names if n in made], "base": sorted(sources)})
     elif _quality_measured(view, names):
         caveat = Line(CAVEAT_QUALITY)
     else:
