@@ -92,9 +92,12 @@ WORTH_NONE_PASS = N_("No candidate passes the rule, so nothing in this run argue
 WORTH_UNDECIDED = (N_("No candidate passes the rule here, and it is not judged where its figures are missing or come from "
                       "unstable cells: this run decides nothing about replacing {incumbent}."))
 
-CAVEAT_BUSY = (N_("Main caveat: the machine had more work than CPUs during the run (load average over one minute "
+CAVEAT_BUSY = NP_("Main caveat: the machine had more work than CPUs during the run (load average over one minute "
+                  "{start} at its start and {end} at its end, on {cpus} CPU), so other processes took time from the "
+                  "server and every rate above is lower than this machine gives when idle.",
+                  "Main caveat: the machine had more work than CPUs during the run (load average over one minute "
                   "{start} at its start and {end} at its end, on {cpus} CPUs), so other processes took time from the "
-                  "server and every rate above is lower than this machine gives when idle."))
+                  "server and every rate above is lower than this machine gives when idle.")
 CAVEAT_REQUANTIZED = (N_("Main caveat: {models} were made from {base} with llama-quantize and carry its weights, so this "
                          "ladder shows what each format costs in speed, not in quality."))
 CAVEAT_UNSTABLE = (N_("Main caveat: some cells were too unsteady to state anything from ({cells}); they are left out of "
@@ -346,7 +349,8 @@ def _caveat(view: dict) -> Line:
     if setup.get("busy") and setup.get("load_start") and setup.get("load_end"):
         # figures as the Setup section prints them: two decimals, the CPUs as a count
         return Line(CAVEAT_BUSY, {"start": Fig(setup["load_start"].get("one"), digits=2),
-                                  "end": Fig(setup["load_end"].get("one"), digits=2), "cpus": Fig(setup["cpus"], "int")})
+                                  "end": Fig(setup["load_end"].get("one"), digits=2), "cpus": Fig(setup["cpus"], "int")},
+                    count="cpus")
 
     made = requantized(view["run"].get("campaign_text"))
     names = {m["name"] for m in view["models"]}

@@ -119,3 +119,31 @@ def test_draft_caveat_counts_its_measured_requests(lang, n):
     shown = [render_caveat(c, Lang(lang))["text"] for c in reconciliations(view) if c.title.startswith("Draft")]
     assert len(shown) == 1
     _check(shown[0], lang, n, REQUESTS)
+
+
+SLOTS = {("en", 1): ("1 slot", "1 slots"), ("en", 2): ("2 slots", None),
+         ("de", 1): ("1 Slot", "1 Slots"), ("de", 2): ("2 Slots", None)}
+CPUS = {("en", 1): ("1 CPU", "1 CPUs"), ("en", 2): ("2 CPUs", None),
+        ("de", 1): ("1 CPU", "1 CPUs"), ("de", 2): ("2 CPUs", None)}
+
+
+@pytest.mark.parametrize("lang,n", sorted(SLOTS))
+def test_the_context_caveat_counts_the_loads_slots(lang, n):
+    """The demo's one-slot server read "1 slots" in the context finding's caveat."""
+    from cardproof.report.findings.context import _caveat
+
+    view = {"depth_steps": [{"model": "m", "settings": {"flash_attn": "on", "kv_cache_type_k": "f16",
+                                                         "kv_cache_type_v": "f16", "slots": n}}]}
+    _check(summary_paragraph([_caveat(view, "m")], Lang(lang)), lang, n, SLOTS)
+
+
+@pytest.mark.parametrize("lang,n", sorted(CPUS))
+def test_the_busy_machine_caveat_and_the_setup_count_the_cpus(lang, n):
+    from cardproof.report.summary import CAVEAT_BUSY
+
+    line = Line(CAVEAT_BUSY, {"start": Fig(3.5, digits=2), "end": Fig(2.5, digits=2), "cpus": Fig(n, "int")},
+                count="cpus")
+    _check(summary_paragraph([line], Lang(lang)), lang, n, CPUS)
+    text = environment().from_string("{{ ngettext('against %(num)s CPU', 'against %(num)s CPUs', n) }}").render(
+        L=Lang(lang), n=n)
+    _check(text, lang, n, CPUS)

@@ -10,7 +10,7 @@ that did not.
 
 from __future__ import annotations
 
-from cardproof.marks import N_
+from cardproof.marks import N_, NP_
 from ..stats import spread
 from .base import Fig, Finding, FindingRule, Line, Quote
 from .pick import spread_unstable
@@ -40,9 +40,14 @@ CONDITION_FIT = N_("From the fit test's own verdicts: every layer on the cards, 
 CAVEAT = N_("One request at a time, the context filled with cardproof's filler text: a straight line through two depths, "
             "and decode need not fall evenly between them. More slots or another KV cache type change the cost, and so "
             "may flash attention, which the load's log does not state.")
-CAVEAT_SETTINGS = N_("One request at a time, the context filled with cardproof's filler text: a straight line through two "
-                     "depths, and decode need not fall evenly between them. The cost holds for the settings the load's "
-                     "log states (flash attention {fa}, KV cache {kv_k}/{kv_v}, {slots} slots); with others it differs.")
+CAVEAT_SETTINGS = NP_("One request at a time, the context filled with cardproof's filler text: a straight line through "
+                      "two depths, and decode need not fall evenly between them. The cost holds for the settings the "
+                      "load's log states (flash attention {fa}, KV cache {kv_k}/{kv_v}, {slots} slot); with others it "
+                      "differs.",
+                      "One request at a time, the context filled with cardproof's filler text: a straight line through "
+                      "two depths, and decode need not fall evenly between them. The cost holds for the settings the "
+                      "load's log states (flash attention {fa}, KV cache {kv_k}/{kv_v}, {slots} slots); with others it "
+                      "differs.")
 CAVEAT_FIT = N_("A context that fits alone may not fit beside another model, and one slot was asked for: a server with "
                 "several slots needs room for each.")
 
@@ -100,7 +105,8 @@ def _caveat(view: dict, model: str) -> Line:
     st = entry.get("settings") or {}
     if all(k in st for k in ("flash_attn", "kv_cache_type_k", "kv_cache_type_v", "slots")):
         return Line(CAVEAT_SETTINGS, {"fa": Quote(str(st["flash_attn"])), "kv_k": Quote(str(st["kv_cache_type_k"])),
-                                      "kv_v": Quote(str(st["kv_cache_type_v"])), "slots": Fig(st["slots"], "int")})
+                                      "kv_v": Quote(str(st["kv_cache_type_v"])), "slots": Fig(st["slots"], "int")},
+                    count="slots")
     return Line(CAVEAT)
 
 
