@@ -66,6 +66,24 @@ def _command_lines(db, load_ids: list[int]) -> dict[int, dict]:
     return out
 
 
+def _tool_commands(db, run_id: int) -> dict[int, str]:
+    """load id -> the command a measuring tool ran as that load (llama-perplexity for ``[quality]``), as the run
+    stored it: such a load is no server's, so its log prints no server command line."""
+    try:
+        rows = db.execute("select load_id, binary, args_json from quality_checks where run_id = ? and load_id is not "
+                          "null and binary is not null", [run_id]).fetchall()
+    except Exception as exc:  # noqa: BLE001 -- a store from before the table: no tool ran
+        if "no such table" in str(exc):
+            return {}
+        raise
+    out = {}
+    for load_id, binary, args in rows:
+        args = json_value(args, list, None)
+        if args is not None:
+            out[load_id] = shlex.join([str(binary), *(str(a) for a in args)])
+    return out
+
+
 def command_line_ids(conn, load_id: int) -> list[int]:
     """The ids of the lines a router printed a load's command line in (the head and each argument), so the
     evidence page prints what the Setup section links to."""
@@ -121,6 +139,7 @@ def setup_view(db, view: dict) -> dict:
     flags = (row.get("cpu_flags") or "").split()
     loads = [ld for ld in (view.get("evidence") or {}).get("loads", []) if ld.get("facts") is not None]
     commands = _command_lines(db, [ld["id"] for ld in loads])
+    tools = _tool_commands(db, run["id"])
     cmdline = json_value(row.get("server_cmdline_json"), list, [])
     start, end = json_value(row.get("load_start_json"), dict, {}), json_value(row.get("load_end_json"), dict, {})
     cpus = row.get("usable_cpus") or row.get("cpu_threads")
@@ -145,6 +164,7 @@ def setup_view(db, view: dict) -> dict:
         "server_package": row.get("server_package"),
         "server_cmdline": shlex.join(cmdline) if cmdline else None,
         "loads": [{"id": ld["id"], "model": ld.get("model"), "command": commands.get(ld["id"]),
+                   "tool_command": tools.get(ld["id"]),
                    "settings": {k: ld["facts"].get(k) for k in SETTINGS if ld["facts"].get(k) is not None}}
                   for ld in loads],
         "models": models,

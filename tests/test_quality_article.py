@@ -101,6 +101,13 @@ def test_the_article_shows_quality_beside_speed_with_finding_chart_and_caveat(tm
         assert "smollm2-q4\\_1 (Q4\\_1): " in findings and "×2" in findings, findings
     en = (site / f"run-{rid}.md").read_text()
     assert "What these figures do not show" in en and "was itself requantized from smollm2-q4\\_1" in en
+    # the setup names the command each quality load ran (llama-perplexity, as stored), not a missing server line
+    setup = _section(en, "Setup")
+    quality_loads = [r[0] for r in conn.execute("select load_id from quality_checks where load_id is not null")]
+    assert quality_loads
+    for load_id in quality_loads:
+        (line,) = [ln for ln in setup.splitlines() if f"#load-{load_id})" in ln]
+        assert "llama-perplexity for the quality measurement, no server:" in line and "--kl-divergence" in line, line
     # the ladder beside a quality finding does not say quality goes unmeasured: it says what the KLD here is
     ladder = _section(en, "Findings").split("### Quantisation ladder", 1)[1].split("\n### ", 1)[0]
     assert "not what it costs in quality" not in ladder, ladder
