@@ -198,3 +198,26 @@ def test_an_exchange_is_shown_as_text_whatever_it_holds(ladder, tmp_path):
     other.close()
     assert "````text\n        ```\n        <\u2060/details><\u2060script>alert(1)<\u2060/script>" in page
     assert "<script>" not in page and "<img" not in page and "<!--" not in page
+
+
+@pytest.mark.parametrize("cand,inc,en,de", [
+    (None, None, "not measured on the card for either model", "für keines der beiden Modelle auf der Karte gemessen"),
+    (4096.0, None, "measured on the card for one of the two models only", "nur für eines der beiden Modelle"),
+    (None, 4096.0, "measured on the card for one of the two models only", "nur für eines der beiden Modelle"),
+])
+def test_card_memory_missing_for_one_or_both_is_said_as_it_is(cand, inc, en, de):
+    """"not measured … for both models" read as "for at most one" in German where the English meant "for
+    neither"; a card read for one model only is now a sentence of its own in both languages."""
+    from cardproof.report.i18n import Lang
+    from cardproof.report.render import environment
+
+    decision = {"any": True, "rules": [], "incumbent": "inc", "probes": [], "asked_formats": [], "fabrications": [],
+                "ladder": None, "limits": [], "not_separating": [], "registration": None,
+                "candidates": [{"model": "cand", "rules": [], "speed": [], "memory_ratio": None, "card_mib": cand,
+                                "inc_card_mib": inc, "differences": [], "capability_gaps": []}]}
+    for lang, want in (("en", en), ("de", de)):
+        L = Lang(lang)
+        text = environment().get_template("sections/decision.md.j2").render(
+            decision=decision, L=L, _=L.gettext, ngettext=L.ngettext)
+        line = next(ln for ln in text.splitlines() if ln.startswith(L.gettext("Memory on the card")))
+        assert want in line, line
