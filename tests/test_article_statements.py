@@ -50,9 +50,9 @@ def test_the_context_caveat_names_the_settings_the_load_ran_with(tmp_path):
     assert finding.caveat.text == CAVEAT_SETTINGS
     en, de = _build(path, tmp_path / "p")
     assert "The cost holds for the settings the load's log states (flash attention <q>on</q>, KV cache " \
-           "<q>f16</q>/<q>f16</q>, 1 slots); with others it differs." in en
+           "<q>f16</q>/<q>f16</q>, 1 slot); with others it differs." in en
     assert "or flash attention change the cost" not in en
-    assert "(Flash Attention <q>on</q>, KV-Cache <q>f16</q>/<q>f16</q>, 1 Slots)" in de
+    assert "(Flash Attention <q>on</q>, KV-Cache <q>f16</q>/<q>f16</q>, 1 Slot)" in de
 
 
 def test_without_the_settings_in_the_log_the_caveat_says_so(tmp_path):

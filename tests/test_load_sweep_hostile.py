@@ -40,7 +40,8 @@ def test_damaged_and_hostile_step_rows_are_named_and_the_site_still_builds(paral
         # a row as a cardproof before m018 stored it: English only, shown quoted
         conn.execute("update load_steps set refused_reason = ?, refused_json = null where refused_reason is not null",
                      [PAYLOAD])
-        conn.execute("update campaigns set toml_text = toml_text || ?", ["\n[load.slo]\nbogus = 1\n"])
+        # the campaign as the run froze it, damaged: every reader of the parsed campaign reads it as unreadable
+        conn.execute("update campaigns set campaign_json = ?", ['{"version": 99, "load": {"slo": "bogus"}}'])
     project = tmp_path / "proj"
     result = CliRunner().invoke(cli, ["report", "build", "--db", str(db), "--project", str(project)])
     assert result.exit_code == 0, (result.output, result.stderr)
@@ -50,7 +51,7 @@ def test_damaged_and_hostile_step_rows_are_named_and_the_site_still_builds(paral
     load = md[md.index("## Load: concurrent streams"):md.index("## Context depth")]
     assert "| — |" in load  # the damaged streams read as no figure, not as a crash or 'None'
     assert "None" not in load
-    assert "no service level shown" in result.stderr  # the frozen [load.slo] no longer reads: said, not guessed
+    assert "no service level shown" in result.stderr  # the frozen campaign no longer reads: said, not guessed
     assert "## Context depth" in md and PAYLOAD not in md  # the refusal text is escaped, not pasted
     html = (project / "build" / "site" / "runs" / f"run-{run_id}.html").read_text()
     context = html[html.index("Context depth"):]

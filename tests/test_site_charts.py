@@ -25,17 +25,17 @@ def test_reasoning_off_and_on_share_one_domain():
     shared = charts.decode_domain(off, on)
     assert shared == [25, 110]
     for rows in (off, on):
-        scales = _x_scales(charts.decode_spec(rows, Lang("en"), "t", shared).to_dict())
+        scales = _x_scales(charts.decode_spec(rows, Lang("en"), "t", shared))
         assert all(s["domain"] == [25, 110] for s in scales), scales
 
 
 def test_log_scale_past_one_order_of_magnitude_and_the_axis_says_so():
     wide = _rows(("a", 3.0, 2.5, 4.0), ("b", 1300.0, 1000.0, 1400.0))
-    spec = charts.decode_spec(wide, Lang("de"), "t").to_dict()
+    spec = charts.decode_spec(wide, Lang("de"), "t")
     assert all(s["type"] == "log" for s in _x_scales(spec))
     assert "logarithmische Skala" in spec["layer"][0]["encoding"]["x"]["title"]
     narrow = _rows(("a", 100, 90, 110), ("b", 300, 250, 320))
-    assert all(s["type"] == "linear" for s in _x_scales(charts.decode_spec(narrow, Lang("en")).to_dict()))
+    assert all(s["type"] == "linear" for s in _x_scales(charts.decode_spec(narrow, Lang("en"))))
 
 
 def test_a_log_axis_has_a_labelled_tick_on_each_side_of_every_figure():
@@ -43,7 +43,7 @@ def test_a_log_axis_has_a_labelled_tick_on_each_side_of_every_figure():
     log axis now runs from the 1-2-5 value below the lowest figure to the one above the highest, with a
     label at each."""
     wide = _rows(("a", 3.0, 2.5, 4.0), ("b", 1480.0, 1300.0, 1520.0))
-    spec = charts.decode_spec(wide, Lang("en"), "t").to_dict()
+    spec = charts.decode_spec(wide, Lang("en"), "t")
     assert all(s["domain"] == [2.0, 2000.0] for s in _x_scales(spec))
     for lang, labels in (("en", ["2", "5", "10", "100", "1,000", "2,000"]), ("de", ["2", "5", "10", "100", "1.000", "2.000"])):
         svg = charts.decode_chart(wide, Lang(lang), "t")
