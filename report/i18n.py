@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import io
+from decimal import ROUND_HALF_EVEN, Decimal
 from importlib import resources
 
 from babel.dates import format_datetime
@@ -123,6 +124,12 @@ def _finite(value) -> bool:
 QUOTE = N_("“{text}”")
 
 
+#: the site's languages and whether their separators are the other way round from Python's (1,234.5)
+_SEPARATORS_SWAPPED = {"en": False, "de": True}
+_SWAP = str.maketrans({",": ".", ".": ","})
+_QUANTUM = {d: Decimal(1).scaleb(-d) for d in range(7)}
+
+
 @functools.lru_cache(maxsize=16)
 def _decimal_pattern(digits: int):
     return parse_pattern("#,##0" + ("." + "0" * digits if digits else ""))
@@ -174,11 +181,18 @@ class Lang:
         return self.gettext(QUOTE).format(text=text)
 
     def num(self, value, digits: int = 1) -> str:
-        """``value`` with ``digits`` decimals and this language's separators (Babel's ``format_decimal``, its
-        pattern and locale parsed once: a build formats tens of thousands of figures)."""
+        """``value`` with ``digits`` decimals and this language's separators, exactly as Babel's
+        ``format_decimal`` prints it (half to even, on the value's shortest decimal form)."""
         if not _finite(value):  # None, text from a damaged row, inf: no figure to print
             return "—"
-        return _decimal_pattern(digits).apply(value, _locale(self.code))
+        swap = _SEPARATORS_SWAPPED.get(self.code)
+        if swap is None:
+            return _decimal_pattern(digits).apply(value, _locale(self.code))
+        # what Babel prints for en and de (tests/test_i18n_numbers.py holds them equal), without its pattern
+        # machinery: a build formats hundreds of thousands of figures (the evidence pages' tables)
+        quantum = _QUANTUM.get(digits) or Decimal(1).scaleb(-digits)
+        text = f"{Decimal(str(value)).quantize(quantum, rounding=ROUND_HALF_EVEN):,.{digits}f}"
+        return text.translate(_SWAP) if swap else text
 
     def fig(self, kind: str, value) -> str:
         """A measured quantity rounded as everywhere else on the site (report/figures.py)."""
