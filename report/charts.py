@@ -7,6 +7,7 @@ screen reader gets the same numbers.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import math
@@ -118,6 +119,32 @@ def _drawn(path: str, mark: str) -> bool:
         return False
 
 
+#: drawn charts by their mark (spec, locale, renderer), the most recent last: a later build in the same
+#: process (the daemon's next one, a build from scratch beside an incremental one) writes a chart it
+#: drew before without drawing it again; the text is what the chart's file held, mark included
+_DRAWN: "collections.OrderedDict[str, str]" = collections.OrderedDict()
+_DRAWN_MAX = 512
+_DRAWN_LOCK = threading.Lock()
+
+
+def _remember(mark: str, text: str) -> None:
+    if not text.endswith(mark):
+        return  # a file another process wrote since: not this chart
+    with _DRAWN_LOCK:
+        _DRAWN[mark] = text
+        _DRAWN.move_to_end(mark)
+        while len(_DRAWN) > _DRAWN_MAX:
+            _DRAWN.popitem(last=False)
+
+
+def _recall(mark: str) -> str | None:
+    with _DRAWN_LOCK:
+        text = _DRAWN.get(mark)
+        if text is not None:
+            _DRAWN.move_to_end(mark)
+        return text
+
+
 def _render_to(job: tuple[str, str, str, str]) -> str:
     path, spec, locale, mark = job  # as chart_draw.render_to, through this module's ``_render``
     Path(path).write_text(_render(spec, locale).rstrip("\n") + "\n" + mark)
@@ -152,6 +179,10 @@ class _Drawer:
         self.jobs[key] = job
         if key in self.local or (key not in self.owner and _drawn(key, job[3])):
             return  # drawn here at the end; or its file is this chart already
+        known = _recall(job[3]) if key not in self.owner else None
+        if known is not None:  # drawn before in this process: its text, not a drawing
+            Path(key).write_text(known)
+            return
         worker = self.owner.get(key) or self._worker()
         if worker is not None:
             worker["queue"].put(json.dumps(job) + "\n")  # written by its writer: a spec can outgrow the pipe
@@ -218,6 +249,10 @@ class _Drawer:
         for key, job in self.jobs.items():
             if not _drawn(key, job[3]):
                 _render_to(job)
+            try:
+                _remember(job[3], Path(key).read_text())
+            except OSError:
+                pass
 
     def close(self) -> None:
         """The block failed: its workers stop where they are."""

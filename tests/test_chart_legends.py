@@ -74,8 +74,30 @@ def test_a_chart_drawn_from_the_same_spec_is_not_drawn_again(tmp_path, monkeypat
     draw("de", rows=_rows()[:2])
     assert len(drawn) == 3
     path.write_text(path.read_text().rsplit("<!--", 1)[0])  # a file of an older build, without its mark
+    charts._DRAWN.clear()  # and a process that has not drawn it
     draw("de", rows=_rows()[:2])
     assert len(drawn) == 4
+
+
+def test_a_chart_drawn_before_in_this_process_is_written_not_drawn(tmp_path, monkeypatch):
+    """A build from scratch beside an incremental one (or the daemon's next build) writes the charts this
+    process drew before from their text; a new spec is still drawn, in another language too."""
+    drawn = []
+    real = charts._render
+    monkeypatch.setattr(charts, "_render", lambda spec, locale: drawn.append(locale) or real(spec, locale))
+    monkeypatch.setattr(charts, "_DRAWN", type(charts._DRAWN)())
+
+    def draw(path, lang="en", rows=None):
+        with charts.deferred(workers=1):
+            charts.write_svg(path, charts.decode_chart(rows or _rows(), Lang(lang), title="Decode"))
+        return path.read_text()
+
+    first = draw(tmp_path / "a" / "decode.svg")
+    assert drawn == ["en-US"]
+    assert draw(tmp_path / "b" / "decode.svg") == first and drawn == ["en-US"]  # another project, no drawing
+    draw(tmp_path / "b" / "decode.svg", "de")
+    draw(tmp_path / "c" / "decode.svg", rows=_rows()[:2])
+    assert drawn == ["en-US", "de-DE", "en-US"]
 
 
 def test_the_run_charts_are_valid_vega_lite_and_the_schema_can_refuse():
