@@ -124,8 +124,9 @@ def _finite(value) -> bool:
 QUOTE = N_("“{text}”")
 
 
-#: the site's languages and whether their separators are the other way round from Python's (1,234.5)
-_SEPARATORS_SWAPPED = {"en": False, "de": True}
+#: the site's languages whose separators are Python's own (1,234.5), and those that swap them (1.234,5)
+_PYTHON_SEPARATORS = frozenset({"en"})
+_SWAPPED_SEPARATORS = frozenset({"de"})
 _SWAP = str.maketrans({",": ".", ".": ","})
 _QUANTUM = {d: Decimal(1).scaleb(-d) for d in range(7)}
 
@@ -185,8 +186,8 @@ class Lang:
         ``format_decimal`` prints it (half to even, on the value's shortest decimal form)."""
         if not _finite(value):  # None, text from a damaged row, inf: no figure to print
             return "—"
-        swap = _SEPARATORS_SWAPPED.get(self.code)
-        if swap is None:
+        swap = self.code in _SWAPPED_SEPARATORS
+        if not swap and self.code not in _PYTHON_SEPARATORS:
             return _decimal_pattern(digits).apply(value, _locale(self.code))
         # what Babel prints for en and de (tests/test_i18n_numbers.py holds them equal), without its pattern
         # machinery: a build formats hundreds of thousands of figures (the evidence pages' tables)
