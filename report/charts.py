@@ -249,10 +249,11 @@ class _Drawer:
         for key, job in self.jobs.items():
             if not _drawn(key, job[3]):
                 _render_to(job)
-            try:
-                _remember(job[3], Path(key).read_text())
-            except OSError:
-                pass
+            if key in self.owner or key in self.local:  # drawn in this block: kept for a later one
+                try:
+                    _remember(job[3], Path(key).read_text())
+                except OSError:
+                    pass
 
     def close(self) -> None:
         """The block failed: its workers stop where they are."""
