@@ -186,10 +186,13 @@ def rows(db: Path) -> dict:
 
 @pytest.mark.parametrize("source", ["router-interleaved.log", "real/ollama-0.24-cpu.log"])
 def test_a_capture_in_chunks_stores_what_one_transaction_stores(tmp_path, monkeypatch, source):
-    """Cut after every 4 MiB batch, wherever that falls in a load: attribution carries over exactly."""
-    from cardproof.daemon.logs import capture_file, importer
+    """Cut after every batch the reader takes (256 KiB here, 4 MiB in use), wherever that falls in a
+    load: attribution carries over exactly."""
+    from cardproof.daemon.logs import capture_file, importer, sources
 
-    copies = (13 << 20) // (FIXTURES / source).stat().st_size + 1  # over three 4 MiB batches
+    monkeypatch.setattr(sources, "_CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(importer, "_BETWEEN_CHUNKS_S", 0)  # the pause lets other writers in: none here
+    copies = (13 << 18) // (FIXTURES / source).stat().st_size + 1  # over twelve batches
     log = big_log(tmp_path / "a.log", FIXTURES / source, copies)
     results = {}
     for label, chunk in (("whole", 10**9), ("chunked", 1)):
@@ -200,7 +203,7 @@ def test_a_capture_in_chunks_stores_what_one_transaction_stores(tmp_path, monkey
         results[label] = (stats, rows(tmp_path / f"{label}.db"))
     (whole, whole_rows), (chunked, chunked_rows) = results["whole"], results["chunked"]
     assert chunked["lines"] == whole["lines"] == len(log.read_text().splitlines())
-    assert os.path.getsize(log) > 3 * (4 << 20)  # several batches, so several chunks
+    assert os.path.getsize(log) > 12 * sources._CHUNK_BYTES  # several batches, so several chunks
     assert chunked_rows == whole_rows
     for key in ("attributed", "unattributed", "facts", "loads"):
         assert chunked[key] == whole[key], key

@@ -12,6 +12,7 @@ no longer parsed then has NULL, which reads as "unreadable" (None) everywhere.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
 
@@ -63,16 +64,23 @@ def normalised_text(text: str) -> str | None:
         return None
 
 
+@functools.cache
+def _adapter(kind: Any) -> TypeAdapter:
+    """One validator per type: building a TypeAdapter compiles its schema (about a millisecond), and
+    a site build reads the frozen campaign of every run several times."""
+    return TypeAdapter(kind)
+
+
 def from_normalised(data: dict, text: str = "", sha256: str = "", path: str = "frozen campaign") -> Campaign:
     """The :class:`Campaign` a :func:`normalised` dict was made of (ValueError where it is not one)."""
     if not isinstance(data, dict) or data.get("version") != VERSION:
         raise ValueError(f"not a normalised campaign of version {VERSION}")
     values = {k: v for k, v in data.items() if k != "version"}
     for name, kind in _TYPED.items():
-        values[name] = TypeAdapter(kind).validate_python(values.get(name))
+        values[name] = _adapter(kind).validate_python(values.get(name))
     values["gates"] = {n: GateConfig(g["threshold"], g["exclude"]) for n, g in values["gates"].items()}
     values["sections"] = {n: (values[n] if n in ("load", "depth") else
-                              TypeAdapter(SECTIONS[n][0]).validate_python(v) if n in SECTIONS else v)
+                              _adapter(SECTIONS[n][0]).validate_python(v) if n in SECTIONS else v)
                           for n, v in values["sections"].items()}
     for name in ("prompt_classes", "reasoning"):
         values[name] = tuple(values[name])
