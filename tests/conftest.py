@@ -104,7 +104,7 @@ def campaign_text(url: str, *, models=("tiny-a",), classes=("short",), reasoning
 
 
 def model_states(url: str) -> dict[str, str]:
-    return {m["id"]: (m.get("status") or {}).get("value") for m in httpx.get(url + "/models", timeout=10).json()["data"]}
+    return {m["id"]: (m.get("status") or {}).get("value") for m in httpx.get(url + "/models", timeout=10, verify=False).json()["data"]}
 
 
 def wait_states(url: str, done, timeout_s: float = 120.0) -> dict[str, str]:
@@ -124,7 +124,7 @@ def unload_all(url: str) -> None:
     wait_states(url, lambda st: "loading" not in st.values())
     for name, state in model_states(url).items():
         if state == "loaded":
-            httpx.post(url + "/models/unload", json={"model": name}, timeout=30)
+            httpx.post(url + "/models/unload", json={"model": name}, timeout=30, verify=False)
     wait_states(url, lambda st: not {"loaded", "loading", "unloading"} & set(st.values()))
 
 

@@ -109,13 +109,29 @@ def sha256_file(path: Path) -> str | None:
     return h.hexdigest()
 
 
+#: owning_package's answers by (file, inode, size, mtime): a daemon sets up a run per campaign, and reading
+#: every installed distribution's file list took up to half a second a run (all of them, where no package owns the
+#: file); a reinstalled wheel is a new file
+_OWNERS: dict[tuple, str | None] = {}
+
+
 def owning_package(path: Path) -> str | None:
     """``name version`` of the installed distribution whose files include ``path`` (the wheel that ships a
     server binary whose build reports no version), else None."""
     try:
         target = path.resolve()
+        st = target.stat()
     except OSError:
         return None
+    key = (str(target), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _OWNERS:
+        if len(_OWNERS) > 256:
+            _OWNERS.clear()
+        _OWNERS[key] = _find_owner(target)
+    return _OWNERS[key]
+
+
+def _find_owner(target: Path) -> str | None:
     for dist in metadata.distributions():
         for f in dist.files or ():
             if f.name != target.name:

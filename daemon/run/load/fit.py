@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 import httpx
 
 from cardproof.marks import N_
+from cardproof.daemon.backends.http import tls_verify
 from cardproof.daemon.server import llamacpp
 from cardproof.daemon.store.crashes import end_reason as crash_end
 from cardproof.daemon.memory.host import host_available, read_process
@@ -223,7 +224,7 @@ def _ask(url: str, model: str, max_tokens: int) -> dict:
     out = {"prompt_tokens": None, "completion_tokens": None, "request_ms": None, "error": None}
     t0 = time.perf_counter()
     try:
-        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=300.0)
+        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=300.0, verify=tls_verify(url))
         out["request_ms"] = round((time.perf_counter() - t0) * 1000, 3)
         data = r.json()
     except (httpx.HTTPError, ValueError) as exc:
