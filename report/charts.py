@@ -155,9 +155,9 @@ class _Drawer:
     """The charts of a ``deferred`` block, drawn by worker processes while the block goes on.
 
     A worker (``python -m cardproof.report.chart_draw``) imports vl-convert alone and starts with the
-    first chart to draw: after one new run at a year of nightly runs, its charts are drawn on another
-    core while the trend pages and indexes are written. More workers start, up to ``workers``, while
-    many charts wait (a first build). A chart whose file already ends with its mark is not drawn again.
+    first chart beyond the :attr:`LOCAL` ones this process draws itself: on a first build of many runs
+    the charts are drawn on other cores while the pages are written. More workers start, up to
+    ``workers``, while many charts wait. A chart whose file already ends with its mark is not drawn again.
     A worker is a plain child process, not ``multiprocessing``: the caller's main script is never
     imported again. Where a worker cannot start, fails a chart or dies, what it did not draw is drawn
     in this process at the block's end (so a real drawing error is raised here, as with one core).
@@ -165,6 +165,10 @@ class _Drawer:
 
     #: charts waiting per worker before another one starts
     BACKLOG = 16
+    #: the first charts of a block are drawn here, at its end: a worker takes about half a second to be
+    #: ready (Python, then vl-convert's engine), a chart drawn here about 30 ms once this process's engine
+    #: runs; a new run's article and its trend pages (a daemon's nightly build) stay under this
+    LOCAL = 12
 
     def __init__(self, workers: int):
         self.workers = workers
@@ -183,7 +187,11 @@ class _Drawer:
         if known is not None:  # drawn before in this process: its text, not a drawing
             Path(key).write_text(known)
             return
-        worker = self.owner.get(key) or self._worker()
+        worker = self.owner.get(key)
+        if worker is None and len(self.local) < self.LOCAL:
+            self.local.append(key)
+            return
+        worker = worker or self._worker()
         if worker is not None:
             worker["queue"].put(json.dumps(job) + "\n")  # written by its writer: a spec can outgrow the pipe
             worker["sent"] += 1

@@ -30,12 +30,25 @@ def _draw(folder, workers: int) -> dict[str, str]:
     return {f.name: f.read_text() for f in sorted(folder.glob("*.svg"))}
 
 
+def test_a_few_charts_are_drawn_here_and_more_go_to_workers(tmp_path, monkeypatch):
+    """Six charts are fewer than a block draws itself: no worker starts for them; with room for two
+    here, the other four go to a worker and all six are what this process alone draws."""
+    started = []
+    real = subprocess.Popen
+    monkeypatch.setattr(charts.subprocess, "Popen", lambda *a, **k: started.append(a[0]) or real(*a, **k))
+    here = _draw(tmp_path / "here", workers=1)
+    assert _draw(tmp_path / "few", workers=2) == here and started == []
+    monkeypatch.setattr(charts._Drawer, "LOCAL", 2)
+    assert _draw(tmp_path / "more", workers=2) == here and len(started) == 1
+
+
 def test_workers_draw_what_this_process_draws(tmp_path, monkeypatch):
     started = []
     real = subprocess.Popen
     monkeypatch.setattr(charts.subprocess, "Popen", lambda *a, **k: started.append(a[0]) or real(*a, **k))
     here = _draw(tmp_path / "here", workers=1)
     assert started == []
+    monkeypatch.setattr(charts._Drawer, "LOCAL", 0)  # every chart to a worker
     drawn = _draw(tmp_path / "workers", workers=2)
     assert started and all("cardproof.report.chart_draw" in cmd for cmd in started)
     assert drawn == here and len(drawn) == 6
@@ -44,6 +57,7 @@ def test_workers_draw_what_this_process_draws(tmp_path, monkeypatch):
 
 def test_a_worker_that_cannot_start_or_dies_leaves_its_charts_to_this_process(tmp_path, monkeypatch):
     here = _draw(tmp_path / "here", workers=1)
+    monkeypatch.setattr(charts._Drawer, "LOCAL", 0)
     monkeypatch.setattr(charts.sys, "executable", str(tmp_path / "no-such-python"))
     assert _draw(tmp_path / "none", workers=2) == here
     monkeypatch.setattr(charts.sys, "executable", "/bin/true")  # starts, reads nothing, exits at once
@@ -63,6 +77,7 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path)
             f.write("run\\n")
         rows = [{{"model": "m", "class": "short", "median": 10.0, "low": 9.0, "high": 11.0, "n": 3, "cell": 1,
                  "unstable": False, "stability": "stable"}}]
+        charts._Drawer.LOCAL = 0  # the one chart goes to a worker
         with charts.deferred(workers=2):
             charts.write_svg(Path({str(tmp_path / "c.svg")!r}), charts.decode_chart(rows, Lang("en"), title="T"))
     """))
