@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from cardproof import commands
 from cardproof.cli import COMMAND_MODULES, cli
+from source_trees import parsed
 
 
 def _commands(group: click.Group, path: tuple[str, ...] = ()):
@@ -57,7 +58,7 @@ def test_every_command_module_is_registered_and_none_imports_the_cli():
     registered = {cli.get_command(ctx, n) for n in cli.list_commands(ctx)}
     assert {c for m in COMMAND_MODULES for c in m.COMMANDS} == registered
     for path in root.glob("*.py"):
-        tree = ast.parse(path.read_text())
+        tree = parsed(path)
         for node in tree.body:  # imports at module level: the ones that make a cycle
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])

@@ -23,6 +23,7 @@ from cardproof.daemon.backends.llamaserver import LlamaServerBackend
 from cardproof.daemon.backends.openai import OpenAICompatBackend
 from cardproof.daemon.campaign.model import CampaignError, parse_campaign
 from malformed_server import GOOD_TIMINGS, GOOD_USAGE, Answer, FakeServer, raw_json, sse
+from source_trees import parsed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -392,7 +393,7 @@ def test_no_module_registers_itself_by_an_import_at_its_bottom():
     for folder in ("cardproof", "daemon", "report"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             seen_def = False
-            for node in ast.parse(path.read_text()).body:
+            for node in parsed(path).body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     seen_def = True
                 elif seen_def and isinstance(node, (ast.Import, ast.ImportFrom)):

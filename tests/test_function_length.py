@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from source_trees import parsed
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("cardproof", "daemon", "report")
@@ -23,7 +24,7 @@ def long_functions() -> dict[str, int]:
     found = {}
     for top in PRODUCT:
         for path in sorted((ROOT / top).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = parsed(path)
             found |= _long_in(tree, f"{path.relative_to(ROOT)}:", "")
     return found
 

@@ -20,6 +20,7 @@ from cardproof.daemon.gates import GATES, SampleContext
 from cardproof.daemon.store.said import Said, english, said_json
 from cardproof.report.i18n import CATALOGUE, Lang, read_catalogue
 from cardproof.report.observations import say
+from source_trees import parsed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +29,7 @@ def _said_msgids() -> dict[str, str]:
     """Every message id the capture side builds a Said from (literal or either side of a conditional)."""
     found: dict[str, str] = {}
     for f in (ROOT / "daemon").rglob("*.py"):
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in ast.walk(parsed(f)):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Said" and node.args:
                 arg = node.args[0]
                 options = [arg.body, arg.orelse] if isinstance(arg, ast.IfExp) else [arg]

@@ -19,6 +19,7 @@ import fnmatch
 from pathlib import Path
 
 import pytest
+from source_trees import parsed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +69,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path], package: str) -> s
     """Modules of the package that ``name`` imports (relative names, '' for the package)."""
     is_pkg = path.name == "__init__.py"
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         targets = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]

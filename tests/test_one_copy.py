@@ -18,6 +18,7 @@ from cardproof.daemon.campaign import validate
 from cardproof.daemon.run.loads import free_router
 from cardproof.daemon.store import json_value
 from cardproof.report.cell_kinds import KINDS, ORDER, SQL_KINDS, STEP_KINDS, kind_of
+from source_trees import parsed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,7 +118,7 @@ def test_one_copy_of_each_shared_piece():
     """The copies that were folded into one are not written again under their old names."""
     defined = {}
     for path in [*(ROOT / "daemon").rglob("*.py"), *(ROOT / "report").rglob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.FunctionDef):
                 defined.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
     assert not {n: defined[n] for n in ("_free_router", "_free", "_step_axis_value") if n in defined}

@@ -5,21 +5,27 @@ Real parts only: runs measured against the real llama-server, a real
 404 outside its sub-path, so a root-absolute link shows), and Debian's
 headless Chromium opening the pages over http:// and file://.
 
-In each of the three ways every page of both languages is opened from the
-two home pages on: every internal link must name a file that exists (no
-folder, which a browser shows as a listing from disk), no page may log a
-console error or ask for anything off localhost, the language switch on
-every page (the home page's too) must lead to the same page in the other
-language (clicked on the home pages, read as the browser resolved the link elsewhere), the charts must load, and search must find a page.
+In each of the three ways every page of both languages reachable from the two
+home pages is read from its file, its links resolved against its own address
+as a browser resolves them: every internal link must name a file that exists
+(no folder, which a browser shows as a listing from disk), every fragment an id
+of its page, and the language switch on every page must lead to the same page
+in the other language. One page of each kind (both runs' articles always) is
+opened in Chromium: no page may log a console error or ask for anything off
+localhost, the home pages' switch is clicked, the charts must load, and search
+must find a page. Every page is opened in Chromium at the root by
+tests/test_site_browser.py.
 """
 
 from __future__ import annotations
 
 import functools
+import html.parser
 import http.server
+import re
 import threading
 from pathlib import Path
-from urllib.parse import unquote, urldefrag, urlparse
+from urllib.parse import unquote, urldefrag, urljoin, urlparse
 
 import pytest
 
@@ -109,66 +115,123 @@ def _open(browser, url: str, wait_until: str = "networkidle") -> tuple[object, d
     return page, seen
 
 
-#: pages opened at once by the crawl: each waits for half a second without a request (network idle),
-#: and those waits run side by side in the browser
+#: pages opened at once in the browser: each waits for half a second without a request (network idle),
+#: and those waits run side by side
 CRAWL_BATCH = 6
 
 
-def _crawl(browser, out: Path, base: str) -> dict[str, dict]:
-    """Open every page reachable from both home pages; switch language on each."""
+class _PageLinks(html.parser.HTMLParser):
+    """What a page's HTML links and names: every ``a href``, every ``id``, its language switch."""
+
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+        self.switch: dict[str, str] = {}
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href") is not None:
+            self.links.append(a["href"])
+            if "md-select__link" in (a.get("class") or "").split() and a.get("hreflang"):
+                self.switch[a["hreflang"]] = a["href"]
+
+
+def _read_site(out: Path, base: str) -> dict[str, dict]:
+    """Every page reachable from both home pages, read from its file: its links and the language switch
+    resolved against the page's own address in this way (as a browser resolves them), and its ids."""
     pages: dict[str, dict] = {}
     queue = [base + "index.html", base + "de/index.html"]
     while queue:
-        batch: list[str] = []
-        while queue and len(batch) < CRAWL_BATCH:
-            url = queue.pop()
-            if url not in pages and url not in batch:
-                batch.append(url)
-        opened = [_open(browser, url, wait_until="commit") for url in batch]  # all loading at once
-        for url, (page, info) in zip(batch, opened):
-            _visit(page, info, url, base, pages, queue)
+        url = queue.pop()
+        if url in pages:
+            continue
+        parsed = _PageLinks()
+        parsed.feed(_file_for(out, base, url).read_text(encoding="utf-8"))
+        other = "en" if url.startswith(base + "de/") else "de"
+        info = {"links": [urljoin(url, h) for h in parsed.links], "ids": parsed.ids,
+                "switch_to": urljoin(url, parsed.switch[other]) if other in parsed.switch else None}
+        pages[url] = info
+        for href in info["links"]:
+            target = urldefrag(href)[0]
+            if target.startswith(base) and target.endswith(PAGE_SUFFIXES) and _file_for(out, base, target).is_file():
+                queue.append(target)
     return pages
 
 
-def _visit(page, info: dict, url: str, base: str, pages: dict, queue: list) -> None:
-    """One opened page, once the network is idle: what it shows and links, and its language switch."""
-    page.wait_for_load_state("networkidle")
-    info["final_url"] = page.url
-    info["text"] = page.inner_text("body")
-    info["links"] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-    info["ids"] = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
-    info["svgs"] = page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => [e.src, e.naturalWidth])")
-    other = "en" if url.startswith(base + "de/") else "de"
-    switch = page.query_selector(f"a.md-select__link[hreflang={other}]")
-    info["switch_to"] = None
-    if switch is not None and url in (base + "index.html", base + "de/index.html"):
-        with page.expect_navigation(wait_until="load"):
-            switch.evaluate("a => a.click()")  # the menu opens on hover; the click is the reader's
-        info["switch_to"] = page.url
-    elif switch is not None:  # a plain link (no instant navigation): where the browser resolved it is where it goes
-        info["switch_to"] = switch.evaluate("a => a.href")
-    page.close()
-    pages[url] = info
-    for href in info["links"]:
-        target = urldefrag(href)[0]
-        if target.startswith(base) and target.endswith(PAGE_SUFFIXES):
-            queue.append(target)
+def _kind(base: str, url: str) -> str:
+    """A page's kind: its folder and its name with numbers and model names left out (every run's article
+    is one kind, every trend page another)."""
+    folder, _, name = url[len(base):].rpartition("/")
+    return folder + "/" + (name.split("-")[0] + "-*" if folder.endswith("trends") else re.sub(r"\d+", "#", name))
+
+
+def _sample(base: str, urls, must: set[str]) -> list[str]:
+    """``must``, and one page of every kind that ``must`` leaves out."""
+    chosen = sorted(must)
+    kinds = {_kind(base, u) for u in chosen}
+    for url in sorted(urls):
+        if _kind(base, url) not in kinds:
+            kinds.add(_kind(base, url))
+            chosen.append(url)
+    return chosen
+
+
+def _open_all(browser, urls: list[str], base: str) -> dict[str, dict]:
+    """Each page in Chromium: how it loaded, what it asked for, what it logged, its charts; the home pages'
+    language switch is clicked."""
+    pages: dict[str, dict] = {}
+    for i in range(0, len(urls), CRAWL_BATCH):
+        batch = urls[i:i + CRAWL_BATCH]
+        opened = [_open(browser, url, wait_until="commit") for url in batch]  # all loading at once
+        for url, (page, info) in zip(batch, opened):
+            page.wait_for_load_state("networkidle")
+            info["final_url"] = page.url
+            info["text"] = page.inner_text("body")
+            info["svgs"] = page.eval_on_selector_all("img[src$='.svg']", "els => els.map(e => [e.src, e.naturalWidth])")
+            other = "en" if url.startswith(base + "de/") else "de"
+            switch = page.query_selector(f"a.md-select__link[hreflang={other}]")
+            info["clicked_to"] = None
+            if switch is not None and url in (base + "index.html", base + "de/index.html"):
+                with page.expect_navigation(wait_until="load"):
+                    switch.evaluate("a => a.click()")  # the menu opens on hover; the click is the reader's
+                info["clicked_to"] = page.url
+            page.close()
+            pages[url] = info
+    return pages
 
 
 @pytest.fixture(scope="module")
-def crawled(way, browser):
+def crawled(way, browser, built):
+    """Every page read from its file (links, ids, language switch), and one page of each kind opened in
+    the browser (both runs' articles always): pages of one kind share their template and their depth,
+    so what resolves on one resolves on all."""
     out, base = way
-    return out, base, _crawl(browser, out, base)
+    _, first, second = built
+    read = _read_site(out, base)
+    must = {base + "index.html", base + "de/index.html"} | {
+        f"{base}{lang}runs/run-{rid}.html" for lang in ("", "de/") for rid in (first, second)}
+    # at the root, every page is opened by tests/test_site_browser.py: here the home pages and the runs
+    opened = _open_all(browser, sorted(must) if _at_root(base) else _sample(base, read, must), base)
+    return out, base, read, opened
+
+
+def _at_root(base: str) -> bool:
+    return base.startswith("http") and urlparse(base).path == "/"
 
 
 def test_every_page_opens_clean_and_stays_local(crawled, built):
-    out, base, pages = crawled
+    out, base, read, opened = crawled
     _, first, second = built
     for lang in ("", "de/"):
         for rid in (first, second):
-            assert f"{base}{lang}runs/run-{rid}.html" in pages, sorted(pages)
-    assert len(pages) >= 10
-    for url, info in pages.items():
+            assert f"{base}{lang}runs/run-{rid}.html" in read and f"{base}{lang}runs/run-{rid}.html" in opened
+    assert len(read) >= 10
+    kinds = {_kind(base, u) for u in opened}
+    assert kinds == {_kind(base, u) for u in read} or _at_root(base)  # every kind of page opened
+    for url, info in opened.items():
         assert info["status"] in (200, 0, None) if base.startswith("file:") else info["status"] == 200, url
         assert info["errors"] == [], (url, info["errors"])
         assert info["failed"] == [], (url, info["failed"])
@@ -177,7 +240,7 @@ def test_every_page_opens_clean_and_stays_local(crawled, built):
 
 
 def test_every_internal_link_names_a_file_that_exists(crawled):
-    out, base, pages = crawled
+    out, base, pages, _ = crawled
     checked = 0
     for url, info in pages.items():
         for href in info["links"]:
@@ -195,10 +258,9 @@ def test_every_internal_link_names_a_file_that_exists(crawled):
 
 
 def test_language_switch_on_every_page_keeps_the_page(crawled):
-    out, base, pages = crawled
-    home = pages[base + "index.html"]
-    assert home["switch_to"] == base + "de/index.html"
-    assert pages[base + "de/index.html"]["switch_to"] == base + "index.html"
+    out, base, pages, opened = crawled
+    assert opened[base + "index.html"]["clicked_to"] == base + "de/index.html"  # clicked in the browser
+    assert opened[base + "de/index.html"]["clicked_to"] == base + "index.html"
     for url, info in pages.items():
         rel = url[len(base):]
         expected = base + (rel[3:] if rel.startswith("de/") else "de/" + rel)
@@ -206,7 +268,7 @@ def test_language_switch_on_every_page_keeps_the_page(crawled):
 
 
 def test_charts_load_in_both_languages(crawled, built):
-    out, base, pages = crawled
+    out, base, _, pages = crawled
     _, first, second = built
     for lang in ("", "de/"):
         svgs = pages[f"{base}{lang}runs/run-{second}.html"]["svgs"]

@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from source_trees import parsed
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"daemon": "cardproof.daemon", "report": "cardproof.report"}
@@ -29,7 +30,7 @@ def imported(path: Path, folder: str) -> list[tuple[int, str]]:
     """``(line, module)`` of every import in ``path``, relative ones resolved; ``from a import b`` as ``a.b``."""
     name, is_pkg = _module(path, folder)
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
