@@ -110,17 +110,19 @@ def publishable(value) -> str:
     return text
 
 
-#: escaped texts of this process, by (text, addresses shown): a run's evidence page prints its thousands of
+#: escaped texts (and numbers) of this process, by (text, addresses shown): a run's evidence page prints its thousands of
 #: log lines in every language, each masked and escaped once. Only short texts are kept (a log line, a
 #: name): the memo holds its keys alive, and a hostile store's megabyte texts must not pile up in it.
-_ESCAPED: dict[tuple[str, bool], str] = {}
+_ESCAPED: dict[tuple, str] = {}
 _ESCAPED_MAX = 50_000
 _ESCAPED_CHARS = 2_000
 
 
 def _escape_text(value) -> str:
-    if type(value) is str and len(value) <= _ESCAPED_CHARS:
-        key = (value, _SHOW_ADDRESSES.get())
+    kind = type(value)
+    if (kind is str and len(value) <= _ESCAPED_CHARS) or kind is int or kind is float:
+        # a number is kept by its type too: 1 and 1.0 are one key to a dict and two texts
+        key = (value, _SHOW_ADDRESSES.get()) if kind is str else (kind, value, _SHOW_ADDRESSES.get())
         done = _ESCAPED.get(key)
         if done is None:
             if len(_ESCAPED) >= _ESCAPED_MAX:

@@ -224,3 +224,13 @@ def test_the_escape_memo_keeps_short_texts_only_and_gives_what_escaping_gives():
     with mdsafe.publishing(show_addresses=True):
         assert "192.168.7.9" in mdsafe.esc(short)  # the opt-out is part of the key
     assert len(mdsafe._ESCAPED) == 2
+
+
+def test_numbers_are_kept_by_their_type_in_the_memo():
+    """A table prints thousands of numbers: each is escaped once, and 1, 1.0 and True (equal to a dict)
+    each keep their own text."""
+    from cardproof.report import mdsafe
+
+    mdsafe._ESCAPED.clear()
+    assert [mdsafe.esc(v) for v in (1, 1.0, True, 1, 1.0, -0.5)] == ["1", "1.0", "True", "1", "1.0", "-0.5"]
+    assert len(mdsafe._ESCAPED) == 3  # 1, 1.0 and -0.5; True is not kept

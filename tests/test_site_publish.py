@@ -196,10 +196,10 @@ def test_search_in_chromium_finds_the_new_run_and_an_old_one_by_model_name(publi
     for model, rid in (("tiny-b", third), ("tiny-a", first)):
         box = page.locator("input.md-search__input")
         hits, agreed = [], 0
-        for _ in range(40):  # the index is read while the reader types: wait until three reads agree
+        for _ in range(80):  # the index is read while the reader types: wait until three reads agree
             box.fill("")
             box.press_sequentially(model, delay=20)
-            page.wait_for_timeout(500)
+            page.wait_for_timeout(250)
             now = page.eval_on_selector_all(".md-search-result__item a[href]", "els => els.map(e => e.href)")
             agreed = agreed + 1 if now and now == hits else 0
             hits = now
