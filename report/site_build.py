@@ -193,7 +193,22 @@ def compile_templates_once() -> None:
     folder = _template_cache()
     if folder is None or getattr(mk_theme.Theme.get_env, "_cardproof_cached", False):
         return
-    cache = jinja2.FileSystemBytecodeCache(str(folder))
+    class _Cache(jinja2.FileSystemBytecodeCache):
+        """A compiled template that cannot be kept (a full disk) or read is compiled again, never an error."""
+
+        def dump_bytecode(self, bucket):
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
+
+        def load_bytecode(self, bucket):
+            try:
+                super().load_bytecode(bucket)
+            except Exception:  # noqa: BLE001 -- cut or damaged (pickle, marshal): whatever it is, no cache
+                bucket.reset()
+
+    cache = _Cache(str(folder))
     made = mk_theme.Theme.get_env
 
     def get_env(self):

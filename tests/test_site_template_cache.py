@@ -63,3 +63,29 @@ def test_a_build_leaves_the_compiled_templates_and_the_next_build_reads_them(tmp
     build()
     assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == made  # read, not compiled again
     assert (project / "build" / "site" / "index.html").is_file()
+
+
+def test_a_cache_that_cannot_be_written_or_read_only_costs_the_compiling(tmp_path, monkeypatch):
+    """A full disk (no compiled template can be kept) or a cut file leaves the build as it is without a cache."""
+    import tempfile
+
+    from mkdocs import theme as mk_theme
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(mk_theme.Theme, "get_env", mk_theme.Theme.get_env)  # the wrapper goes after the test
+    site_build.compile_templates_once()
+    folder = tmp_path / "cache" / "cardproof" / "jinja"
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(tempfile, "NamedTemporaryFile", no_space)
+        assert mk_theme.Theme(name="material").get_env().get_template("main.html")  # compiled, not kept
+    assert list(folder.iterdir()) == []
+    mk_theme.Theme(name="material").get_env().get_template("main.html")
+    kept = list(folder.iterdir())
+    assert kept
+    for f in kept:  # the header whole, the code cut short: marshal cannot read it
+        f.write_bytes(f.read_bytes()[:60])
+    assert mk_theme.Theme(name="material").get_env().get_template("main.html")  # compiled again
