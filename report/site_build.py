@@ -182,33 +182,54 @@ def _template_cache() -> Path | None:
     return folder
 
 
+def _template_store(folder: Path):
+    """Jinja's bytecode cache, kept as ``<key>.code`` files: a header naming Python's bytecode magic, the
+    Jinja version and the template source's checksum, then the compiled code (``marshal``, as Python's
+    own ``__pycache__``). A file whose header does not match, that is cut short or damaged, or that
+    cannot be written (a full disk) is no cache: the template is compiled, never an error."""
+    import importlib.util
+    import marshal
+    import tempfile
+
+    import jinja2
+
+    magic = b"cardproof-jinja " + importlib.util.MAGIC_NUMBER.hex().encode() + b" " + jinja2.__version__.encode()
+
+    class Store(jinja2.BytecodeCache):
+        def load_bytecode(self, bucket):
+            try:
+                head, _, code = (folder / f"{bucket.key}.code").read_bytes().partition(b"\n")
+                if head == magic + b" " + bucket.checksum.encode():
+                    bucket.code = marshal.loads(code)
+            except Exception:  # noqa: BLE001 -- missing, cut or damaged: compiled again
+                bucket.reset()
+
+        def dump_bytecode(self, bucket):
+            data = magic + b" " + bucket.checksum.encode() + b"\n" + marshal.dumps(bucket.code)
+            try:
+                with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as f:
+                    f.write(data)
+                os.replace(f.name, folder / f"{bucket.key}.code")  # whole or not at all, for a build beside
+            except OSError:
+                try:
+                    os.unlink(f.name)
+                except (OSError, NameError):
+                    pass
+
+    return Store()
+
+
 def compile_templates_once() -> None:
     """Material's templates compiled once, not at every build: mkdocs makes a new Jinja environment per
     build (and per language), and compiling the theme's 73 templates was about a third of a build of
-    a few changed pages. Jinja keys each compiled template on its name and its source's checksum, so
-    an upgraded theme compiles again."""
-    import jinja2
+    a few changed pages. Each compiled template is kept by its name and its source's checksum, so an
+    upgraded theme compiles again (:func:`_template_store`)."""
     from mkdocs import theme as mk_theme
 
     folder = _template_cache()
     if folder is None or getattr(mk_theme.Theme.get_env, "_cardproof_cached", False):
         return
-    class _Cache(jinja2.FileSystemBytecodeCache):
-        """A compiled template that cannot be kept (a full disk) or read is compiled again, never an error."""
-
-        def dump_bytecode(self, bucket):
-            try:
-                super().dump_bytecode(bucket)
-            except OSError:
-                pass
-
-        def load_bytecode(self, bucket):
-            try:
-                super().load_bytecode(bucket)
-            except Exception:  # noqa: BLE001 -- cut or damaged (pickle, marshal): whatever it is, no cache
-                bucket.reset()
-
-    cache = _Cache(str(folder))
+    cache = _template_store(folder)
     made = mk_theme.Theme.get_env
 
     def get_env(self):
