@@ -76,6 +76,19 @@ def test_a_new_database_applies_the_migrations_in_the_pinned_order(tmp_path):
     assert applied(tmp_path / "new.db") == APPLIED_ORDER
 
 
+def test_a_new_database_records_the_version_that_made_it(tmp_path):
+    """``user_version`` names the newest cardproof that migrated a file: a newer file is refused by it."""
+    from cardproof.daemon.store import open_store
+    from cardproof.daemon.store.file import version_number
+
+    open_store(tmp_path / "new.db").close()
+    conn = sqlite3.connect(tmp_path / "new.db")
+    try:
+        assert conn.execute("pragma user_version").fetchone()[0] == version_number() > 0
+    finally:
+        conn.close()
+
+
 def test_a_new_database_has_the_pinned_schema(tmp_path):
     from cardproof.daemon.store import open_store
 

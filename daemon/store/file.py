@@ -334,6 +334,7 @@ def migrate(db: sqlite_utils.Database, path: Path, migrations, *, wait_s: float 
             _create_whole(conn, type(db), migrations)
         elif applied:
             migrations.apply(db)  # sqlite-utils nests each migration as a savepoint of this transaction
+        if applied:
             conn.execute(f"pragma user_version = {max(state.user_version, version_number())}")
         conn.execute("COMMIT")
     except BaseException:
