@@ -187,6 +187,7 @@ def _template_store(folder: Path):
     Jinja version and the template source's checksum, then the compiled code (``marshal``, as Python's
     own ``__pycache__``). A file whose header does not match, that is cut short or damaged, or that
     cannot be written (a full disk) is no cache: the template is compiled, never an error."""
+    import contextlib
     import importlib.util
     import marshal
     import tempfile
@@ -207,14 +208,16 @@ def _template_store(folder: Path):
         def dump_bytecode(self, bucket):
             data = magic + b" " + bucket.checksum.encode() + b"\n" + marshal.dumps(bucket.code)
             try:
-                with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as f:
+                f = tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False)
+            except OSError:
+                return
+            try:
+                with f:
                     f.write(data)
                 os.replace(f.name, folder / f"{bucket.key}.code")  # whole or not at all, for a build beside
             except OSError:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(f.name)
-                except (OSError, NameError):
-                    pass
 
     return Store()
 
