@@ -110,9 +110,10 @@ def publishable(value) -> str:
     return text
 
 
-#: escaped texts (and numbers) of this process, by (text, addresses shown): a run's evidence page prints its thousands of
-#: log lines in every language, each masked and escaped once. Only short texts are kept (a log line, a
-#: name): the memo holds its keys alive, and a hostile store's megabyte texts must not pile up in it.
+#: escaped texts (and numbers) of this process, by (text, addresses shown): a run's evidence page prints
+#: its thousands of log lines in every language, each masked and escaped once. Only short texts are kept
+#: (a log line, a name): the memo holds its keys alive, and a hostile store's megabyte texts must not
+#: pile up in it.
 _ESCAPED: dict[tuple, str] = {}
 _ESCAPED_MAX = 50_000
 _ESCAPED_CHARS = 2_000
